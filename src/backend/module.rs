@@ -1,0 +1,107 @@
+//! Module ops (convolutions, pools, linear, attention, ...).
+
+use super::*;
+
+forward_ops! {
+    impl<I: Backend, C: CheckpointStrategy> ModuleOps<Self> for Checkpointed<Autodiff<I, C>> {
+    #[stored]
+    fn embedding(weights: FloatTensor<Self>, indices: IntTensor<Self>) -> FloatTensor<Self>;
+    fn embedding_backward(weights: FloatTensor<Self>, output_grad: FloatTensor<Self>, indices: IntTensor<Self>) -> FloatTensor<Self>;
+    #[region(crate::recompute::linear)]
+    fn linear(x: FloatTensor<Self>, weight: FloatTensor<Self>, bias: Option<FloatTensor<Self>>) -> FloatTensor<Self>;
+    fn linear_x_backward(weight: FloatTensor<Self>, output_grad: FloatTensor<Self>) -> FloatTensor<Self>;
+    fn linear_weight_backward(x: FloatTensor<Self>, output_grad: FloatTensor<Self>) -> FloatTensor<Self>;
+    fn linear_bias_backward(output_grad: FloatTensor<Self>) -> FloatTensor<Self>;
+    #[region(crate::recompute::conv1d)]
+    fn conv1d(x: FloatTensor<Self>, weight: FloatTensor<Self>, bias: Option<FloatTensor<Self>>, options: ConvOptions<1>) -> FloatTensor<Self>;
+    #[region(crate::recompute::conv2d)]
+    fn conv2d(x: FloatTensor<Self>, weight: FloatTensor<Self>, bias: Option<FloatTensor<Self>>, options: ConvOptions<2>) -> FloatTensor<Self>;
+    #[stored]
+    fn deform_conv2d(x: FloatTensor<Self>, offset: FloatTensor<Self>, weight: FloatTensor<Self>, mask: Option<FloatTensor<Self>>, bias: Option<FloatTensor<Self>>, options: DeformConvOptions<2>) -> FloatTensor<Self>;
+    fn deform_conv2d_backward(x: FloatTensor<Self>, offset: FloatTensor<Self>, weight: FloatTensor<Self>, mask: Option<FloatTensor<Self>>, bias: Option<FloatTensor<Self>>, output_grad: FloatTensor<Self>, options: DeformConvOptions<2>) -> DeformConv2dBackward<Self> {
+        let out = <Autodiff<I, C> as ModuleOps<Autodiff<I, C>>>::deform_conv2d_backward(
+            x, offset, weight, mask, bias, output_grad, options,
+        );
+        DeformConv2dBackward::new(
+            out.x_grad,
+            out.offset_grad,
+            out.weight_grad,
+            out.mask_grad,
+            out.bias_grad,
+        )
+    }
+    #[stored]
+    fn conv3d(x: FloatTensor<Self>, weight: FloatTensor<Self>, bias: Option<FloatTensor<Self>>, options: ConvOptions<3>) -> FloatTensor<Self>;
+    #[stored]
+    fn conv_transpose1d(x: FloatTensor<Self>, weight: FloatTensor<Self>, bias: Option<FloatTensor<Self>>, options: ConvTransposeOptions<1>) -> FloatTensor<Self>;
+    #[region(crate::recompute::conv_transpose2d)]
+    fn conv_transpose2d(x: FloatTensor<Self>, weight: FloatTensor<Self>, bias: Option<FloatTensor<Self>>, options: ConvTransposeOptions<2>) -> FloatTensor<Self>;
+    #[stored]
+    fn conv_transpose3d(x: FloatTensor<Self>, weight: FloatTensor<Self>, bias: Option<FloatTensor<Self>>, options: ConvTransposeOptions<3>) -> FloatTensor<Self>;
+    #[stored]
+    fn avg_pool1d(x: FloatTensor<Self>, kernel_size: usize, stride: usize, padding: usize, count_include_pad: bool, ceil_mode: bool) -> FloatTensor<Self>;
+    #[region(crate::recompute::avg_pool2d)]
+    fn avg_pool2d(x: FloatTensor<Self>, kernel_size: [usize; 2], stride: [usize; 2], padding: [usize; 2], count_include_pad: bool, ceil_mode: bool) -> FloatTensor<Self>;
+    fn avg_pool2d_backward(x: FloatTensor<Self>, grad: FloatTensor<Self>, kernel_size: [usize; 2], stride: [usize; 2], padding: [usize; 2], count_include_pad: bool, ceil_mode: bool) -> FloatTensor<Self>;
+    #[region(crate::recompute::adaptive_avg_pool2d)]
+    fn adaptive_avg_pool2d(x: FloatTensor<Self>, output_size: [usize; 2]) -> FloatTensor<Self>;
+    fn adaptive_avg_pool2d_backward(x: FloatTensor<Self>, grad: FloatTensor<Self>) -> FloatTensor<Self>;
+    #[stored]
+    fn adaptive_avg_pool1d(x: FloatTensor<Self>, output_size: usize) -> FloatTensor<Self>;
+    #[stored]
+    fn max_pool1d(x: FloatTensor<Self>, kernel_size: usize, stride: usize, padding: usize, dilation: usize, ceil_mode: bool) -> FloatTensor<Self>;
+    fn max_pool1d_with_indices(x: FloatTensor<Self>, kernel_size: usize, stride: usize, padding: usize, dilation: usize, ceil_mode: bool) -> MaxPool1dWithIndices<Self> {
+        let __route = crate::region::route();
+        let x = __route.boundary::<I>(x);
+        if __route.in_region() && x.is_tracked() {
+            crate::coverage::note_fallback("max_pool1d_with_indices");
+        }
+        let out = <Autodiff<I, C> as ModuleOps<Autodiff<I, C>>>::max_pool1d_with_indices(
+            x, kernel_size, stride, padding, dilation, ceil_mode,
+        );
+        MaxPool1dWithIndices::new(out.output, out.indices)
+    }
+    fn max_pool1d_with_indices_backward(x: FloatTensor<Self>, kernel_size: usize, stride: usize, padding: usize, dilation: usize, ceil_mode: bool, output_grad: FloatTensor<Self>, indices: IntTensor<Self>) -> MaxPool1dBackward<Self> {
+        let out = <Autodiff<I, C> as ModuleOps<Autodiff<I, C>>>::max_pool1d_with_indices_backward(
+            x, kernel_size, stride, padding, dilation, ceil_mode, output_grad, indices,
+        );
+        MaxPool1dBackward::new(out.x_grad)
+    }
+    #[region(crate::recompute::max_pool2d)]
+    fn max_pool2d(x: FloatTensor<Self>, kernel_size: [usize; 2], stride: [usize; 2], padding: [usize; 2], dilation: [usize; 2], ceil_mode: bool) -> FloatTensor<Self>;
+    fn max_pool2d_with_indices(x: FloatTensor<Self>, kernel_size: [usize; 2], stride: [usize; 2], padding: [usize; 2], dilation: [usize; 2], ceil_mode: bool) -> MaxPool2dWithIndices<Self> {
+        let __route = crate::region::route();
+        let x = __route.boundary::<I>(x);
+        if let Some(region) = __route.region() {
+            if x.is_tracked() {
+                let (output, indices) = crate::recompute::max_pool2d_with_indices::<I>(
+                    x, kernel_size, stride, padding, dilation, ceil_mode,
+                );
+                return MaxPool2dWithIndices::new(region.record::<I>(output), indices);
+            }
+        }
+        let out = <Autodiff<I, C> as ModuleOps<Autodiff<I, C>>>::max_pool2d_with_indices(
+            x, kernel_size, stride, padding, dilation, ceil_mode,
+        );
+        MaxPool2dWithIndices::new(out.output, out.indices)
+    }
+    fn max_pool2d_with_indices_backward(x: FloatTensor<Self>, kernel_size: [usize; 2], stride: [usize; 2], padding: [usize; 2], dilation: [usize; 2], ceil_mode: bool, output_grad: FloatTensor<Self>, indices: IntTensor<Self>) -> MaxPool2dBackward<Self> {
+        let out = <Autodiff<I, C> as ModuleOps<Autodiff<I, C>>>::max_pool2d_with_indices_backward(
+            x, kernel_size, stride, padding, dilation, ceil_mode, output_grad, indices,
+        );
+        MaxPool2dBackward::new(out.x_grad)
+    }
+    #[stored]
+    fn interpolate(x: FloatTensor<Self>, output_size: [usize; 2], options: InterpolateOptions) -> FloatTensor<Self>;
+    fn interpolate_backward(x: FloatTensor<Self>, grad: FloatTensor<Self>, output_size: [usize; 2], options: InterpolateOptions) -> FloatTensor<Self>;
+    fn attention(query: FloatTensor<Self>, key: FloatTensor<Self>, value: FloatTensor<Self>, mask: Option<BoolTensor<Self>>, attn_bias: Option<FloatTensor<Self>>, options: AttentionModuleOptions) -> FloatTensor<Self> {
+        // Autodiff decomposes attention through its own ops; decompose through the decorator's
+        // instead, so that inside a region every step is routed like any other op.
+        burn_backend::ops::attention::attention_fallback::<Self>(query, key, value, mask, attn_bias, options)
+    }
+    #[stored]
+    fn ctc_loss(log_probs: FloatTensor<Self>, targets: IntTensor<Self>, input_lengths: IntTensor<Self>, target_lengths: IntTensor<Self>, blank: usize) -> FloatTensor<Self>;
+    fn rfft(signal: FloatTensor<Self>, dim: usize, n: Option<usize>) -> (FloatTensor<Self>, FloatTensor<Self>);
+    fn irfft(spectrum_re: FloatTensor<Self>, spectrum_im: FloatTensor<Self>, dim: usize, n: Option<usize>) -> FloatTensor<Self>;
+    }
+}

@@ -1,0 +1,16 @@
+//! Transactions (batched reads): forwarded.
+
+use super::*;
+
+forward_ops! {
+    impl<I: Backend, C: CheckpointStrategy> TransactionOps<Self> for Checkpointed<Autodiff<I, C>> {
+    fn tr_execute(transaction: TransactionPrimitive<Self>) -> impl Future<Output = Result<TransactionPrimitiveData, ExecutionError>> + Send {
+        <Autodiff<I, C> as TransactionOps<Autodiff<I, C>>>::tr_execute(TransactionPrimitive::new(
+            transaction.read_floats,
+            transaction.read_qfloats,
+            transaction.read_ints,
+            transaction.read_bools,
+        ))
+    }
+    }
+}

@@ -1,0 +1,58 @@
+//! Gradient checkpointing of whole regions for [Burn](https://burn.dev).
+//!
+//! Swap one type parameter and mark the blocks to recompute:
+//!
+//! ```
+//! use burn::backend::{Autodiff, NdArray};
+//! use burn::nn::{Linear, LinearConfig, Relu};
+//! use burn::prelude::*;
+//! use burn_checkpoint::{Checkpointed, checkpoint};
+//!
+//! type B = Checkpointed<Autodiff<NdArray>>; // 1. the backend: `Autodiff<NdArray>` before
+//!
+//! #[derive(Module, Debug)]
+//! struct Block<B: Backend> {
+//!     first: Linear<B>,
+//!     second: Linear<B>,
+//!     relu: Relu,
+//! }
+//!
+//! impl<B: Backend> Block<B> {
+//!     #[checkpoint] // 2. a region: recomputed during backward, not held
+//!     fn forward(&self, x: Tensor<B, 2>) -> Tensor<B, 2> {
+//!         self.second.forward(self.relu.forward(self.first.forward(x)))
+//!     }
+//! }
+//!
+//! let device = Default::default();
+//! let block = Block::<B> {
+//!     first: LinearConfig::new(8, 32).init(&device),
+//!     second: LinearConfig::new(32, 8).init(&device),
+//!     relu: Relu::new(),
+//! };
+//! let x = Tensor::<B, 2>::ones([4, 8], &device);
+//! let grads = block.forward(x).sum().backward();
+//! assert!(block.first.weight.grad(&grads).is_some());
+//! ```
+//!
+//! How it works: inside a region, every op is built as a *memory-bound* node of Burn's own
+//! autodiff graph, which Burn recomputes when a backward step needs its output; what a region
+//! returns is stored. See the guide in `docs/` for the details.
+
+#![warn(missing_docs)]
+
+extern crate self as burn_checkpoint;
+
+mod backend;
+pub mod coverage;
+mod recompute;
+mod region;
+
+pub use backend::Checkpointed;
+pub use burn_checkpoint_macros::checkpoint;
+pub use region::{RegionGuard, checkpoint, enter, region_depth};
+
+#[doc(hidden)]
+pub mod __private {
+    pub use crate::region::{enter, enter_on};
+}

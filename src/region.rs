@@ -1,0 +1,274 @@
+//! Checkpoint regions: per-thread state, the RAII guard that opens and closes a region, and what
+//! the decorator asks of that state on every op.
+//!
+//! A region is open while its [`RegionGuard`] lives. Regions nest; each has an instance number,
+//! and the outermost open one (the *root*) decides what is inside: a tensor made by a region op
+//! is recorded with the root it was made under. When an op takes such a tensor while that root is
+//! no longer open (outside any region, or inside another one), the tensor is a region *output*:
+//! the decorator stores it (`recompute::materialize`) before the op uses it, so that backward
+//! recomputes one region at a time from stored boundaries.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::marker::PhantomData;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Weak};
+
+use burn_autodiff::NodeId;
+use burn_backend::Backend;
+
+use crate::backend::Tracked;
+use crate::recompute;
+
+/// Runs `f` as a checkpoint region and returns what it returns.
+///
+/// On a [`Checkpointed`](crate::Checkpointed) backend, what the tensor ops inside `f` compute is
+/// not held between forward and backward: backward recomputes it from the region's inputs. The
+/// tensors `f` returns (and any other tensor made inside and used outside) are stored. On any
+/// other backend the region changes nothing (and says so once through `log`).
+///
+/// `f` may return anything: a tensor, a tuple of tensors, a struct. Regions nest; the outermost
+/// one decides what is recomputed together.
+///
+/// ```
+/// use burn::backend::{Autodiff, NdArray};
+/// use burn::tensor::{Tensor, activation::relu};
+/// use burn_checkpoint::{Checkpointed, checkpoint};
+///
+/// type B = Checkpointed<Autodiff<NdArray>>;
+/// let device = Default::default();
+/// let x = Tensor::<B, 2>::ones([8, 16], &device).require_grad();
+/// let w = Tensor::<B, 2>::ones([16, 16], &device).require_grad();
+///
+/// let (y, z) = checkpoint(|| {
+///     let h = relu(x.clone().matmul(w.clone()));
+///     (h.clone().sum(), h.mean())
+/// });
+/// let grads = (y + z).backward();
+/// assert!(w.grad(&grads).is_some());
+/// ```
+pub fn checkpoint<R>(f: impl FnOnce() -> R) -> R {
+    let _region = enter();
+    f()
+}
+
+/// How many regions are open on this thread.
+///
+/// ```
+/// use burn_checkpoint::{checkpoint, region_depth};
+///
+/// assert_eq!(region_depth(), 0);
+/// checkpoint(|| assert_eq!(region_depth(), 1));
+/// assert_eq!(region_depth(), 0);
+/// ```
+pub fn region_depth() -> usize {
+    STATE.with(|state| state.borrow().stack.len())
+}
+
+/// An open checkpoint region; dropping it closes the region, on every exit path (panics too).
+///
+/// Made by [`enter`]; most code uses [`checkpoint`] or the `#[checkpoint]` attribute instead.
+#[must_use = "the region closes when the guard is dropped"]
+pub struct RegionGuard {
+    instance: u64,
+    // Region state is per thread: the guard must be dropped on the thread that made it.
+    _not_send: PhantomData<*const ()>,
+}
+
+/// Opens a region on this thread until the returned guard is dropped.
+///
+/// ```
+/// use burn_checkpoint::{enter, region_depth};
+///
+/// let region = enter();
+/// assert_eq!(region_depth(), 1);
+/// drop(region);
+/// assert_eq!(region_depth(), 0);
+/// ```
+pub fn enter() -> RegionGuard {
+    open(None)
+}
+
+/// Opens a region for code generic over the backend `B`, so that a region on a backend that is
+/// not `Checkpointed` can name it in its warning. Used by `#[checkpoint]`.
+#[doc(hidden)]
+pub fn enter_on<B: ?Sized>() -> RegionGuard {
+    open(Some(core::any::type_name::<B>()))
+}
+
+fn open(backend: Option<&'static str>) -> RegionGuard {
+    STATE.with(|state| {
+        let mut state = state.borrow_mut();
+        state.next_instance += 1;
+        let instance = state.next_instance;
+        state.stack.push(Frame {
+            instance,
+            backend,
+            decorated_ops: 0,
+        });
+        RegionGuard {
+            instance,
+            _not_send: PhantomData,
+        }
+    })
+}
+
+impl Drop for RegionGuard {
+    fn drop(&mut self) {
+        // `try_with`: a guard dropped while the thread is being torn down has nothing to restore.
+        let closed = STATE.try_with(|state| {
+            let mut state = state.borrow_mut();
+            let position = state
+                .stack
+                .iter()
+                .rposition(|frame| frame.instance == self.instance)?;
+            // Regions close in reverse order; a guard leaked with `mem::forget` inside this one
+            // is closed with it.
+            let closed = state.stack.split_off(position);
+            let ops: u64 = closed.iter().map(|frame| frame.decorated_ops).sum();
+            // The enclosing region ran what this one ran.
+            if let Some(enclosing) = state.stack.last_mut() {
+                enclosing.decorated_ops += ops;
+            }
+            Some((closed[0].backend, ops))
+        });
+        if let Ok(Some((backend, 0))) = closed {
+            warn_not_decorated(backend);
+        }
+    }
+}
+
+/// Says once per process that a region ran no op on a `Checkpointed` backend.
+fn warn_not_decorated(backend: Option<&'static str>) {
+    static WARNED: AtomicBool = AtomicBool::new(false);
+    if WARNED.swap(true, Ordering::Relaxed) {
+        return;
+    }
+    match backend {
+        Some(backend) => log::warn!(
+            "burn-checkpoint: a checkpoint region ran on backend `{backend}`, which is not \
+             `Checkpointed<Autodiff<..>>`: the region has no effect (said once per process)"
+        ),
+        None => log::warn!(
+            "burn-checkpoint: a checkpoint region ran no tensor op on a `Checkpointed<Autodiff<..>>` \
+             backend: regions have no effect on other backends (said once per process)"
+        ),
+    }
+}
+
+struct Frame {
+    instance: u64,
+    backend: Option<&'static str>,
+    /// Ops of a `Checkpointed` backend run in this region (nested regions included once closed).
+    decorated_ops: u64,
+}
+
+#[derive(Default)]
+struct State {
+    /// Open regions, outermost first.
+    stack: Vec<Frame>,
+    next_instance: u64,
+    /// Tensors made by region ops, by node id: a weak handle that says whether any tensor or
+    /// graph step still refers to the node, and the root region they were made under.
+    produced: HashMap<u64, (Weak<NodeId>, u64)>,
+    /// `produced` is pruned of dropped nodes when it reaches this size.
+    prune_at: usize,
+}
+
+/// Fewest entries before `produced` is pruned.
+const MIN_PRUNE_AT: usize = 4096;
+
+impl State {
+    fn prune(&mut self) {
+        self.produced.retain(|_, (node, _)| node.strong_count() > 0);
+        self.prune_at = (2 * self.produced.len()).max(MIN_PRUNE_AT);
+    }
+}
+
+thread_local! {
+    static STATE: RefCell<State> = RefCell::new(State::default());
+}
+
+/// Forgets region outputs that no tensor or graph refers to any more (after a backward pass).
+pub(crate) fn forget_dropped_outputs() {
+    STATE.with(|state| state.borrow_mut().prune());
+}
+
+/// What one op of the decorator needs to know: read once per op.
+#[derive(Clone, Copy)]
+pub(crate) struct Route {
+    /// The outermost open region, if any.
+    root: Option<u64>,
+    /// Whether any tensor made in a region may still be used (so operands must be checked).
+    watch: bool,
+}
+
+/// The current route, for an op the decorator is about to run.
+pub(crate) fn route() -> Route {
+    STATE.with(|state| {
+        let mut state = state.borrow_mut();
+        if let Some(innermost) = state.stack.last_mut() {
+            innermost.decorated_ops += 1;
+        }
+        Route {
+            root: state.stack.first().map(|frame| frame.instance),
+            watch: !state.produced.is_empty(),
+        }
+    })
+}
+
+impl Route {
+    /// Whether the op runs inside a region.
+    pub(crate) fn in_region(&self) -> bool {
+        self.root.is_some()
+    }
+
+    /// The region the op runs in, if any.
+    pub(crate) fn region(&self) -> Option<Region> {
+        self.root.map(|root| Region { root })
+    }
+
+    /// The operand to use for `tensor`: `tensor` itself, or a stored copy of it (no data copy) if
+    /// it is the output of a region that is closed now.
+    pub(crate) fn boundary<I: Backend>(&self, tensor: Tracked<I>) -> Tracked<I> {
+        if !self.watch {
+            return tensor;
+        }
+        let made_under = STATE.with(|state| {
+            state
+                .borrow()
+                .produced
+                .get(&tensor.node.id.value)
+                .map(|(_, root)| *root)
+        });
+        match made_under {
+            Some(root) if Some(root) != self.root => recompute::materialize::<I>(tensor),
+            _ => tensor,
+        }
+    }
+}
+
+/// The region an op runs in.
+#[derive(Clone, Copy)]
+pub(crate) struct Region {
+    root: u64,
+}
+
+impl Region {
+    /// Records `tensor` as made in this region and returns it.
+    pub(crate) fn record<I: Backend>(self, tensor: Tracked<I>) -> Tracked<I> {
+        if tensor.is_tracked() {
+            STATE.with(|state| {
+                let mut state = state.borrow_mut();
+                state.produced.insert(
+                    tensor.node.id.value,
+                    (Arc::downgrade(&tensor.rc), self.root),
+                );
+                if state.produced.len() >= state.prune_at.max(MIN_PRUNE_AT) {
+                    state.prune();
+                }
+            });
+        }
+        tensor
+    }
+}
