@@ -51,6 +51,27 @@ pub fn ops() -> impl Iterator<Item = &'static OpEntry> {
 
 thread_local! {
     static FALLBACKS: RefCell<BTreeMap<&'static str, u64>> = const { RefCell::new(BTreeMap::new()) };
+    static RECOMPUTES: RefCell<BTreeMap<&'static str, u64>> = const { RefCell::new(BTreeMap::new()) };
+}
+
+/// Counts one recompute of a region op on this thread.
+pub(crate) fn note_recompute(op: &'static str) {
+    RECOMPUTES.with(|counts| *counts.borrow_mut().entry(op).or_default() += 1);
+}
+
+/// How many times each region op (named as in Burn, without the `float_` prefix) was recomputed
+/// by backward passes on this thread, since the thread started or the last [`reset`].
+///
+/// Ops that run on Burn's `BalancedCheckpointing` inside regions (elementwise ops, activations,
+/// reshapes) are recomputed too, but by Burn's code: they are not counted here.
+pub fn recomputes() -> BTreeMap<&'static str, u64> {
+    RECOMPUTES.with(|counts| counts.borrow().clone())
+}
+
+/// Clears this thread's [`fallbacks`] and [`recomputes`].
+pub fn reset() {
+    FALLBACKS.with(|counts| counts.borrow_mut().clear());
+    RECOMPUTES.with(|counts| counts.borrow_mut().clear());
 }
 
 /// Counts one fallback of `op` on this thread (and says so once per op through `log::debug!`).
@@ -69,7 +90,7 @@ pub(crate) fn note_fallback(op: &'static str) {
 }
 
 /// The ops that fell back to Burn's stored version inside regions on this thread, with how many
-/// times each did, since the thread started or the last [`reset_fallbacks`].
+/// times each did, since the thread started or the last [`reset`].
 ///
 /// ```
 /// use burn::backend::{Autodiff, NdArray};
@@ -78,15 +99,10 @@ pub(crate) fn note_fallback(op: &'static str) {
 ///
 /// type B = Checkpointed<Autodiff<NdArray>>;
 /// let x = Tensor::<B, 1>::from_floats([3.0, 1.0, 2.0], &Default::default()).require_grad();
-/// coverage::reset_fallbacks();
+/// coverage::reset();
 /// let _sorted = checkpoint(|| x.clone().sort(0));
 /// assert_eq!(coverage::fallbacks().get("float_sort"), Some(&1));
 /// ```
 pub fn fallbacks() -> BTreeMap<&'static str, u64> {
     FALLBACKS.with(|counts| counts.borrow().clone())
-}
-
-/// Clears this thread's [`fallbacks`].
-pub fn reset_fallbacks() {
-    FALLBACKS.with(|counts| counts.borrow_mut().clear());
 }

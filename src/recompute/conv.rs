@@ -57,7 +57,9 @@ macro_rules! convolution {
         }
 
         impl<I: Backend> RegionOp<I, 3> for $op {
-            const NAME: &'static str = stringify!($entry);
+            fn name(&self) -> &'static str {
+                stringify!($entry)
+            }
 
             fn forward(&self, [x, weight, bias]: [Primitive<I>; 3]) -> Primitive<I> {
                 I::$forward(x, weight, Some(bias), self.0.clone())
@@ -84,7 +86,9 @@ macro_rules! convolution {
         }
 
         impl<I: Backend> RegionOp<I, 2> for $op {
-            const NAME: &'static str = stringify!($entry);
+            fn name(&self) -> &'static str {
+                stringify!($entry)
+            }
 
             fn forward(&self, [x, weight]: [Primitive<I>; 2]) -> Primitive<I> {
                 I::$forward(x, weight, None, self.0.clone())

@@ -27,7 +27,9 @@ impl Shapes {
 struct Add(Shapes);
 
 impl<I: Backend> RegionOp<I, 2> for Add {
-    const NAME: &'static str = "add";
+    fn name(&self) -> &'static str {
+        "add"
+    }
 
     fn forward(&self, [lhs, rhs]: [Primitive<I>; 2]) -> Primitive<I> {
         I::float_add(lhs, rhs)
@@ -55,7 +57,9 @@ impl<I: Backend> RegionOp<I, 2> for Add {
 struct Sub(Shapes);
 
 impl<I: Backend> RegionOp<I, 2> for Sub {
-    const NAME: &'static str = "sub";
+    fn name(&self) -> &'static str {
+        "sub"
+    }
 
     fn forward(&self, [lhs, rhs]: [Primitive<I>; 2]) -> Primitive<I> {
         I::float_sub(lhs, rhs)
@@ -83,7 +87,9 @@ impl<I: Backend> RegionOp<I, 2> for Sub {
 struct Mul(Shapes);
 
 impl<I: Backend> RegionOp<I, 2> for Mul {
-    const NAME: &'static str = "mul";
+    fn name(&self) -> &'static str {
+        "mul"
+    }
 
     fn forward(&self, [lhs, rhs]: [Primitive<I>; 2]) -> Primitive<I> {
         I::float_mul(lhs, rhs)
@@ -113,7 +119,9 @@ impl<I: Backend> RegionOp<I, 2> for Mul {
 struct Div(Shapes);
 
 impl<I: Backend> RegionOp<I, 2> for Div {
-    const NAME: &'static str = "div";
+    fn name(&self) -> &'static str {
+        "div"
+    }
 
     fn forward(&self, [lhs, rhs]: [Primitive<I>; 2]) -> Primitive<I> {
         I::float_div(lhs, rhs)

@@ -12,7 +12,9 @@ struct Matmul {
 }
 
 impl<I: Backend> RegionOp<I, 2> for Matmul {
-    const NAME: &'static str = "matmul";
+    fn name(&self) -> &'static str {
+        "matmul"
+    }
 
     fn forward(&self, [lhs, rhs]: [Primitive<I>; 2]) -> Primitive<I> {
         I::float_matmul(lhs, rhs)
@@ -74,7 +76,9 @@ impl Linear {
 }
 
 impl<I: Backend> RegionOp<I, 3> for Linear {
-    const NAME: &'static str = "linear";
+    fn name(&self) -> &'static str {
+        "linear"
+    }
 
     fn forward(&self, [x, weight, bias]: [Primitive<I>; 3]) -> Primitive<I> {
         I::linear(x, weight, Some(bias))
@@ -101,7 +105,9 @@ impl<I: Backend> RegionOp<I, 3> for Linear {
 }
 
 impl<I: Backend> RegionOp<I, 2> for Linear {
-    const NAME: &'static str = "linear";
+    fn name(&self) -> &'static str {
+        "linear"
+    }
 
     fn forward(&self, [x, weight]: [Primitive<I>; 2]) -> Primitive<I> {
         I::linear(x, weight, None)

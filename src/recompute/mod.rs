@@ -51,7 +51,7 @@ pub(crate) trait RegionOp<I: Backend, const N: usize>:
     fmt::Debug + Clone + Send + Sync + 'static
 {
     /// The op's name, for debug output and reports.
-    const NAME: &'static str;
+    fn name(&self) -> &'static str;
 
     /// The op's output from its float operands.
     fn forward(&self, inputs: [Primitive<I>; N]) -> Primitive<I>;
@@ -187,12 +187,13 @@ struct Retro<I: Backend, Op, const N: usize> {
 
 impl<I: Backend, Op: RegionOp<I, N>, const N: usize> fmt::Debug for Retro<I, Op, N> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Retro({}, {:?})", Op::NAME, self.operands)
+        write!(f, "Retro({}, {:?})", self.op.name(), self.operands)
     }
 }
 
 impl<I: Backend, Op: RegionOp<I, N>, const N: usize> RetroForward for Retro<I, Op, N> {
     fn forward(&self, states: &mut BackwardStates, out_node: NodeId) {
+        crate::coverage::note_recompute(self.op.name());
         let inputs = self.operands.each_ref().map(|operand| operand.get(states));
         states.save(out_node, self.op.forward(inputs));
     }

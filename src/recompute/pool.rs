@@ -18,7 +18,9 @@ struct AvgPool2d {
 }
 
 impl<I: Backend> RegionOp<I, 1> for AvgPool2d {
-    const NAME: &'static str = "avg_pool2d";
+    fn name(&self) -> &'static str {
+        "avg_pool2d"
+    }
 
     fn forward(&self, [x]: [Primitive<I>; 1]) -> Primitive<I> {
         I::avg_pool2d(
@@ -78,7 +80,9 @@ struct AdaptiveAvgPool2d {
 }
 
 impl<I: Backend> RegionOp<I, 1> for AdaptiveAvgPool2d {
-    const NAME: &'static str = "adaptive_avg_pool2d";
+    fn name(&self) -> &'static str {
+        "adaptive_avg_pool2d"
+    }
 
     fn forward(&self, [x]: [Primitive<I>; 1]) -> Primitive<I> {
         I::adaptive_avg_pool2d(x, self.output_size)
@@ -132,7 +136,9 @@ impl MaxPool2d {
 }
 
 impl<I: Backend> RegionOp<I, 1> for MaxPool2d {
-    const NAME: &'static str = "max_pool2d";
+    fn name(&self) -> &'static str {
+        "max_pool2d"
+    }
 
     fn forward(&self, [x]: [Primitive<I>; 1]) -> Primitive<I> {
         I::max_pool2d(

@@ -26,7 +26,14 @@ enum Reduce {
 }
 
 impl<I: Backend> RegionOp<I, 1> for Reduce {
-    const NAME: &'static str = "sum/mean";
+    fn name(&self) -> &'static str {
+        match self {
+            Reduce::Sum(_) => "sum",
+            Reduce::Mean(_) => "mean",
+            Reduce::SumDim(..) => "sum_dim",
+            Reduce::MeanDim(..) => "mean_dim",
+        }
+    }
 
     fn forward(&self, [x]: [Primitive<I>; 1]) -> Primitive<I> {
         match self {
@@ -129,7 +136,9 @@ impl Extremum {
 }
 
 impl<I: Backend> RegionOp<I, 1> for Extremum {
-    const NAME: &'static str = "max_dim/min_dim";
+    fn name(&self) -> &'static str {
+        if self.max { "max_dim" } else { "min_dim" }
+    }
 
     fn forward(&self, [x]: [Primitive<I>; 1]) -> Primitive<I> {
         if self.max {

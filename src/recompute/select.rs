@@ -15,7 +15,9 @@ struct Gather<I: Backend> {
 }
 
 impl<I: Backend> RegionOp<I, 1> for Gather<I> {
-    const NAME: &'static str = "gather";
+    fn name(&self) -> &'static str {
+        "gather"
+    }
 
     fn forward(&self, [x]: [Primitive<I>; 1]) -> Primitive<I> {
         I::float_gather(self.dim, x, self.indices.clone())
@@ -67,7 +69,9 @@ struct MaskWhere<I: Backend> {
 }
 
 impl<I: Backend> RegionOp<I, 2> for MaskWhere<I> {
-    const NAME: &'static str = "mask_where";
+    fn name(&self) -> &'static str {
+        "mask_where"
+    }
 
     fn forward(&self, [tensor, value]: [Primitive<I>; 2]) -> Primitive<I> {
         I::float_mask_where(tensor, self.mask.clone(), value)
@@ -122,7 +126,9 @@ struct MaskFill<I: Backend> {
 }
 
 impl<I: Backend> RegionOp<I, 1> for MaskFill<I> {
-    const NAME: &'static str = "mask_fill";
+    fn name(&self) -> &'static str {
+        "mask_fill"
+    }
 
     fn forward(&self, [x]: [Primitive<I>; 1]) -> Primitive<I> {
         I::float_mask_fill(x, self.mask.clone(), self.value)
@@ -159,7 +165,9 @@ struct Cat {
 }
 
 impl<I: Backend, const N: usize> RegionOp<I, N> for Cat {
-    const NAME: &'static str = "cat";
+    fn name(&self) -> &'static str {
+        "cat"
+    }
 
     fn forward(&self, inputs: [Primitive<I>; N]) -> Primitive<I> {
         I::float_cat(inputs.into(), self.dim)
