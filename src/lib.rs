@@ -45,6 +45,7 @@ extern crate self as burn_checkpoint;
 
 mod backend;
 pub mod coverage;
+pub mod memory;
 mod recompute;
 mod region;
 
