@@ -8,6 +8,7 @@
 //! the decorator stores it (`recompute::materialize`) before the op uses it, so that backward
 //! recomputes one region at a time from stored boundaries.
 
+use std::any::Any;
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::marker::PhantomData;
@@ -15,7 +16,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 
 use burn_autodiff::NodeId;
-use burn_backend::Backend;
+use burn_backend::{Backend, Shape, TensorMetadata};
 
 use crate::backend::Tracked;
 use crate::recompute;
@@ -168,11 +169,23 @@ struct State {
     /// Open regions, outermost first.
     stack: Vec<Frame>,
     next_instance: u64,
-    /// Tensors made by region ops, by node id: a weak handle that says whether any tensor or
-    /// graph step still refers to the node, and the root region they were made under.
-    produced: HashMap<u64, (Weak<NodeId>, u64)>,
+    /// Tensors made by region ops, by node id.
+    produced: HashMap<u64, Produced>,
     /// `produced` is pruned of dropped nodes when it reaches this size.
     prune_at: usize,
+}
+
+/// A tensor made by a region op.
+struct Produced {
+    /// Says whether any tensor or graph step still refers to the node.
+    node: Weak<NodeId>,
+    /// The root region it was made under.
+    root: u64,
+    /// Its stored version's node (a `Tracked<I>` whose data is an empty placeholder: the data
+    /// comes with each use), made when first used outside its root region and shared by every
+    /// later use. One stored node per region output: its gradient collects the consumers'
+    /// contributions in the same order as plain autodiff does, and no buffer is kept alive here.
+    stored: Option<Box<dyn Any>>,
 }
 
 /// Fewest entries before `produced` is pruned.
@@ -180,7 +193,8 @@ const MIN_PRUNE_AT: usize = 4096;
 
 impl State {
     fn prune(&mut self) {
-        self.produced.retain(|_, (node, _)| node.strong_count() > 0);
+        self.produced
+            .retain(|_, produced| produced.node.strong_count() > 0);
         self.prune_at = (2 * self.produced.len()).max(MIN_PRUNE_AT);
     }
 }
@@ -228,22 +242,43 @@ impl Route {
         self.root.map(|root| Region { root })
     }
 
-    /// The operand to use for `tensor`: `tensor` itself, or a stored copy of it (no data copy) if
-    /// it is the output of a region that is closed now.
+    /// The operand to use for `tensor`: `tensor` itself, or its stored version (same data, no
+    /// copy) if it is the output of a region that is closed now.
     pub(crate) fn boundary<I: Backend>(&self, tensor: Tracked<I>) -> Tracked<I> {
         if !self.watch {
             return tensor;
         }
-        let made_under = STATE.with(|state| {
-            state
-                .borrow()
-                .produced
-                .get(&tensor.node.id.value)
-                .map(|(_, root)| *root)
+        let id = tensor.node.id.value;
+        let found = STATE.with(|state| {
+            let state = state.borrow();
+            let produced = state.produced.get(&id)?;
+            if Some(produced.root) == self.root {
+                return None;
+            }
+            let stored = produced.stored.as_ref();
+            Some(stored.and_then(|s| s.downcast_ref::<Tracked<I>>()).cloned())
         });
-        match made_under {
-            Some(root) if Some(root) != self.root => recompute::materialize::<I>(tensor),
-            _ => tensor,
+        match found {
+            None => tensor,
+            Some(Some(mut stored)) => {
+                stored.primitive = tensor.primitive;
+                stored
+            }
+            Some(None) => {
+                let stored = recompute::materialize::<I>(tensor);
+                let mut node_only = stored.clone();
+                node_only.primitive = I::float_empty(
+                    Shape::new([0]),
+                    &I::float_device(&stored.primitive),
+                    stored.primitive.dtype().into(),
+                );
+                STATE.with(|state| {
+                    if let Some(produced) = state.borrow_mut().produced.get_mut(&id) {
+                        produced.stored = Some(Box::new(node_only));
+                    }
+                });
+                stored
+            }
         }
     }
 }
@@ -260,10 +295,12 @@ impl Region {
         if tensor.is_tracked() {
             STATE.with(|state| {
                 let mut state = state.borrow_mut();
-                state.produced.insert(
-                    tensor.node.id.value,
-                    (Arc::downgrade(&tensor.rc), self.root),
-                );
+                let produced = Produced {
+                    node: Arc::downgrade(&tensor.rc),
+                    root: self.root,
+                    stored: None,
+                };
+                state.produced.insert(tensor.node.id.value, produced);
                 if state.produced.len() >= state.prune_at.max(MIN_PRUNE_AT) {
                     state.prune();
                 }

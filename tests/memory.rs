@@ -40,7 +40,12 @@ fn layers<B: AutodiffBackend>(mut h: Tensor<B, 2>, weights: &[Tensor<B, 2>]) -> 
     h
 }
 
-fn step<B: AutodiffBackend>(x: &TensorData, ws: &[TensorData], r: &TensorData, regions: bool) -> Measured {
+fn step<B: AutodiffBackend>(
+    x: &TensorData,
+    ws: &[TensorData],
+    r: &TensorData,
+    regions: bool,
+) -> Measured {
     let device = Default::default();
     let ws: Vec<Tensor<B, 2>> = ws
         .iter()
@@ -78,7 +83,11 @@ fn regions_hold_a_fraction_of_the_activations() {
         .map(|i| {
             let w = data([WIDTH, WIDTH], 100 + i as u64);
             TensorData::new(
-                w.to_vec::<f32>().unwrap().iter().map(|v| v * scale).collect(),
+                w.to_vec::<f32>()
+                    .unwrap()
+                    .iter()
+                    .map(|v| v * scale)
+                    .collect(),
                 [WIDTH, WIDTH],
             )
         })
@@ -101,8 +110,15 @@ fn regions_hold_a_fraction_of_the_activations() {
     );
     println!("| run | held between forward and backward | peak during the step |");
     println!("|---|---|---|");
-    for (name, m) in [("plain Autodiff", &plain), ("Checkpointed + regions", &regions)] {
-        println!("| {name} | {:.1} MiB | {:.1} MiB |", mib(m.held), mib(m.peak));
+    for (name, m) in [
+        ("plain Autodiff", &plain),
+        ("Checkpointed + regions", &regions),
+    ] {
+        println!(
+            "| {name} | {:.1} MiB | {:.1} MiB |",
+            mib(m.held),
+            mib(m.peak)
+        );
     }
     let held_ratio = regions.held as f64 / plain.held as f64;
     let peak_ratio = regions.peak as f64 / plain.peak as f64;
@@ -111,6 +127,12 @@ fn regions_hold_a_fraction_of_the_activations() {
     for (i, (a, b)) in plain.grads.iter().zip(&regions.grads).enumerate() {
         assert_values_bitwise(&format!("gradient of W{i}"), a, b);
     }
-    assert!(held_ratio <= 0.20, "regions held {held_ratio:.3} of the plain run's bytes");
-    assert!(peak_ratio <= 0.60, "regions peaked at {peak_ratio:.3} of the plain run's peak");
+    assert!(
+        held_ratio <= 0.20,
+        "regions held {held_ratio:.3} of the plain run's bytes"
+    );
+    assert!(
+        peak_ratio <= 0.60,
+        "regions peaked at {peak_ratio:.3} of the plain run's peak"
+    );
 }

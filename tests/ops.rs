@@ -29,7 +29,12 @@ macro_rules! compare {
         assert!(fallbacks.is_empty(), "fell back: {fallbacks:?}");
         if inputs.iter().any(|input| input.grad) {
             let recomputed = coverage::recomputes().get($op).copied().unwrap_or(0);
-            assert!(recomputed >= 1, "`{}` was not recomputed: {:?}", $op, coverage::recomputes());
+            assert!(
+                recomputed >= 1,
+                "`{}` was not recomputed: {:?}",
+                $op,
+                coverage::recomputes()
+            );
         }
     }};
 }

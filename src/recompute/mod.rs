@@ -19,6 +19,7 @@ mod matmul;
 mod pool;
 mod reduce;
 mod select;
+mod transfer;
 
 pub(crate) use conv::{conv_transpose2d, conv1d, conv2d};
 pub(crate) use elementwise::{add, div, mul, sub};
@@ -28,6 +29,7 @@ pub(crate) use reduce::{
     max_dim, max_dim_with_indices, mean, mean_dim, min_dim, min_dim_with_indices, sum, sum_dim,
 };
 pub(crate) use select::{cat, gather, mask_fill, mask_where};
+pub(crate) use transfer::to_device;
 
 use core::fmt;
 

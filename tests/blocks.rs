@@ -1,0 +1,317 @@
+//! Whole blocks inside regions against plain `Autodiff<NdArray>`, with Burn's own modules and the
+//! same weights: every parameter gradient bitwise equal, BatchNorm running statistics updated once
+//! and equal, dropout identical, and no op falling back to a stored output.
+
+mod common;
+
+use burn::module::Module;
+use burn::nn::conv::{Conv2d, Conv2dConfig};
+use burn::nn::transformer::{
+    TransformerEncoder, TransformerEncoderConfig, TransformerEncoderInput,
+};
+use burn::nn::{BatchNorm, BatchNormConfig, Linear, LinearConfig, PaddingConfig2d, Relu};
+use burn::record::{BinBytesRecorder, FullPrecisionSettings, Recorder};
+use burn::tensor::backend::{AutodiffBackend, Backend};
+use burn::tensor::{Tensor, TensorData};
+use burn_checkpoint::{checkpoint, coverage};
+use common::{Ckpt, Plain, assert_values_bitwise, data, values};
+
+/// Two models with the same weights, one per backend, through Burn's records. (Parameters are
+/// initialised lazily: a clone of a fresh module would draw other weights.)
+fn same_weights<MP: Module<Plain>, MC: Module<Ckpt>>(plain: impl Fn() -> MP, ckpt: MC) -> (MP, MC) {
+    let recorder = BinBytesRecorder::<FullPrecisionSettings>::default();
+    let bytes = recorder.record(plain().into_record(), ()).unwrap();
+    let device = Default::default();
+    (
+        plain().load_record(recorder.load(bytes.clone(), &device).unwrap()),
+        ckpt.load_record(recorder.load(bytes, &device).unwrap()),
+    )
+}
+
+/// Every float parameter of a module, in visiting order.
+fn parameters<B: Backend, M: Module<B>>(module: &M) -> Vec<Tensor<B, 1>> {
+    struct Collect<B: Backend>(Vec<Tensor<B, 1>>);
+    impl<B: Backend> burn::module::ModuleVisitor<B> for Collect<B> {
+        fn visit_float<const D: usize>(&mut self, param: &burn::module::Param<Tensor<B, D>>) {
+            self.0.push(param.val().flatten(0, D - 1));
+        }
+    }
+    let mut collect = Collect(Vec::new());
+    module.visit(&mut collect);
+    collect.0
+}
+
+/// Gradients of every parameter of `module`, by position.
+fn parameter_grads<B: AutodiffBackend, M: Module<B>>(
+    module: &M,
+    grads: &B::Gradients,
+) -> Vec<Vec<f32>> {
+    struct Collect<'a, B: AutodiffBackend>(&'a B::Gradients, Vec<Vec<f32>>);
+    impl<B: AutodiffBackend> burn::module::ModuleVisitor<B> for Collect<'_, B> {
+        fn visit_float<const D: usize>(&mut self, param: &burn::module::Param<Tensor<B, D>>) {
+            if let Some(grad) = param.val().grad(self.0) {
+                self.1.push(values(grad));
+            }
+        }
+    }
+    let mut collect = Collect::<B>(grads, Vec::new());
+    module.visit(&mut collect);
+    collect.1
+}
+
+fn assert_all_bitwise(what: &str, plain: &[Vec<f32>], ckpt: &[Vec<f32>]) {
+    assert_eq!(plain.len(), ckpt.len(), "{what}: counts differ");
+    assert!(!plain.is_empty(), "{what}: nothing to compare");
+    for (i, (a, b)) in plain.iter().zip(ckpt).enumerate() {
+        assert_values_bitwise(&format!("{what} {i}"), a, b);
+    }
+}
+
+/// A DenseNet-BC layer: concatenation of the features so far, BatchNorm, ReLU, 1×1 convolution
+/// to 4k channels, BatchNorm, ReLU, 3×3 convolution to k channels.
+#[derive(Module, Debug)]
+struct DenseLayer<B: Backend> {
+    norm1: BatchNorm<B>,
+    conv1: Conv2d<B>,
+    norm2: BatchNorm<B>,
+    conv2: Conv2d<B>,
+    relu: Relu,
+}
+
+impl<B: Backend> DenseLayer<B> {
+    fn new(channels: usize, growth: usize, device: &B::Device) -> Self {
+        DenseLayer {
+            norm1: BatchNormConfig::new(channels).init(device),
+            conv1: Conv2dConfig::new([channels, 4 * growth], [1, 1])
+                .with_bias(false)
+                .init(device),
+            norm2: BatchNormConfig::new(4 * growth).init(device),
+            conv2: Conv2dConfig::new([4 * growth, growth], [3, 3])
+                .with_padding(PaddingConfig2d::Explicit(1, 1, 1, 1))
+                .with_bias(false)
+                .init(device),
+            relu: Relu::new(),
+        }
+    }
+
+    #[burn_checkpoint::checkpoint]
+    fn forward(&self, features: Vec<Tensor<B, 4>>) -> Tensor<B, 4> {
+        let x = Tensor::cat(features, 1);
+        let x = self.conv1.forward(self.relu.forward(self.norm1.forward(x)));
+        self.conv2.forward(self.relu.forward(self.norm2.forward(x)))
+    }
+}
+
+#[derive(Module, Debug)]
+struct DenseBlock<B: Backend> {
+    layers: Vec<DenseLayer<B>>,
+}
+
+impl<B: Backend> DenseBlock<B> {
+    fn new(channels: usize, growth: usize, count: usize, device: &B::Device) -> Self {
+        DenseBlock {
+            layers: (0..count)
+                .map(|i| DenseLayer::new(channels + i * growth, growth, device))
+                .collect(),
+        }
+    }
+
+    fn forward(&self, x: Tensor<B, 4>) -> Tensor<B, 4> {
+        let mut features = vec![x];
+        for layer in &self.layers {
+            let new = layer.forward(features.clone());
+            features.push(new);
+        }
+        Tensor::cat(features, 1)
+    }
+}
+
+#[test]
+fn densenet_bc_block_with_batchnorm() {
+    let device = Default::default();
+    let (plain, ckpt) = same_weights(
+        || DenseBlock::<Plain>::new(8, 4, 3, &device),
+        DenseBlock::<Ckpt>::new(8, 4, 3, &device),
+    );
+    let x = data([2, 8, 6, 6], 3);
+    let weights = data([2, 8 + 3 * 4, 6, 6], 4);
+
+    fn run<B: AutodiffBackend>(
+        block: &DenseBlock<B>,
+        x: &TensorData,
+        w: &TensorData,
+    ) -> (Vec<Vec<f32>>, Vec<f32>) {
+        let device = Default::default();
+        let x = Tensor::<B, 4>::from_data(x.clone(), &device).require_grad();
+        let out = block.forward(x.clone());
+        let loss = (out * Tensor::from_data(w.clone(), &device)).sum();
+        let grads = loss.backward();
+        let mut all = parameter_grads(block, &grads);
+        all.push(values(x.grad(&grads).unwrap()));
+        (all, values(loss))
+    }
+    // BatchNorm's running statistics live in the module: run each once.
+    let (plain_grads, plain_loss) = run(&plain, &x, &weights);
+    coverage::reset();
+    let (ckpt_grads, ckpt_loss) = run(&ckpt, &x, &weights);
+    assert_values_bitwise("loss", &plain_loss, &ckpt_loss);
+    assert_all_bitwise("gradient", &plain_grads, &ckpt_grads);
+    assert_eq!(coverage::fallbacks(), Default::default(), "ops fell back");
+    assert!(coverage::recomputes().get("conv2d").copied().unwrap_or(0) >= 3);
+
+    // Running mean and variance: updated once per forward, to the same values.
+    let running = |block_norms: Vec<Vec<f32>>| block_norms;
+    let plain_stats = running(
+        plain
+            .layers
+            .iter()
+            .flat_map(|l| [&l.norm1, &l.norm2])
+            .flat_map(|n| {
+                [
+                    values(n.running_mean.value()),
+                    values(n.running_var.value()),
+                ]
+            })
+            .collect(),
+    );
+    let ckpt_stats = running(
+        ckpt.layers
+            .iter()
+            .flat_map(|l| [&l.norm1, &l.norm2])
+            .flat_map(|n| {
+                [
+                    values(n.running_mean.value()),
+                    values(n.running_var.value()),
+                ]
+            })
+            .collect(),
+    );
+    assert_all_bitwise("running statistic", &plain_stats, &ckpt_stats);
+    // Updated once: a second update would move the mean further from its initial zeros.
+    let (fresh, _) = same_weights(
+        || DenseBlock::<Plain>::new(8, 4, 3, &device),
+        DenseBlock::<Ckpt>::new(8, 4, 3, &device),
+    );
+    let once = {
+        let x = Tensor::<Plain, 4>::from_data(x.clone(), &device);
+        let _ = fresh.forward(x);
+        values(fresh.layers[0].norm1.running_mean.value())
+    };
+    assert_values_bitwise("running mean after one step", &once, &plain_stats[0]);
+}
+
+#[test]
+fn transformer_block_with_dropout() {
+    let device = Default::default();
+    let config = TransformerEncoderConfig::new(16, 32, 2, 2).with_dropout(0.1);
+    let (plain, ckpt) = same_weights(
+        || config.init::<Plain>(&device),
+        config.init::<Ckpt>(&device),
+    );
+    let x = data([2, 5, 16], 5);
+    let w = data([2, 5, 16], 6);
+
+    fn run<B: AutodiffBackend>(
+        encoder: &TransformerEncoder<B>,
+        x: &TensorData,
+        w: &TensorData,
+        region: bool,
+    ) -> (Vec<Vec<f32>>, Vec<f32>) {
+        let device = Default::default();
+        // The same dropout masks in both runs.
+        B::seed(&device, 42);
+        let x = Tensor::<B, 3>::from_data(x.clone(), &device).require_grad();
+        let forward = || encoder.forward(TransformerEncoderInput::new(x.clone()));
+        let out = if region {
+            checkpoint(forward)
+        } else {
+            forward()
+        };
+        let loss = (out * Tensor::from_data(w.clone(), &device)).sum();
+        let grads = loss.backward();
+        let mut all = parameter_grads(encoder, &grads);
+        all.push(values(x.grad(&grads).unwrap()));
+        (all, values(loss))
+    }
+    let (plain_grads, plain_loss) = run(&plain, &x, &w, false);
+    coverage::reset();
+    let (ckpt_grads, ckpt_loss) = run(&ckpt, &x, &w, true);
+    assert_values_bitwise("loss", &plain_loss, &ckpt_loss);
+    assert_all_bitwise("gradient", &plain_grads, &ckpt_grads);
+    assert_eq!(coverage::fallbacks(), Default::default(), "ops fell back");
+    let recomputed = coverage::recomputes();
+    for op in ["linear", "matmul", "mean_dim"] {
+        assert!(
+            recomputed.get(op).copied().unwrap_or(0) > 0,
+            "{op} not recomputed: {recomputed:?}"
+        );
+    }
+
+    // Dropout really is on: another seed gives another loss.
+    let plain_other = {
+        <Plain as Backend>::seed(&device, 7);
+        let x = Tensor::<Plain, 3>::from_data(x.clone(), &device);
+        values(plain.forward(TransformerEncoderInput::new(x)).sum())
+    };
+    let plain_again = {
+        <Plain as Backend>::seed(&device, 42);
+        let x = Tensor::<Plain, 3>::from_data(x.clone(), &device);
+        values(plain.forward(TransformerEncoderInput::new(x)).sum())
+    };
+    assert_ne!(plain_other, plain_again);
+}
+
+/// An MLP of 8 `Linear` layers with ReLU, as two regions of 4 through the attribute.
+#[derive(Module, Debug)]
+struct Mlp<B: Backend> {
+    layers: Vec<Linear<B>>,
+    relu: Relu,
+}
+
+impl<B: Backend> Mlp<B> {
+    fn new(device: &B::Device) -> Self {
+        Mlp {
+            layers: (0..8)
+                .map(|_| LinearConfig::new(12, 12).init(device))
+                .collect(),
+            relu: Relu::new(),
+        }
+    }
+
+    #[burn_checkpoint::checkpoint]
+    fn half(&self, mut x: Tensor<B, 2>, layers: &[Linear<B>]) -> Tensor<B, 2> {
+        for layer in layers {
+            x = self.relu.forward(layer.forward(x));
+        }
+        x
+    }
+
+    fn forward(&self, x: Tensor<B, 2>) -> Tensor<B, 2> {
+        let x = self.half(x, &self.layers[..4]);
+        self.half(x, &self.layers[4..])
+    }
+}
+
+#[test]
+fn mlp_of_eight_layers_in_two_regions() {
+    let device = Default::default();
+    let (plain, ckpt) = same_weights(|| Mlp::<Plain>::new(&device), Mlp::<Ckpt>::new(&device));
+    let x = data([6, 12], 9);
+
+    fn run<B: AutodiffBackend>(mlp: &Mlp<B>, x: &TensorData) -> Vec<Vec<f32>> {
+        let x = Tensor::<B, 2>::from_data(x.clone(), &Default::default());
+        let grads = mlp.forward(x).powi_scalar(2).mean().backward();
+        parameter_grads(mlp, &grads)
+    }
+    let plain_grads = run(&plain, &x);
+    coverage::reset();
+    let ckpt_grads = run(&ckpt, &x);
+    assert_eq!(plain_grads.len(), 16);
+    assert_all_bitwise("gradient", &plain_grads, &ckpt_grads);
+    assert_eq!(coverage::fallbacks(), Default::default(), "ops fell back");
+    assert_eq!(coverage::recomputes().get("linear"), Some(&8));
+    // Same parameters in both (sanity of the weight transfer).
+    let a: Vec<Vec<f32>> = parameters(&plain).into_iter().map(values).collect();
+    let b: Vec<Vec<f32>> = parameters(&ckpt).into_iter().map(values).collect();
+    assert_all_bitwise("parameter", &a, &b);
+}
