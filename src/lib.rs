@@ -55,5 +55,5 @@ pub use region::{RegionGuard, checkpoint, enter, region_depth};
 
 #[doc(hidden)]
 pub mod __private {
-    pub use crate::region::{enter, enter_on};
+    pub use crate::region::{enter, enter_on, remembered_outputs};
 }

@@ -203,6 +203,12 @@ thread_local! {
     static STATE: RefCell<State> = RefCell::new(State::default());
 }
 
+/// How many region outputs this thread still remembers (for tests).
+#[doc(hidden)]
+pub fn remembered_outputs() -> usize {
+    STATE.with(|state| state.borrow().produced.len())
+}
+
 /// Forgets region outputs that no tensor or graph refers to any more (after a backward pass).
 pub(crate) fn forget_dropped_outputs() {
     STATE.with(|state| state.borrow_mut().prune());

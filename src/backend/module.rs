@@ -72,13 +72,18 @@ forward_ops! {
     fn max_pool2d_with_indices(x: FloatTensor<Self>, kernel_size: [usize; 2], stride: [usize; 2], padding: [usize; 2], dilation: [usize; 2], ceil_mode: bool) -> MaxPool2dWithIndices<Self> {
         let __route = crate::region::route();
         let x = __route.boundary::<I>(x);
-        if let Some(region) = __route.region() {
-            if x.is_tracked() {
-                let (output, indices) = crate::recompute::max_pool2d_with_indices::<I>(
-                    x, kernel_size, stride, padding, dilation, ceil_mode,
-                );
-                return MaxPool2dWithIndices::new(region.record::<I>(output), indices);
-            }
+        if let Some(region) = __route.region()
+            && x.is_tracked()
+        {
+            let (output, indices) = crate::recompute::max_pool2d_with_indices::<I>(
+                x,
+                kernel_size,
+                stride,
+                padding,
+                dilation,
+                ceil_mode,
+            );
+            return MaxPool2dWithIndices::new(region.record::<I>(output), indices);
         }
         let out = <Autodiff<I, C> as ModuleOps<Autodiff<I, C>>>::max_pool2d_with_indices(
             x, kernel_size, stride, padding, dilation, ceil_mode,
