@@ -126,6 +126,21 @@ impl<B: Backend> DenseBlock<B> {
     }
 }
 
+/// Every BatchNorm running mean and variance of a block.
+fn running_statistics<B: Backend>(block: &DenseBlock<B>) -> Vec<Vec<f32>> {
+    block
+        .layers
+        .iter()
+        .flat_map(|layer| [&layer.norm1, &layer.norm2])
+        .flat_map(|norm| {
+            [
+                values(norm.running_mean.value()),
+                values(norm.running_var.value()),
+            ]
+        })
+        .collect()
+}
+
 #[test]
 fn densenet_bc_block_with_batchnorm() {
     let device = Default::default();
@@ -160,32 +175,8 @@ fn densenet_bc_block_with_batchnorm() {
     assert!(coverage::recomputes().get("conv2d").copied().unwrap_or(0) >= 3);
 
     // Running mean and variance: updated once per forward, to the same values.
-    let running = |block_norms: Vec<Vec<f32>>| block_norms;
-    let plain_stats = running(
-        plain
-            .layers
-            .iter()
-            .flat_map(|l| [&l.norm1, &l.norm2])
-            .flat_map(|n| {
-                [
-                    values(n.running_mean.value()),
-                    values(n.running_var.value()),
-                ]
-            })
-            .collect(),
-    );
-    let ckpt_stats = running(
-        ckpt.layers
-            .iter()
-            .flat_map(|l| [&l.norm1, &l.norm2])
-            .flat_map(|n| {
-                [
-                    values(n.running_mean.value()),
-                    values(n.running_var.value()),
-                ]
-            })
-            .collect(),
-    );
+    let plain_stats = running_statistics(&plain);
+    let ckpt_stats = running_statistics(&ckpt);
     assert_all_bitwise("running statistic", &plain_stats, &ckpt_stats);
     // Updated once: a second update would move the mean further from its initial zeros.
     let (fresh, _) = same_weights(
