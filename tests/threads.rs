@@ -1,11 +1,9 @@
-//! Regions on several threads at once.
+//! Regions on several threads at once (as data parallelism runs them).
 //!
-//! KNOWN BUG (ignored until fixed): with 4 threads each running region steps in a loop, some
-//! backward passes panic in burn-autodiff's checkpointer (`Checkpointer::topological_sort`: a
-//! recomputed node missing from the node tree). Burn 0.21's graph locator is process-global and
-//! every `backward` frees "unused roots" of every thread's graph; plain
-//! `Autodiff<_, BalancedCheckpointing>` runs the same loop without failing. Reproduce with
-//! `cargo test --test threads -- --ignored`. Until it is fixed, run tests with one test thread.
+//! Regression test: burn-autodiff 0.21 frees, from any thread's backward, every graph none of
+//! whose nodes is referenced by a tensor. A region op once dropped its operands' handles before
+//! registering its own node, so another thread could free an operand's step in between, and a
+//! later backward panicked in the checkpointer.
 
 mod common;
 
@@ -15,7 +13,6 @@ use burn_checkpoint::checkpoint;
 use common::Ckpt;
 
 #[test]
-#[ignore = "known bug: regions on several threads at once, see the module docs"]
 fn regions_on_four_threads() {
     let workers: Vec<_> = (0..4)
         .map(|_| {

@@ -117,9 +117,15 @@ where
             state[i] = Some(prep.checkpoint(input));
         }
     }
+    // Keep the operands' nodes referenced until this node is registered: burn-autodiff frees a
+    // graph none of whose nodes is referenced, from any thread's backward, and an operand may
+    // still be alone in its graph until `finish` links it to this node.
+    let referenced = inputs.each_ref().map(|t| t.rc.clone());
     // Move the primitives in last: an input nothing else holds may then be reused in place.
     let (output, extra) = forward(&forward_op, inputs.map(|t| t.primitive));
-    (prep.finish(state, output), extra)
+    let output = prep.finish(state, output);
+    drop(referenced);
+    (output, extra)
 }
 
 /// Identity node that is compute-bound: what it outputs is stored, not recomputed. The decorator
