@@ -46,12 +46,17 @@ extern crate self as burn_checkpoint;
 mod backend;
 pub mod coverage;
 pub mod memory;
+mod policy;
 mod recompute;
 mod region;
+mod sequential;
 
 pub use backend::Checkpointed;
 pub use burn_checkpoint_macros::checkpoint;
-pub use region::{RegionGuard, checkpoint, enter, region_depth};
+pub use policy::{Decision, OpInfo, OpKind, Policy, SavePredicate};
+pub use recompute::verify_recomputes;
+pub use region::{RegionGuard, checkpoint, checkpoint_with, enter, enter_with, region_depth};
+pub use sequential::{Layer, Segments, checkpoint_sequential};
 
 #[doc(hidden)]
 pub mod __private {

@@ -19,6 +19,7 @@ use burn_autodiff::NodeId;
 use burn_backend::{Backend, Shape, TensorMetadata};
 
 use crate::backend::Tracked;
+use crate::policy::{Decision, OpInfo, Policy};
 use crate::recompute;
 
 /// Runs `f` as a checkpoint region and returns what it returns.
@@ -50,6 +51,32 @@ use crate::recompute;
 /// ```
 pub fn checkpoint<R>(f: impl FnOnce() -> R) -> R {
     let _region = enter();
+    f()
+}
+
+/// Runs `f` as a checkpoint region with `policy` deciding, op by op, what is recomputed.
+///
+/// [`checkpoint`] is `checkpoint_with(Policy::RecomputeAll, f)`. In nested regions the innermost
+/// region's policy decides for the ops it runs; the outermost region still decides what is
+/// stored at the boundary.
+///
+/// ```
+/// use burn::backend::{Autodiff, NdArray};
+/// use burn::tensor::{Tensor, activation::relu};
+/// use burn_checkpoint::{Checkpointed, Policy, checkpoint_with};
+///
+/// type B = Checkpointed<Autodiff<NdArray>>;
+/// let device = Default::default();
+/// let x = Tensor::<B, 2>::ones([8, 16], &device).require_grad();
+/// let w = Tensor::<B, 2>::ones([16, 16], &device).require_grad();
+///
+/// // The matmul output is kept, the ReLU recomputed from it.
+/// let y = checkpoint_with(Policy::SaveComputeBound, || relu(x.clone().matmul(w.clone())));
+/// let grads = y.sum().backward();
+/// assert!(x.grad(&grads).is_some());
+/// ```
+pub fn checkpoint_with<R>(policy: Policy, f: impl FnOnce() -> R) -> R {
+    let _region = enter_with(policy);
     f()
 }
 
@@ -87,17 +114,30 @@ pub struct RegionGuard {
 /// assert_eq!(region_depth(), 0);
 /// ```
 pub fn enter() -> RegionGuard {
-    open(None)
+    open(None, Policy::RecomputeAll)
+}
+
+/// Opens a region with `policy` on this thread until the returned guard is dropped.
+///
+/// ```
+/// use burn_checkpoint::{Policy, enter_with, region_depth};
+///
+/// let region = enter_with(Policy::SaveComputeBound);
+/// assert_eq!(region_depth(), 1);
+/// drop(region);
+/// ```
+pub fn enter_with(policy: Policy) -> RegionGuard {
+    open(None, policy)
 }
 
 /// Opens a region for code generic over the backend `B`, so that a region on a backend that is
 /// not `Checkpointed` can name it in its warning. Used by `#[checkpoint]`.
 #[doc(hidden)]
-pub fn enter_on<B: ?Sized>() -> RegionGuard {
-    open(Some(core::any::type_name::<B>()))
+pub fn enter_on<B: ?Sized>(policy: Policy) -> RegionGuard {
+    open(Some(core::any::type_name::<B>()), policy)
 }
 
-fn open(backend: Option<&'static str>) -> RegionGuard {
+fn open(backend: Option<&'static str>, policy: Policy) -> RegionGuard {
     STATE.with(|state| {
         let mut state = state.borrow_mut();
         state.next_instance += 1;
@@ -106,6 +146,7 @@ fn open(backend: Option<&'static str>) -> RegionGuard {
             instance,
             backend,
             decorated_ops: 0,
+            policy,
         });
         RegionGuard {
             instance,
@@ -162,6 +203,8 @@ struct Frame {
     backend: Option<&'static str>,
     /// Ops of a `Checkpointed` backend run in this region (nested regions included once closed).
     decorated_ops: u64,
+    /// Decides for the ops run while this is the innermost region.
+    policy: Policy,
 }
 
 #[derive(Default)]
@@ -215,24 +258,27 @@ pub(crate) fn forget_dropped_outputs() {
 }
 
 /// What one op of the decorator needs to know: read once per op.
-#[derive(Clone, Copy)]
 pub(crate) struct Route {
     /// The outermost open region, if any.
     root: Option<u64>,
     /// Whether any tensor made in a region may still be used (so operands must be checked).
     watch: bool,
+    /// The innermost region's policy, unless it recomputes everything.
+    policy: Option<Policy>,
 }
 
 /// The current route, for an op the decorator is about to run.
 pub(crate) fn route() -> Route {
     STATE.with(|state| {
         let mut state = state.borrow_mut();
-        if let Some(innermost) = state.stack.last_mut() {
+        let policy = state.stack.last_mut().and_then(|innermost| {
             innermost.decorated_ops += 1;
-        }
+            (!innermost.policy.recomputes_all()).then(|| innermost.policy.clone())
+        });
         Route {
             root: state.stack.first().map(|frame| frame.instance),
             watch: !state.produced.is_empty(),
+            policy,
         }
     })
 }
@@ -244,8 +290,11 @@ impl Route {
     }
 
     /// The region the op runs in, if any.
-    pub(crate) fn region(&self) -> Option<Region> {
-        self.root.map(|root| Region { root })
+    pub(crate) fn region(&self) -> Option<Region<'_>> {
+        self.root.map(|root| Region {
+            root,
+            policy: self.policy.as_ref(),
+        })
     }
 
     /// The operand to use for `tensor`: `tensor` itself, or its stored version (same data, no
@@ -290,14 +339,23 @@ impl Route {
 }
 
 /// The region an op runs in.
-#[derive(Clone, Copy)]
-pub(crate) struct Region {
+pub(crate) struct Region<'a> {
     root: u64,
+    policy: Option<&'a Policy>,
 }
 
-impl Region {
-    /// Records `tensor` as made in this region and returns it.
-    pub(crate) fn record<I: Backend>(self, tensor: Tracked<I>) -> Tracked<I> {
+impl Region<'_> {
+    /// Returns the output `tensor` of the op `op`, recorded as made in this region, or stored if
+    /// the region's policy keeps it.
+    pub(crate) fn record<I: Backend>(&self, op: &'static str, tensor: Tracked<I>) -> Tracked<I> {
+        if let Some(policy) = self.policy.filter(|_| tensor.is_tracked()) {
+            let shape = tensor.primitive.shape();
+            let info = OpInfo::new(op, &shape, tensor.primitive.dtype());
+            if policy.decide(&info) == Decision::Save {
+                // A stored node, like any compute-bound op's output: no boundary needed later.
+                return recompute::materialize::<I>(tensor);
+            }
+        }
         if tensor.is_tracked() {
             STATE.with(|state| {
                 let mut state = state.borrow_mut();

@@ -4,6 +4,8 @@
 
 mod common;
 
+use std::sync::{Mutex, MutexGuard};
+
 use burn::module::Module;
 use burn::nn::conv::{Conv2d, Conv2dConfig};
 use burn::nn::transformer::{
@@ -13,8 +15,18 @@ use burn::nn::{BatchNorm, BatchNormConfig, Linear, LinearConfig, PaddingConfig2d
 use burn::record::{BinBytesRecorder, FullPrecisionSettings, Recorder};
 use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::{Tensor, TensorData};
-use burn_checkpoint::{checkpoint, coverage};
+use burn_checkpoint::{Decision, OpKind, Policy, checkpoint_with, coverage};
 use common::{Ckpt, Plain, assert_values_bitwise, data, values};
+
+/// NdArray's random generator is one per process: the tests of this file draw from it (weight
+/// initialisation, dropout) and must not interleave.
+static RANDOM: Mutex<()> = Mutex::new(());
+
+fn random_generator() -> MutexGuard<'static, ()> {
+    RANDOM
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
 
 /// Two models with the same weights, one per backend, through Burn's records. (Parameters are
 /// initialised lazily: a clone of a fresh module would draw other weights.)
@@ -96,6 +108,10 @@ impl<B: Backend> DenseLayer<B> {
 
     #[burn_checkpoint::checkpoint]
     fn forward(&self, features: Vec<Tensor<B, 4>>) -> Tensor<B, 4> {
+        self.body(features)
+    }
+
+    fn body(&self, features: Vec<Tensor<B, 4>>) -> Tensor<B, 4> {
         let x = Tensor::cat(features, 1);
         let x = self.conv1.forward(self.relu.forward(self.norm1.forward(x)));
         self.conv2.forward(self.relu.forward(self.norm2.forward(x)))
@@ -116,10 +132,14 @@ impl<B: Backend> DenseBlock<B> {
         }
     }
 
-    fn forward(&self, x: Tensor<B, 4>) -> Tensor<B, 4> {
+    /// With a policy, each layer is a `checkpoint_with` region; without, an attribute region.
+    fn forward(&self, x: Tensor<B, 4>, policy: Option<&Policy>) -> Tensor<B, 4> {
         let mut features = vec![x];
         for layer in &self.layers {
-            let new = layer.forward(features.clone());
+            let new = match policy {
+                None => layer.forward(features.clone()),
+                Some(policy) => checkpoint_with(policy.clone(), || layer.body(features.clone())),
+            };
             features.push(new);
         }
         Tensor::cat(features, 1)
@@ -141,8 +161,26 @@ fn running_statistics<B: Backend>(block: &DenseBlock<B>) -> Vec<Vec<f32>> {
         .collect()
 }
 
+/// The policies every block is checked under: the two presets, and a predicate that keeps what
+/// they recompute (large cheap outputs: concatenations, normalisation arithmetic, activations).
+fn policies() -> Vec<Option<Policy>> {
+    let odd = Policy::custom(|op| match op.kind() {
+        OpKind::Elementwise | OpKind::Concat | OpKind::Reduce if op.bytes() > 256 => Decision::Save,
+        _ => Decision::Recompute,
+    });
+    vec![None, Some(Policy::SaveComputeBound), Some(odd)]
+}
+
 #[test]
 fn densenet_bc_block_with_batchnorm() {
+    let _random = random_generator();
+    for policy in policies() {
+        println!("policy {policy:?}");
+        densenet_bc_block(policy.as_ref());
+    }
+}
+
+fn densenet_bc_block(policy: Option<&Policy>) {
     let device = Default::default();
     let (plain, ckpt) = same_weights(
         || DenseBlock::<Plain>::new(8, 4, 3, &device),
@@ -155,10 +193,11 @@ fn densenet_bc_block_with_batchnorm() {
         block: &DenseBlock<B>,
         x: &TensorData,
         w: &TensorData,
+        policy: Option<&Policy>,
     ) -> (Vec<Vec<f32>>, Vec<f32>) {
         let device = Default::default();
         let x = Tensor::<B, 4>::from_data(x.clone(), &device).require_grad();
-        let out = block.forward(x.clone());
+        let out = block.forward(x.clone(), policy);
         let loss = (out * Tensor::from_data(w.clone(), &device)).sum();
         let grads = loss.backward();
         let mut all = parameter_grads(block, &grads);
@@ -166,13 +205,22 @@ fn densenet_bc_block_with_batchnorm() {
         (all, values(loss))
     }
     // BatchNorm's running statistics live in the module: run each once.
-    let (plain_grads, plain_loss) = run(&plain, &x, &weights);
+    let (plain_grads, plain_loss) = run(&plain, &x, &weights, None);
     coverage::reset();
-    let (ckpt_grads, ckpt_loss) = run(&ckpt, &x, &weights);
+    let (ckpt_grads, ckpt_loss) = run(&ckpt, &x, &weights, policy);
     assert_values_bitwise("loss", &plain_loss, &ckpt_loss);
     assert_all_bitwise("gradient", &plain_grads, &ckpt_grads);
     assert_eq!(coverage::fallbacks(), Default::default(), "ops fell back");
-    assert!(coverage::recomputes().get("conv2d").copied().unwrap_or(0) >= 3);
+    let conv_recomputes = coverage::recomputes().get("conv2d").copied().unwrap_or(0);
+    match policy {
+        None => assert!(
+            conv_recomputes >= 3,
+            "{conv_recomputes} convolutions recomputed"
+        ),
+        Some(Policy::SaveComputeBound) => assert_eq!(conv_recomputes, 0, "convolutions recomputed"),
+        // Keeps the normalised outputs that the convolutions feed: nothing needs those again.
+        Some(_) => {}
+    }
 
     // Running mean and variance: updated once per forward, to the same values.
     let plain_stats = running_statistics(&plain);
@@ -185,7 +233,7 @@ fn densenet_bc_block_with_batchnorm() {
     );
     let once = {
         let x = Tensor::<Plain, 4>::from_data(x.clone(), &device);
-        let _ = fresh.forward(x);
+        let _ = fresh.forward(x, None);
         values(fresh.layers[0].norm1.running_mean.value())
     };
     assert_values_bitwise("running mean after one step", &once, &plain_stats[0]);
@@ -193,6 +241,14 @@ fn densenet_bc_block_with_batchnorm() {
 
 #[test]
 fn transformer_block_with_dropout() {
+    let _random = random_generator();
+    for policy in policies() {
+        println!("policy {policy:?}");
+        transformer_block(policy.unwrap_or_default());
+    }
+}
+
+fn transformer_block(policy: Policy) {
     let device = Default::default();
     let config = TransformerEncoderConfig::new(16, 32, 2, 2).with_dropout(0.1);
     let (plain, ckpt) = same_weights(
@@ -206,17 +262,16 @@ fn transformer_block_with_dropout() {
         encoder: &TransformerEncoder<B>,
         x: &TensorData,
         w: &TensorData,
-        region: bool,
+        region: Option<&Policy>,
     ) -> (Vec<Vec<f32>>, Vec<f32>) {
         let device = Default::default();
         // The same dropout masks in both runs.
         B::seed(&device, 42);
         let x = Tensor::<B, 3>::from_data(x.clone(), &device).require_grad();
         let forward = || encoder.forward(TransformerEncoderInput::new(x.clone()));
-        let out = if region {
-            checkpoint(forward)
-        } else {
-            forward()
+        let out = match region {
+            Some(policy) => checkpoint_with(policy.clone(), forward),
+            None => forward(),
         };
         let loss = (out * Tensor::from_data(w.clone(), &device)).sum();
         let grads = loss.backward();
@@ -224,18 +279,28 @@ fn transformer_block_with_dropout() {
         all.push(values(x.grad(&grads).unwrap()));
         (all, values(loss))
     }
-    let (plain_grads, plain_loss) = run(&plain, &x, &w, false);
+    let (plain_grads, plain_loss) = run(&plain, &x, &w, None);
     coverage::reset();
-    let (ckpt_grads, ckpt_loss) = run(&ckpt, &x, &w, true);
+    let (ckpt_grads, ckpt_loss) = run(&ckpt, &x, &w, Some(&policy));
     assert_values_bitwise("loss", &plain_loss, &ckpt_loss);
     assert_all_bitwise("gradient", &plain_grads, &ckpt_grads);
     assert_eq!(coverage::fallbacks(), Default::default(), "ops fell back");
     let recomputed = coverage::recomputes();
-    for op in ["linear", "matmul", "mean_dim"] {
+    let expected: &[&str] = match policy {
+        Policy::RecomputeAll => &["linear", "matmul", "mean_dim"],
+        Policy::SaveComputeBound => &["mean_dim"],
+        Policy::Custom(_) => &["linear", "matmul"],
+    };
+    for op in expected {
         assert!(
             recomputed.get(op).copied().unwrap_or(0) > 0,
             "{op} not recomputed: {recomputed:?}"
         );
+    }
+    if let Policy::SaveComputeBound = policy {
+        for op in ["linear", "matmul"] {
+            assert_eq!(recomputed.get(op), None, "{op} recomputed: {recomputed:?}");
+        }
     }
 
     // Dropout really is on: another seed gives another loss.
@@ -288,6 +353,7 @@ impl<B: Backend> Mlp<B> {
 
 #[test]
 fn mlp_of_eight_layers_in_two_regions() {
+    let _random = random_generator();
     let device = Default::default();
     let (plain, ckpt) = same_weights(|| Mlp::<Plain>::new(&device), Mlp::<Ckpt>::new(&device));
     let x = data([6, 12], 9);

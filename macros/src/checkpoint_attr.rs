@@ -2,15 +2,43 @@
 
 use proc_macro2::TokenStream;
 use quote::quote;
-use syn::{FnArg, GenericArgument, ItemFn, PathArguments, Type};
+use syn::parse::{Parse, ParseStream};
+use syn::{Expr, FnArg, GenericArgument, ItemFn, PathArguments, Token, Type};
+
+/// The attribute's arguments: nothing, or `policy = <expression>`.
+struct Args {
+    policy: Option<Expr>,
+}
+
+impl Parse for Args {
+    fn parse(input: ParseStream) -> syn::Result<Self> {
+        if input.is_empty() {
+            return Ok(Args { policy: None });
+        }
+        let key: syn::Ident = input.parse()?;
+        if key != "policy" {
+            return Err(syn::Error::new_spanned(
+                key,
+                "expected `policy = <expression>`, e.g. #[checkpoint(policy = Policy::SaveComputeBound)]",
+            ));
+        }
+        input.parse::<Token![=]>()?;
+        let policy = input.parse()?;
+        if !input.is_empty() {
+            return Err(input.error("#[checkpoint] takes one argument: `policy = <expression>`"));
+        }
+        Ok(Args {
+            policy: Some(policy),
+        })
+    }
+}
 
 pub fn expand(attr: TokenStream, item: TokenStream) -> syn::Result<TokenStream> {
-    if !attr.is_empty() {
-        return Err(syn::Error::new_spanned(
-            attr,
-            "#[checkpoint] takes no arguments",
-        ));
-    }
+    let Args { policy } = syn::parse2(attr)?;
+    let policy = match policy {
+        Some(policy) => quote!(#policy),
+        None => quote!(::burn_checkpoint::Policy::RecomputeAll),
+    };
     let ItemFn {
         attrs,
         vis,
@@ -20,8 +48,8 @@ pub fn expand(attr: TokenStream, item: TokenStream) -> syn::Result<TokenStream> 
 
     // Naming the backend lets a region on a backend that is not `Checkpointed` say which one.
     let guard = match backend_of(&sig) {
-        Some(backend) => quote!(::burn_checkpoint::__private::enter_on::<#backend>()),
-        None => quote!(::burn_checkpoint::__private::enter()),
+        Some(backend) => quote!(::burn_checkpoint::__private::enter_on::<#backend>(#policy)),
+        None => quote!(::burn_checkpoint::enter_with(#policy)),
     };
     Ok(quote! {
         #(#attrs)*

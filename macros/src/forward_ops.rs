@@ -200,7 +200,7 @@ pub fn expand(input: TokenStream) -> syn::Result<TokenStream> {
                     quote!()
                 };
                 let call = quote!(#balanced::#name(#call_args));
-                let record = record_output(&sig.output, &inner, call)?;
+                let record = record_output(&sig.output, &inner, &name_str, call)?;
                 (
                     quote! {
                         #boundaries
@@ -216,8 +216,12 @@ pub fn expand(input: TokenStream) -> syn::Result<TokenStream> {
                 )
             }
             Routing::Region(path) => {
-                let record =
-                    record_output(&sig.output, &inner, quote!(#path::<#inner>(#call_args)))?;
+                let record = record_output(
+                    &sig.output,
+                    &inner,
+                    &name_str,
+                    quote!(#path::<#inner>(#call_args)),
+                )?;
                 (
                     quote! {
                         #boundaries
@@ -263,6 +267,7 @@ pub fn expand(input: TokenStream) -> syn::Result<TokenStream> {
 fn record_output(
     output: &syn::ReturnType,
     inner: &Ident,
+    name: &str,
     call: TokenStream,
 ) -> syn::Result<TokenStream> {
     let ty = match output {
@@ -273,11 +278,11 @@ fn record_output(
         Type::Tuple(tuple) if matches!(tuple.elems.first().map(kind_of), Some(ArgKind::Float)) => {
             Ok(quote! {{
                 let (__output, __rest) = #call;
-                (__region.record::<#inner>(__output), __rest)
+                (__region.record::<#inner>(#name, __output), __rest)
             }})
         }
         _ => match kind_of(ty) {
-            ArgKind::Float => Ok(quote!(__region.record::<#inner>(#call))),
+            ArgKind::Float => Ok(quote!(__region.record::<#inner>(#name, #call))),
             _ => Err(syn::Error::new_spanned(
                 ty,
                 "a routed op returns a float tensor, or a tuple that starts with one",

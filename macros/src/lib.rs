@@ -26,7 +26,8 @@ mod forward_ops;
 /// }
 /// ```
 ///
-/// The attribute takes no arguments.
+/// `#[checkpoint(policy = <expression>)]` chooses the region's `burn_checkpoint::Policy` (the
+/// default is `Policy::RecomputeAll`); the expression is evaluated each time the function runs.
 #[proc_macro_attribute]
 pub fn checkpoint(attr: TokenStream, item: TokenStream) -> TokenStream {
     checkpoint_attr::expand(attr.into(), item.into())

@@ -83,7 +83,7 @@ forward_ops! {
                 dilation,
                 ceil_mode,
             );
-            return MaxPool2dWithIndices::new(region.record::<I>(output), indices);
+            return MaxPool2dWithIndices::new(region.record::<I>("max_pool2d_with_indices", output), indices);
         }
         let out = <Autodiff<I, C> as ModuleOps<Autodiff<I, C>>>::max_pool2d_with_indices(
             x, kernel_size, stride, padding, dilation, ceil_mode,

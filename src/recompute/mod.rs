@@ -13,6 +13,7 @@
 //! - the backward state is the ids of the inputs the backward reads, retrieved through the
 //!   [`Checkpointer`], so nothing computed inside the region is held from forward to backward.
 
+mod check;
 mod conv;
 mod elementwise;
 mod matmul;
@@ -21,6 +22,7 @@ mod reduce;
 mod select;
 mod transfer;
 
+pub use check::verify_recomputes;
 pub(crate) use conv::{conv_transpose2d, conv1d, conv2d};
 pub(crate) use elementwise::{add, div, mul, sub};
 pub(crate) use matmul::{linear, matmul};
@@ -97,9 +99,11 @@ where
     }
     let saved = op.saved(needs_grad);
     let forward_op = op.clone();
+    let expected = check::Expected::new_if_verifying();
     let retro = Retro::<I, Op, N> {
         op: op.clone(),
         operands: inputs.each_ref().map(Operand::<I>::of),
+        expected: expected.clone(),
     };
     let nodes = inputs.each_ref().map(|t| t.node.clone());
     let prep = RegionBackward(op)
@@ -123,6 +127,9 @@ where
     let referenced = inputs.each_ref().map(|t| t.rc.clone());
     // Move the primitives in last: an input nothing else holds may then be reused in place.
     let (output, extra) = forward(&forward_op, inputs.map(|t| t.primitive));
+    if let Some(expected) = expected {
+        expected.set::<I>(&output);
+    }
     let output = prep.finish(state, output);
     drop(referenced);
     (output, extra)
@@ -191,6 +198,8 @@ impl<I: Backend> fmt::Debug for Operand<I> {
 struct Retro<I: Backend, Op, const N: usize> {
     op: Op,
     operands: [Operand<I>; N],
+    /// The forward output's shape and dtype, when recomputes are verified.
+    expected: Option<check::Expected>,
 }
 
 impl<I: Backend, Op: RegionOp<I, N>, const N: usize> fmt::Debug for Retro<I, Op, N> {
@@ -203,7 +212,11 @@ impl<I: Backend, Op: RegionOp<I, N>, const N: usize> RetroForward for Retro<I, O
     fn forward(&self, states: &mut BackwardStates, out_node: NodeId) {
         crate::coverage::note_recompute(self.op.name());
         let inputs = self.operands.each_ref().map(|operand| operand.get(states));
-        states.save(out_node, self.op.forward(inputs));
+        let output = self.op.forward(inputs);
+        if let Some(expected) = &self.expected {
+            expected.verify::<I>(self.op.name(), &output);
+        }
+        states.save(out_node, output);
     }
 }
 

@@ -1,0 +1,141 @@
+//! The recompute check: a recomputed output must have the shape and dtype its forward had.
+//!
+//! A region op whose recompute differs from its forward would give wrong gradients without a
+//! word. With the check on, the recompute fails instead, naming the op. It is on in debug builds,
+//! and opt-in in release builds through [`verify_recomputes`] or the environment variable
+//! `BURN_CHECKPOINT_VERIFY=1`.
+
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::{Arc, OnceLock};
+
+use burn_backend::{Backend, DType, Shape, TensorMetadata};
+
+use crate::backend::Primitive;
+
+/// Unset: decided on first use from the build and the environment.
+const UNSET: u8 = 0;
+const OFF: u8 = 1;
+const ON: u8 = 2;
+
+static VERIFY: AtomicU8 = AtomicU8::new(UNSET);
+
+/// Turns the recompute check on or off for the whole process, for the ops built from now on.
+///
+/// With the check on, every recompute of a region op compares its output's shape and dtype with
+/// those of the forward output and panics with a message naming the op when they differ, rather
+/// than letting backward produce wrong gradients. It costs one small allocation per region op.
+/// It is on by default in debug builds, and in any build when the environment variable
+/// `BURN_CHECKPOINT_VERIFY` is `1` at the first op.
+///
+/// ```
+/// burn_checkpoint::verify_recomputes(true);
+/// ```
+pub fn verify_recomputes(on: bool) {
+    VERIFY.store(if on { ON } else { OFF }, Ordering::Relaxed);
+}
+
+fn verifying() -> bool {
+    match VERIFY.load(Ordering::Relaxed) {
+        ON => true,
+        OFF => false,
+        _ => {
+            let on = cfg!(debug_assertions)
+                || std::env::var("BURN_CHECKPOINT_VERIFY").is_ok_and(|v| v == "1");
+            // A concurrent `verify_recomputes` call wins over this default.
+            let _ = VERIFY.compare_exchange(
+                UNSET,
+                if on { ON } else { OFF },
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            );
+            VERIFY.load(Ordering::Relaxed) == ON
+        }
+    }
+}
+
+/// The shape and dtype a region op's forward produced, set once the forward has run.
+#[derive(Clone, Debug)]
+pub(super) struct Expected(Arc<OnceLock<(Shape, DType)>>);
+
+impl Expected {
+    pub(super) fn new_if_verifying() -> Option<Self> {
+        verifying().then(|| Expected(Arc::default()))
+    }
+
+    pub(super) fn set<I: Backend>(&self, output: &Primitive<I>) {
+        let _ = self.0.set((output.shape(), output.dtype()));
+    }
+
+    /// Panics, naming `op`, if `recomputed` differs in shape or dtype from the forward output.
+    pub(super) fn verify<I: Backend>(&self, op: &str, recomputed: &Primitive<I>) {
+        let Some((shape, dtype)) = self.0.get() else {
+            return;
+        };
+        let (got_shape, got_dtype) = (recomputed.shape(), recomputed.dtype());
+        if &got_shape != shape || got_dtype != *dtype {
+            panic!(
+                "burn-checkpoint: recomputing `{op}` during backward gave a {got_dtype:?} tensor \
+                 of shape {got_shape:?}, but its forward gave a {dtype:?} tensor of shape \
+                 {shape:?}; the gradients would be wrong"
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use burn::backend::{Autodiff, NdArray};
+    use burn::tensor::{Tensor, TensorPrimitive};
+
+    use super::super::{RegionOp, build_with};
+    use crate::backend::Primitive;
+    use crate::{Checkpointed, checkpoint, verify_recomputes};
+
+    type I = NdArray;
+    type B = Checkpointed<Autodiff<I>>;
+
+    /// An op whose recompute (a copy) disagrees with the forward that `build_with` is given (a
+    /// transpose): the bug the check is there to catch.
+    #[derive(Clone, Debug)]
+    struct Inconsistent;
+
+    impl RegionOp<I, 1> for Inconsistent {
+        fn name(&self) -> &'static str {
+            "inconsistent_op"
+        }
+        fn forward(&self, [x]: [Primitive<I>; 1]) -> Primitive<I> {
+            x
+        }
+        fn saved(&self, _: [bool; 1]) -> [bool; 1] {
+            [false]
+        }
+        fn backward(
+            self,
+            _: [Option<Primitive<I>>; 1],
+            grad: Primitive<I>,
+            _: [bool; 1],
+        ) -> [Option<Primitive<I>>; 1] {
+            [Some(grad)]
+        }
+    }
+
+    #[test]
+    #[should_panic(expected = "recomputing `inconsistent_op` during backward gave")]
+    fn a_recompute_of_another_shape_fails_naming_the_op() {
+        use burn_backend::ops::FloatTensorOps;
+
+        verify_recomputes(true);
+        let device = Default::default();
+        let x = Tensor::<B, 2>::ones([2, 3], &device).require_grad();
+        let y = checkpoint(|| {
+            let x = x.clone().into_primitive().tensor();
+            let (y, ()) = build_with::<I, _, _, 1>(Inconsistent, [x], |op, inputs| {
+                (I::float_swap_dims(op.forward(inputs), 0, 1), ())
+            });
+            let y = Tensor::<B, 2>::from_primitive(TensorPrimitive::Float(y));
+            // The product's backward reads `y`, so backward recomputes it.
+            y.clone() * y
+        });
+        let _ = y.sum().backward();
+    }
+}

@@ -1,0 +1,182 @@
+//! `checkpoint_sequential`: a stack of layers cut into segments, each segment a region.
+
+use crate::region::checkpoint;
+
+/// A layer of a stack run by [`checkpoint_sequential`]: takes the previous layer's output and
+/// returns its own, of the same type.
+///
+/// Implement it for a module by calling its forward:
+///
+/// ```
+/// use burn::nn::{Linear, LinearConfig};
+/// use burn::prelude::*;
+/// use burn_checkpoint::Layer;
+///
+/// #[derive(Module, Debug)]
+/// struct Block<B: Backend> {
+///     linear: Linear<B>,
+/// }
+///
+/// impl<B: Backend> Layer<Tensor<B, 2>> for Block<B> {
+///     fn forward(&self, x: Tensor<B, 2>) -> Tensor<B, 2> {
+///         burn::tensor::activation::relu(self.linear.forward(x))
+///     }
+/// }
+/// ```
+pub trait Layer<T> {
+    /// The layer's output for `input`.
+    fn forward(&self, input: T) -> T;
+}
+
+impl<T, L: Layer<T> + ?Sized> Layer<T> for &L {
+    fn forward(&self, input: T) -> T {
+        (**self).forward(input)
+    }
+}
+
+impl<T, L: Layer<T> + ?Sized> Layer<T> for Box<L> {
+    fn forward(&self, input: T) -> T {
+        (**self).forward(input)
+    }
+}
+
+/// How many segments [`checkpoint_sequential`] cuts a stack into.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Segments {
+    /// √n segments for n layers, rounded (Chen et al. 2016): stored boundaries and one
+    /// segment's recomputed activations then cost about the same, and their sum is smallest.
+    #[default]
+    Sqrt,
+    /// This many segments (at most one per layer; at least one).
+    Count(usize),
+}
+
+impl Segments {
+    /// The number of segments for `layers` layers.
+    ///
+    /// ```
+    /// use burn_checkpoint::Segments;
+    ///
+    /// assert_eq!(Segments::Sqrt.count(16), 4);
+    /// assert_eq!(Segments::Count(32).count(16), 16);
+    /// ```
+    ///
+    /// # Panics
+    ///
+    /// On `Segments::Count(0)`.
+    pub fn count(self, layers: usize) -> usize {
+        let wanted = match self {
+            Segments::Sqrt => (layers as f64).sqrt().round() as usize,
+            Segments::Count(0) => panic!(
+                "checkpoint_sequential: Segments::Count(0): a stack has at least one segment"
+            ),
+            Segments::Count(count) => count,
+        };
+        wanted.clamp(1, layers.max(1))
+    }
+}
+
+/// Runs `layers` one after the other on `input`, cut into `segments` contiguous segments of
+/// (nearly) equal length; every segment but the last is a checkpoint region.
+///
+/// Only the segments' boundaries are held between forward and backward; backward recomputes one
+/// segment at a time from them. The last segment is not a region: backward needs its activations
+/// at once. `torch.utils.checkpoint.checkpoint_sequential`, for Burn.
+///
+/// ```
+/// use burn::backend::{Autodiff, NdArray};
+/// use burn::nn::{Linear, LinearConfig};
+/// use burn::prelude::*;
+/// use burn_checkpoint::{Checkpointed, Layer, Segments, checkpoint_sequential};
+///
+/// #[derive(Module, Debug)]
+/// struct Block<B: Backend> {
+///     linear: Linear<B>,
+/// }
+///
+/// impl<B: Backend> Layer<Tensor<B, 2>> for Block<B> {
+///     fn forward(&self, x: Tensor<B, 2>) -> Tensor<B, 2> {
+///         burn::tensor::activation::relu(self.linear.forward(x))
+///     }
+/// }
+///
+/// type B = Checkpointed<Autodiff<NdArray>>;
+/// let device = Default::default();
+/// let blocks: Vec<Block<B>> = (0..16)
+///     .map(|_| Block { linear: LinearConfig::new(32, 32).init(&device) })
+///     .collect();
+/// let x = Tensor::<B, 2>::ones([8, 32], &device);
+///
+/// // 4 segments of 4 blocks; the first 3 are recomputed during backward.
+/// let y = checkpoint_sequential(&blocks, Segments::Sqrt, x);
+/// let grads = y.sum().backward();
+/// assert!(blocks[0].linear.weight.grad(&grads).is_some());
+/// ```
+///
+/// # Panics
+///
+/// On `Segments::Count(0)`.
+pub fn checkpoint_sequential<T, L: Layer<T>>(layers: &[L], segments: Segments, input: T) -> T {
+    let count = segments.count(layers.len());
+    let mut x = input;
+    let mut start = 0;
+    for segment in 0..count {
+        // The first `len % count` segments take one layer more.
+        let len = layers.len() / count + usize::from(segment < layers.len() % count);
+        let run = &layers[start..start + len];
+        start += len;
+        let forward = |x| run.iter().fold(x, |x, layer| layer.forward(x));
+        x = if segment + 1 < count {
+            checkpoint(|| forward(x))
+        } else {
+            forward(x)
+        };
+    }
+    x
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::region_depth;
+
+    /// Records the region depth each layer ran at.
+    struct Probe;
+
+    impl Layer<Vec<usize>> for Probe {
+        fn forward(&self, mut depths: Vec<usize>) -> Vec<usize> {
+            depths.push(region_depth());
+            depths
+        }
+    }
+
+    fn depths(layers: usize, segments: Segments) -> Vec<usize> {
+        let probes: Vec<Probe> = (0..layers).map(|_| Probe).collect();
+        checkpoint_sequential(&probes, segments, Vec::new())
+    }
+
+    #[test]
+    fn every_segment_but_the_last_is_a_region() {
+        assert_eq!(
+            depths(16, Segments::Sqrt),
+            [[1; 12].as_slice(), &[0; 4]].concat()
+        );
+        assert_eq!(depths(5, Segments::Count(2)), [1, 1, 1, 0, 0]);
+        assert_eq!(depths(3, Segments::Count(3)), [1, 1, 0]);
+        assert_eq!(depths(3, Segments::Count(9)), [1, 1, 0]);
+        assert_eq!(depths(4, Segments::Count(1)), [0, 0, 0, 0]);
+        assert_eq!(depths(0, Segments::Sqrt), Vec::<usize>::new());
+    }
+
+    #[test]
+    fn segments_are_as_even_as_possible() {
+        // 10 layers, 3 segments: 4 + 3 + 3; the last (unregioned) one is 3 long.
+        assert_eq!(depths(10, Segments::Sqrt), [1, 1, 1, 1, 1, 1, 1, 0, 0, 0]);
+    }
+
+    #[test]
+    #[should_panic(expected = "Segments::Count(0)")]
+    fn zero_segments_is_an_error() {
+        depths(4, Segments::Count(0));
+    }
+}
