@@ -56,7 +56,7 @@ pub use burn_checkpoint_macros::checkpoint;
 pub use policy::{Decision, OpInfo, OpKind, Policy, SavePredicate};
 pub use recompute::verify_recomputes;
 pub use region::{RegionGuard, checkpoint, checkpoint_with, enter, enter_with, region_depth};
-pub use sequential::{Layer, Segments, checkpoint_sequential};
+pub use sequential::{Layer, Segments, checkpoint_sequential, checkpoint_sequential_with};
 
 #[doc(hidden)]
 pub mod __private {

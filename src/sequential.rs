@@ -1,11 +1,17 @@
 //! `checkpoint_sequential`: a stack of layers cut into segments, each segment a region.
 
-use crate::region::checkpoint;
+use burn::nn;
+use burn::tensor::Tensor;
+use burn::tensor::backend::Backend;
+
+use crate::policy::Policy;
+use crate::region::checkpoint_with;
 
 /// A layer of a stack run by [`checkpoint_sequential`]: takes the previous layer's output and
 /// returns its own, of the same type.
 ///
-/// Implement it for a module by calling its forward:
+/// Burn's `Linear`, `LayerNorm`, `BatchNorm`, `Conv1d`, `Conv2d`, `Relu`, `Gelu` and `Dropout`
+/// are layers as they are. Implement it for a module of your own by calling its forward:
 ///
 /// ```
 /// use burn::nn::{Linear, LinearConfig};
@@ -37,6 +43,40 @@ impl<T, L: Layer<T> + ?Sized> Layer<T> for &L {
 impl<T, L: Layer<T> + ?Sized> Layer<T> for Box<L> {
     fn forward(&self, input: T) -> T {
         (**self).forward(input)
+    }
+}
+
+/// Burn's modules whose forward keeps the tensor's type are layers as they are.
+macro_rules! burn_layers {
+    ($($module:ident),* $(; $($stateless:ident),*)?) => {
+        $(
+            impl<B: Backend, const D: usize> Layer<Tensor<B, D>> for nn::$module<B> {
+                fn forward(&self, input: Tensor<B, D>) -> Tensor<B, D> {
+                    nn::$module::forward(self, input)
+                }
+            }
+        )*
+        $($(
+            impl<B: Backend, const D: usize> Layer<Tensor<B, D>> for nn::$stateless {
+                fn forward(&self, input: Tensor<B, D>) -> Tensor<B, D> {
+                    nn::$stateless::forward(self, input)
+                }
+            }
+        )*)?
+    };
+}
+
+burn_layers!(Linear, LayerNorm, BatchNorm; Relu, Gelu, Dropout);
+
+impl<B: Backend> Layer<Tensor<B, 3>> for nn::conv::Conv1d<B> {
+    fn forward(&self, input: Tensor<B, 3>) -> Tensor<B, 3> {
+        nn::conv::Conv1d::forward(self, input)
+    }
+}
+
+impl<B: Backend> Layer<Tensor<B, 4>> for nn::conv::Conv2d<B> {
+    fn forward(&self, input: Tensor<B, 4>) -> Tensor<B, 4> {
+        nn::conv::Conv2d::forward(self, input)
     }
 }
 
@@ -117,6 +157,36 @@ impl Segments {
 ///
 /// On `Segments::Count(0)`.
 pub fn checkpoint_sequential<T, L: Layer<T>>(layers: &[L], segments: Segments, input: T) -> T {
+    checkpoint_sequential_with(Policy::RecomputeAll, layers, segments, input)
+}
+
+/// [`checkpoint_sequential`] with `policy` deciding what the segments' regions recompute.
+///
+/// ```
+/// use burn::backend::{Autodiff, NdArray};
+/// use burn::nn::{Linear, LinearConfig};
+/// use burn::prelude::*;
+/// use burn_checkpoint::{Checkpointed, Policy, Segments, checkpoint_sequential_with};
+///
+/// type B = Checkpointed<Autodiff<NdArray>>;
+/// let device = Default::default();
+/// let layers: Vec<Linear<B>> = (0..9).map(|_| LinearConfig::new(8, 8).init(&device)).collect();
+/// let x = Tensor::<B, 2>::ones([4, 8], &device);
+///
+/// // Keeps the 6 matmul outputs of the first two segments.
+/// let y = checkpoint_sequential_with(Policy::SaveComputeBound, &layers, Segments::Sqrt, x);
+/// # let _ = y.sum().backward();
+/// ```
+///
+/// # Panics
+///
+/// On `Segments::Count(0)`.
+pub fn checkpoint_sequential_with<T, L: Layer<T>>(
+    policy: Policy,
+    layers: &[L],
+    segments: Segments,
+    input: T,
+) -> T {
     let count = segments.count(layers.len());
     let mut x = input;
     let mut start = 0;
@@ -127,7 +197,7 @@ pub fn checkpoint_sequential<T, L: Layer<T>>(layers: &[L], segments: Segments, i
         start += len;
         let forward = |x| run.iter().fold(x, |x, layer| layer.forward(x));
         x = if segment + 1 < count {
-            checkpoint(|| forward(x))
+            checkpoint_with(policy.clone(), || forward(x))
         } else {
             forward(x)
         };
