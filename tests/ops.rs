@@ -279,6 +279,19 @@ proptest! {
     }
 
     #[test]
+    fn slice_assign(m in 1usize..5, n in 1usize..5, start in 0usize..4, len in 1usize..4,
+                    gt: bool, gv: bool, pre: bool, seed: u64) {
+        // An untracked `tensor` is the `pad` pattern: a tracked value written into a constant.
+        prop_assume!(start + len <= m);
+        let inputs = vec![
+            Input::new(data([m, n], seed), gt),
+            Input::new(data([len, n], seed + 1), gv),
+        ];
+        compare!(inputs, pre, "slice_assign", 2 => 2,
+            |t| t[0].clone().slice_assign([start..start + len, 0..n], t[1].clone()));
+    }
+
+    #[test]
     fn scatter_add(m in 1usize..5, n in 1usize..5, p in 1usize..5, dim in 0usize..2,
                    gt: bool, gv: bool, pre: bool, seed: u64) {
         // Indices drawn with replacement: several values may land on one position.

@@ -26,6 +26,7 @@ mod pool;
 mod pool1d;
 mod reduce;
 mod select;
+mod slice;
 mod sort;
 mod transfer;
 mod unfold;
@@ -47,6 +48,7 @@ pub(crate) use reduce::{
     max_dim, max_dim_with_indices, mean, mean_dim, min_dim, min_dim_with_indices, sum, sum_dim,
 };
 pub(crate) use select::{cat, gather, mask_fill, mask_where};
+pub(crate) use slice::slice_assign;
 pub(crate) use sort::{sort, sort_with_indices};
 pub(crate) use transfer::to_device;
 pub(crate) use unfold::unfold;
