@@ -13,16 +13,19 @@ use std::sync::Mutex;
 /// How the decorator runs an op inside a region.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Routing {
-    /// Recomputed: a region version built by this crate (compute-bound in Burn).
+    /// Recomputed: a region version built by this crate, for an op Burn stores (compute-bound,
+    /// or memory-bound but stored when an operand is untracked).
     Region,
     /// Recomputed: Burn's own memory-bound version (`BalancedCheckpointing`).
     Balanced,
-    /// Stored: Burn's op, output held until backward (a fallback).
+    /// Stored: Burn's op, output held until backward (a fallback). Only the ops of
+    /// [`DELIBERATELY_STORED`] are routed so.
     Stored,
     /// Builds no graph node (tensor creation, comparisons, int and bool ops, data access).
     Plain,
-    /// Written out by hand (conversions of Burn's backend-generic structs, or a decomposition
-    /// through the decorator).
+    /// Written out by hand (conversions of Burn's backend-generic structs, a decomposition
+    /// through the decorator, or a region version returning a struct of Burn's); what each does
+    /// inside a region is in [`HAND_WRITTEN`].
     Custom,
 }
 
@@ -48,6 +51,81 @@ pub struct OpEntry {
 pub fn ops() -> impl Iterator<Item = &'static OpEntry> {
     crate::backend::listed_ops()
 }
+
+/// The ops Burn builds compute-bound (it stores their output) that the decorator leaves stored on
+/// purpose, each with the reason. Inside a region such an op runs as Burn's own op: exact
+/// gradients, its output held from forward to backward, counted by [`fallbacks`].
+///
+/// Every other op that burn-autodiff builds compute-bound has a region version: the test
+/// `tests/coverage.rs` walks burn-autodiff's own source to check it (so that an op a later Burn
+/// adds is caught), and checks that `docs/coverage.md` names each op listed here with its reason.
+///
+/// ```
+/// use burn_checkpoint::coverage::{DELIBERATELY_STORED, Routing, ops};
+///
+/// for (name, _reason) in DELIBERATELY_STORED {
+///     let op = ops().find(|op| op.name == *name).unwrap();
+///     assert_eq!(op.routing, Routing::Stored);
+/// }
+/// ```
+pub const DELIBERATELY_STORED: &[(&str, &str)] = &[(
+    "ctc_loss",
+    "On a backend with a native CTC backward (the CubeCL backends, LibTorch), Burn's op \
+     holds only the loss, one value per sample: nothing worth recomputing. On the others \
+     (NdArray) Burn decomposes the loss into a recursion over the T time steps; recomputed \
+     inside a region, that recursion makes backward exponential in T, because burn-autodiff \
+     0.21's checkpointer walks every path to a recomputed node's ancestors without memoising \
+     shared ones. So the loss runs as Burn's own op; the rest of the region is still \
+     recomputed.",
+)];
+
+/// The ops the decorator writes out by hand ([`Routing::Custom`]), with what each does inside a
+/// region: [`Routing::Region`] for a region version the macro cannot generate (it returns a
+/// struct of Burn's), [`Routing::Plain`] for one that builds no node of its own (a conversion of
+/// Burn's backend-generic structs, or a decomposition through the decorator, whose ops are then
+/// routed one by one).
+pub const HAND_WRITTEN: &[(&str, Routing, &str)] = &[
+    (
+        "max_pool1d_with_indices",
+        Routing::Region,
+        "region version; the indices go to the caller, the backward recomputes them",
+    ),
+    (
+        "max_pool2d_with_indices",
+        Routing::Region,
+        "region version; the indices go to the caller, the backward recomputes them",
+    ),
+    (
+        "attention",
+        Routing::Plain,
+        "decomposed through the decorator (Burn decomposes it through autodiff's ops)",
+    ),
+    (
+        "deform_conv2d_backward",
+        Routing::Plain,
+        "forwarded (a backward op: no graph node), its result struct converted",
+    ),
+    (
+        "max_pool1d_with_indices_backward",
+        Routing::Plain,
+        "forwarded (a backward op: no graph node), its result struct converted",
+    ),
+    (
+        "max_pool2d_with_indices_backward",
+        Routing::Plain,
+        "forwarded (a backward op: no graph node), its result struct converted",
+    ),
+    (
+        "quantize",
+        Routing::Plain,
+        "forwarded (no graph node), its parameters struct converted",
+    ),
+    (
+        "tr_execute",
+        Routing::Plain,
+        "forwarded (reads data: no graph node), its transaction struct converted",
+    ),
+];
 
 thread_local! {
     static FALLBACKS: RefCell<BTreeMap<&'static str, u64>> = const { RefCell::new(BTreeMap::new()) };
@@ -98,10 +176,13 @@ pub(crate) fn note_fallback(op: &'static str) {
 /// use burn_checkpoint::{Checkpointed, checkpoint, coverage};
 ///
 /// type B = Checkpointed<Autodiff<NdArray>>;
-/// let x = Tensor::<B, 1>::from_floats([3.0, 1.0, 2.0], &Default::default()).require_grad();
+/// let device = Default::default();
+/// let x = Tensor::<B, 1>::from_floats([3.0, 1.0, 2.0], &device).require_grad();
+/// let exponent = Tensor::<B, 1>::from_floats([2.0, 2.0, 2.0], &device);
 /// coverage::reset();
-/// let _sorted = checkpoint(|| x.clone().sort(0));
-/// assert_eq!(coverage::fallbacks().get("float_sort"), Some(&1));
+/// // Burn stores a memory-bound op's output when one operand is untracked.
+/// let _y = checkpoint(|| x.clone().powf(exponent.clone()));
+/// assert_eq!(coverage::fallbacks().get("float_powf (untracked operand)"), Some(&1));
 /// ```
 pub fn fallbacks() -> BTreeMap<&'static str, u64> {
     FALLBACKS.with(|counts| counts.borrow().clone())

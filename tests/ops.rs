@@ -5,11 +5,14 @@
 mod common;
 
 use burn::tensor::module::{
-    adaptive_avg_pool2d, avg_pool2d, conv_transpose2d, conv1d, conv2d, linear, max_pool2d,
-    max_pool2d_with_indices,
+    adaptive_avg_pool1d, adaptive_avg_pool2d, avg_pool1d, avg_pool2d, conv_transpose1d,
+    conv_transpose2d, conv_transpose3d, conv1d, conv2d, conv3d, ctc_loss, deform_conv2d, embedding,
+    interpolate, linear, max_pool1d, max_pool1d_with_indices, max_pool2d, max_pool2d_with_indices,
 };
-use burn::tensor::ops::{ConvOptions, ConvTransposeOptions};
-use burn::tensor::{Bool, Int, Tensor, TensorData};
+use burn::tensor::ops::{
+    ConvOptions, ConvTransposeOptions, DeformConvOptions, InterpolateMode, InterpolateOptions,
+};
+use burn::tensor::{Bool, FloatDType, IndexingUpdateOp, Int, Tensor, TensorData};
 use burn_checkpoint::coverage;
 use common::{Ckpt, Input, Plain, assert_bitwise, data, run};
 use proptest::prelude::*;
@@ -53,6 +56,29 @@ fn broadcast_shape(m: usize, n: usize, which: u8) -> [usize; 2] {
         1 => [1, n],
         _ => [m, 1],
     }
+}
+
+/// Indices in `0..size`, as `shape`, drawn with replacement.
+fn random_indices(shape: impl Into<burn::tensor::Shape>, size: usize, seed: u64) -> TensorData {
+    let shape = shape.into();
+    let indices: Vec<i64> = data(shape.clone(), seed)
+        .to_vec::<f32>()
+        .unwrap()
+        .iter()
+        .map(|v| (((v + 1.0) / 2.0 * size as f32) as i64).min(size as i64 - 1))
+        .collect();
+    TensorData::new(indices, shape)
+}
+
+/// `0..n` shuffled (a Fisher-Yates shuffle driven by `data`).
+fn permutation(n: usize, seed: u64) -> Vec<usize> {
+    let draws = data([n.max(1)], seed).to_vec::<f32>().unwrap();
+    let mut items: Vec<usize> = (0..n).collect();
+    for i in (1..n).rev() {
+        let j = (((draws[i] + 1.0) / 2.0 * (i + 1) as f32) as usize).min(i);
+        items.swap(i, j);
+    }
+    items
 }
 
 proptest! {
@@ -236,5 +262,305 @@ proptest! {
             let indices = Tensor::<_, 2, Int>::from_data(indices.clone(), &t[0].device());
             t[0].clone().gather(dim, indices)
         });
+    }
+}
+
+proptest! {
+    #![proptest_config(config())]
+
+    #[test]
+    fn cross(m in 1usize..4, dim in 0usize..2, ga: bool, gb: bool, pre: bool, seed: u64) {
+        let shape = if dim == 0 { [3, m] } else { [m, 3] };
+        let inputs = vec![
+            Input::new(data(shape, seed), ga),
+            Input::new(data(shape, seed + 1), gb),
+        ];
+        compare!(inputs, pre, "cross", 2 => 2, |t| t[0].clone().cross(t[1].clone(), dim));
+    }
+
+    #[test]
+    fn slice_assign(m in 1usize..5, n in 1usize..5, start in 0usize..4, len in 1usize..4,
+                    gt: bool, gv: bool, pre: bool, seed: u64) {
+        // An untracked `tensor` is the `pad` pattern: a tracked value written into a constant.
+        prop_assume!(start + len <= m);
+        let inputs = vec![
+            Input::new(data([m, n], seed), gt),
+            Input::new(data([len, n], seed + 1), gv),
+        ];
+        compare!(inputs, pre, "slice_assign", 2 => 2,
+            |t| t[0].clone().slice_assign([start..start + len, 0..n], t[1].clone()));
+    }
+
+    #[test]
+    fn scatter_add(m in 1usize..5, n in 1usize..5, p in 1usize..5, dim in 0usize..2,
+                   gt: bool, gv: bool, pre: bool, seed: u64) {
+        // Indices drawn with replacement: several values may land on one position.
+        let (shape, size) = if dim == 0 { ([p, n], m) } else { ([m, p], n) };
+        let indices = random_indices(shape, size, seed + 3);
+        let inputs = vec![
+            Input::new(data([m, n], seed), gt),
+            Input::new(data(shape, seed + 1), gv),
+        ];
+        compare!(inputs, pre, "scatter_add", 2 => 2, |t| {
+            let indices = Tensor::<_, 2, Int>::from_data(indices.clone(), &t[0].device());
+            t[0].clone().scatter(dim, indices, t[1].clone(), IndexingUpdateOp::Add)
+        });
+    }
+
+    #[test]
+    fn scatter_nd(a in 1usize..5, b in 1usize..4, c in 1usize..3, k in 1usize..3, p in 1usize..5,
+                  reduction in 0u8..6, gd: bool, gv: bool, pre: bool, seed: u64) {
+        // Unique indices (the other reductions require them), except for a duplicating `Add`.
+        let (reduction, unique) = match reduction {
+            0 => (IndexingUpdateOp::Add, true),
+            1 => (IndexingUpdateOp::Add, false),
+            2 => (IndexingUpdateOp::Assign, true),
+            3 => (IndexingUpdateOp::Mul, true),
+            4 => (IndexingUpdateOp::Min, true),
+            _ => (IndexingUpdateOp::Max, true),
+        };
+        let positions = if k == 1 { a } else { a * b };
+        let p = if unique { p.min(positions) } else { p };
+        let flat: Vec<usize> = if unique {
+            permutation(positions, seed + 3).into_iter().take(p).collect()
+        } else {
+            let drawn = random_indices([p], positions, seed + 3);
+            drawn.to_vec::<i64>().unwrap().into_iter().map(|i| i as usize).collect()
+        };
+        let indices: Vec<i64> = flat
+            .iter()
+            .flat_map(|&i| if k == 1 { vec![i as i64] } else { vec![(i / b) as i64, (i % b) as i64] })
+            .collect();
+        let indices = TensorData::new(indices, [p, k]);
+        // `values` is `[p, b, c]` for one indexed dimension, `[p, c]` (passed as `[1, p, c]`) for two.
+        let values = if k == 1 { [p, b, c] } else { [1, p, c] };
+        let inputs = vec![
+            Input::new(data([a, b, c], seed), gd),
+            Input::new(data(values, seed + 1), gv),
+        ];
+        compare!(inputs, pre, "scatter_nd", 3 => 3, |t| {
+            let indices = Tensor::<_, 2, Int>::from_data(indices.clone(), &t[0].device());
+            if k == 1 {
+                t[0].clone().scatter_nd(indices, t[1].clone(), reduction)
+            } else {
+                t[0].clone().scatter_nd(indices, t[1].clone().reshape([p, c]), reduction)
+            }
+        });
+    }
+
+    #[test]
+    fn gather_nd(a in 1usize..5, b in 1usize..4, c in 1usize..3, k in 1usize..3, p in 1usize..5,
+                 pre: bool, seed: u64) {
+        let first = random_indices([p, 1], a, seed + 3).to_vec::<i64>().unwrap();
+        let second = random_indices([p, 1], b, seed + 4).to_vec::<i64>().unwrap();
+        let indices: Vec<i64> = (0..p)
+            .flat_map(|i| if k == 1 { vec![first[i]] } else { vec![first[i], second[i]] })
+            .collect();
+        let indices = TensorData::new(indices, [p, k]);
+        let inputs = vec![Input::new(data([a, b, c], seed), true)];
+        if k == 1 {
+            compare!(inputs, pre, "gather_nd", 3 => 3, |t| {
+                let indices = Tensor::<_, 2, Int>::from_data(indices.clone(), &t[0].device());
+                t[0].clone().gather_nd::<2, 3>(indices)
+            });
+        } else {
+            compare!(inputs, pre, "gather_nd", 3 => 2, |t| {
+                let indices = Tensor::<_, 2, Int>::from_data(indices.clone(), &t[0].device());
+                t[0].clone().gather_nd::<2, 2>(indices)
+            });
+        }
+    }
+
+    #[test]
+    fn cumulative(m in 1usize..5, n in 1usize..5, dim in 0usize..2, which in 0u8..4,
+                  pre: bool, seed: u64) {
+        let inputs = vec![Input::new(data([m, n], seed), true)];
+        match which {
+            0 => compare!(inputs, pre, "cumsum", 2 => 2, |t| t[0].clone().cumsum(dim)),
+            1 => compare!(inputs, pre, "cumprod", 2 => 2, |t| t[0].clone().cumprod(dim)),
+            2 => compare!(inputs, pre, "cummin", 2 => 2, |t| t[0].clone().cummin(dim)),
+            _ => compare!(inputs, pre, "cummax", 2 => 2, |t| t[0].clone().cummax(dim)),
+        }
+    }
+
+    #[test]
+    fn sort(m in 1usize..5, n in 1usize..5, dim in 0usize..2, which in 0u8..4,
+            pre: bool, seed: u64) {
+        let inputs = vec![Input::new(data([m, n], seed), true)];
+        match which {
+            0 => compare!(inputs, pre, "sort", 2 => 2, |t| t[0].clone().sort(dim)),
+            1 => compare!(inputs, pre, "sort", 2 => 2, |t| t[0].clone().sort_descending(dim)),
+            2 => compare!(inputs, pre, "sort", 2 => 2, |t| t[0].clone().sort_with_indices(dim).0),
+            _ => compare!(inputs, pre, "sort", 2 => 2,
+                |t| t[0].clone().sort_descending_with_indices(dim).0),
+        }
+    }
+
+    #[test]
+    fn cast(m in 1usize..5, n in 1usize..5, pre: bool, seed: u64) {
+        let inputs = vec![Input::new(data([m, n], seed), true)];
+        compare!(inputs, pre, "cast", 2 => 2, |t| {
+            let wide = t[0].clone().cast(FloatDType::F64);
+            (wide.clone() * wide).cast(FloatDType::F32)
+        });
+    }
+
+    #[test]
+    fn unfold(m in 1usize..6, n in 1usize..6, dim in 0usize..2, size in 1usize..4,
+              step in 1usize..3, pre: bool, seed: u64) {
+        prop_assume!(size <= if dim == 0 { m } else { n });
+        let inputs = vec![Input::new(data([m, n], seed), true)];
+        compare!(inputs, pre, "unfold", 2 => 3, |t| t[0].clone().unfold::<3, _>(dim, size, step));
+    }
+
+    #[test]
+    fn embedding_op(v in 1usize..6, d in 1usize..4, b in 1usize..3, s in 1usize..4,
+                    pre: bool, seed: u64) {
+        let indices = random_indices([b, s], v, seed + 3);
+        let inputs = vec![Input::new(data([v, d], seed), true)];
+        compare!(inputs, pre, "embedding", 2 => 3, |t| {
+            let indices = Tensor::<_, 2, Int>::from_data(indices.clone(), &t[0].device());
+            embedding(t[0].clone(), indices)
+        });
+    }
+
+    #[test]
+    fn conv3d_op(b in 1usize..3, c in 1usize..3, co in 1usize..3, h in 2usize..5, k in 1usize..3,
+                 stride in 1usize..3, padding in 0usize..2, bias: bool,
+                 gx: bool, gw: bool, gb: bool, pre: bool, seed: u64) {
+        let mut inputs = vec![
+            Input::new(data([b, c, h, h + 1, h], seed), gx),
+            Input::new(data([co, c, k, k, k], seed + 1), gw),
+        ];
+        if bias {
+            inputs.push(Input::new(data([1, 1, 1, 1, co], seed + 2), gb));
+        }
+        let options = ConvOptions::new([stride; 3], [padding; 3], [1; 3], 1);
+        compare!(inputs, pre, "conv3d", 5 => 5, |t| {
+            let bias = t.get(2).map(|b| b.clone().reshape([co]));
+            conv3d(t[0].clone(), t[1].clone(), bias, options.clone())
+        });
+    }
+
+    #[test]
+    fn conv_transpose1d_op(b in 1usize..3, c in 1usize..4, co in 1usize..4, l in 2usize..6,
+                           k in 1usize..4, stride in 1usize..3, bias: bool,
+                           gx: bool, gw: bool, gb: bool, pre: bool, seed: u64) {
+        let mut inputs = vec![
+            Input::new(data([b, c, l], seed), gx),
+            Input::new(data([c, co, k], seed + 1), gw),
+        ];
+        if bias {
+            inputs.push(Input::new(data([1, 1, co], seed + 2), gb));
+        }
+        let options = ConvTransposeOptions::new([stride], [0], [0], [1], 1);
+        compare!(inputs, pre, "conv_transpose1d", 3 => 3, |t| {
+            let bias = t.get(2).map(|b| b.clone().reshape([co]));
+            conv_transpose1d(t[0].clone(), t[1].clone(), bias, options.clone())
+        });
+    }
+
+    #[test]
+    fn conv_transpose3d_op(b in 1usize..3, c in 1usize..3, co in 1usize..3, h in 1usize..4,
+                           k in 1usize..3, stride in 1usize..3, bias: bool,
+                           gx: bool, gw: bool, gb: bool, pre: bool, seed: u64) {
+        let mut inputs = vec![
+            Input::new(data([b, c, h, h + 1, h], seed), gx),
+            Input::new(data([c, co, k, k, k], seed + 1), gw),
+        ];
+        if bias {
+            inputs.push(Input::new(data([1, 1, 1, 1, co], seed + 2), gb));
+        }
+        let options = ConvTransposeOptions::new([stride; 3], [0; 3], [0; 3], [1; 3], 1);
+        compare!(inputs, pre, "conv_transpose3d", 5 => 5, |t| {
+            let bias = t.get(2).map(|b| b.clone().reshape([co]));
+            conv_transpose3d(t[0].clone(), t[1].clone(), bias, options.clone())
+        });
+    }
+
+    #[test]
+    fn deform_conv2d_op(b in 1usize..3, c in 1usize..3, co in 1usize..3, h in 2usize..5,
+                        k in 1usize..3, mask: bool, bias: bool, grads in any::<u8>(),
+                        pre: bool, seed: u64) {
+        prop_assume!(k <= h);
+        let (oh, ow) = (h - k + 1, h + 1 - k + 1);
+        let mut inputs = vec![
+            Input::new(data([b, c, h, h + 1], seed), grads & 1 != 0),
+            Input::new(data([b, 2 * k * k, oh, ow], seed + 1), grads & 2 != 0),
+            Input::new(data([co, c, k, k], seed + 2), grads & 4 != 0),
+        ];
+        if mask {
+            inputs.push(Input::new(data([b, k * k, oh, ow], seed + 3), grads & 8 != 0));
+        }
+        if bias {
+            inputs.push(Input::new(data([1, 1, 1, co], seed + 4), grads & 16 != 0));
+        }
+        let options = DeformConvOptions::new([1, 1], [0, 0], [1, 1], 1, 1);
+        compare!(inputs, pre, "deform_conv2d", 4 => 4, |t| {
+            let mask_t = mask.then(|| t[3].clone());
+            let bias_t = bias.then(|| t[if mask { 4 } else { 3 }].clone().reshape([co]));
+            deform_conv2d(t[0].clone(), t[1].clone(), t[2].clone(), mask_t, bias_t, options.clone())
+        });
+    }
+
+    #[test]
+    fn pool1d(b in 1usize..3, c in 1usize..3, l in 2usize..8, k in 1usize..3, stride in 1usize..3,
+              which in 0u8..4, pre: bool, seed: u64) {
+        let inputs = vec![Input::new(data([b, c, l], seed), true)];
+        match which {
+            0 => compare!(inputs, pre, "avg_pool1d", 3 => 3,
+                |t| avg_pool1d(t[0].clone(), k, stride, 0, true, false)),
+            1 => compare!(inputs, pre, "max_pool1d", 3 => 3,
+                |t| max_pool1d(t[0].clone(), k, stride, 0, 1, false)),
+            2 => compare!(inputs, pre, "max_pool1d", 3 => 3,
+                |t| max_pool1d_with_indices(t[0].clone(), k, stride, 0, 1, false).0),
+            _ => compare!(inputs, pre, "adaptive_avg_pool1d", 3 => 3,
+                |t| adaptive_avg_pool1d(t[0].clone(), (l / 2).max(1))),
+        }
+    }
+
+    #[test]
+    fn interpolate_op(b in 1usize..3, c in 1usize..3, h in 1usize..5, w in 1usize..5,
+                      oh in 1usize..7, ow in 1usize..7, pre: bool, seed: u64) {
+        // Nearest: the only mode whose backward NdArray implements.
+        let inputs = vec![Input::new(data([b, c, h, w], seed), true)];
+        let options = InterpolateOptions::new(InterpolateMode::Nearest);
+        compare!(inputs, pre, "interpolate", 4 => 4,
+            |t| interpolate(t[0].clone(), [oh, ow], options.clone()));
+    }
+}
+
+/// `ctc_loss` is stored deliberately (see `coverage::DELIBERATELY_STORED`): inside a region it
+/// runs as Burn's own op, counted as a fallback, with gradients still bitwise equal.
+#[test]
+fn ctc_loss_stored() {
+    let (t_len, n, s, c) = (5, 2, 2, 4);
+    let targets = TensorData::new(vec![1i64, 2, 3, 1], [n, s]);
+    let input_lengths = TensorData::new(vec![5i64, 4], [n]);
+    let target_lengths = TensorData::new(vec![2i64, 1], [n]);
+    let inputs = vec![Input::new(data([t_len, n, c], 7), true)];
+    macro_rules! body {
+        ($b:ty) => {
+            |t: Vec<Tensor<$b, 3>>| -> Tensor<$b, 1> {
+                let device = t[0].device();
+                ctc_loss(
+                    burn::tensor::activation::log_softmax(t[0].clone(), 2),
+                    Tensor::<$b, 2, Int>::from_data(targets.clone(), &device),
+                    Tensor::<$b, 1, Int>::from_data(input_lengths.clone(), &device),
+                    Tensor::<$b, 1, Int>::from_data(target_lengths.clone(), &device),
+                    0,
+                )
+            }
+        };
+    }
+    for pre in [false, true] {
+        let plain = run::<Plain, 3, 1>(&inputs, pre, false, &body!(Plain));
+        coverage::reset();
+        let ckpt = run::<Ckpt, 3, 1>(&inputs, pre, true, &body!(Ckpt));
+        assert_bitwise(&plain, &ckpt);
+        assert_eq!(
+            coverage::fallbacks().into_iter().collect::<Vec<_>>(),
+            [("ctc_loss", 1)]
+        );
     }
 }

@@ -155,3 +155,27 @@ fn a_policy_outside_checkpointed_changes_nothing() {
     assert_same(&plain(), &grads);
     assert!(recomputed.is_empty());
 }
+
+#[test]
+fn every_recomputed_op_has_a_kind() {
+    use burn_checkpoint::coverage::Routing;
+    // Ops that belong to no family, on purpose.
+    let other = [
+        "float_cross",
+        "float_sort",
+        "float_sort_with_indices",
+        "float_to_device",
+        "interpolate",
+    ];
+    for op in coverage::ops() {
+        if matches!(op.routing, Routing::Region | Routing::Balanced) {
+            let kind = OpKind::of(op.name);
+            assert_eq!(
+                kind == OpKind::Other,
+                other.contains(&op.name),
+                "`{}` is {kind:?}",
+                op.name
+            );
+        }
+    }
+}

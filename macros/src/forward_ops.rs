@@ -10,7 +10,7 @@
 //!         fn float_zeros(shape: Shape, device: &Device<Self>, dtype: FloatDType) -> FloatTensor<Self>;
 //!         #[balanced] fn float_exp(tensor: FloatTensor<Self>) -> FloatTensor<Self>;
 //!         #[region(crate::recompute::matmul)] fn float_matmul(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>) -> FloatTensor<Self>;
-//!         #[stored] fn float_sort(tensor: FloatTensor<Self>, dim: usize, descending: bool) -> FloatTensor<Self>;
+//!         #[stored] fn ctc_loss(log_probs: FloatTensor<Self>, targets: IntTensor<Self>, input_lengths: IntTensor<Self>, target_lengths: IntTensor<Self>, blank: usize) -> FloatTensor<Self>;
 //!     }
 //! }
 //! ```

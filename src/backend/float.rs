@@ -40,7 +40,7 @@ forward_ops! {
     fn float_remainder_scalar(lhs: FloatTensor<Self>, rhs: Scalar) -> FloatTensor<Self>;
     #[region(crate::recompute::matmul)]
     fn float_matmul(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>) -> FloatTensor<Self>;
-    #[stored]
+    #[region(crate::recompute::cross)]
     fn float_cross(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>, dim: usize) -> FloatTensor<Self>;
     #[balanced]
     fn float_neg(tensor: FloatTensor<Self>) -> FloatTensor<Self>;
@@ -56,11 +56,11 @@ forward_ops! {
     fn float_reshape(tensor: FloatTensor<Self>, shape: Shape) -> FloatTensor<Self>;
     #[region(crate::recompute::gather)]
     fn float_gather(dim: usize, tensor: FloatTensor<Self>, indices: IntTensor<Self>) -> FloatTensor<Self>;
-    #[stored]
+    #[region(crate::recompute::scatter_add)]
     fn float_scatter_add(dim: usize, tensor: FloatTensor<Self>, indices: IntTensor<Self>, value: FloatTensor<Self>) -> FloatTensor<Self>;
-    #[stored]
+    #[region(crate::recompute::scatter_nd)]
     fn float_scatter_nd(_data: FloatTensor<Self>, _indices: IntTensor<Self>, _values: FloatTensor<Self>, _reduction: IndexingUpdateOp) -> FloatTensor<Self>;
-    #[stored]
+    #[region(crate::recompute::gather_nd)]
     fn float_gather_nd(_data: FloatTensor<Self>, _indices: IntTensor<Self>) -> FloatTensor<Self>;
     #[balanced]
     fn float_select(tensor: FloatTensor<Self>, dim: usize, indices: IntTensor<Self>) -> FloatTensor<Self>;
@@ -68,7 +68,7 @@ forward_ops! {
     fn float_select_add(tensor: FloatTensor<Self>, dim: usize, indices: IntTensor<Self>, value: FloatTensor<Self>) -> FloatTensor<Self>;
     #[balanced]
     fn float_slice(tensor: FloatTensor<Self>, slices: &[Slice]) -> FloatTensor<Self>;
-    #[balanced]
+    #[region(crate::recompute::slice_assign)]
     fn float_slice_assign(tensor: FloatTensor<Self>, slices: &[Slice], value: FloatTensor<Self>) -> FloatTensor<Self>;
     #[region(crate::recompute::mask_where)]
     fn float_mask_where(tensor: FloatTensor<Self>, mask: BoolTensor<Self>, value: FloatTensor<Self>) -> FloatTensor<Self>;
@@ -95,15 +95,15 @@ forward_ops! {
     fn float_mean(tensor: FloatTensor<Self>) -> FloatTensor<Self>;
     #[region(crate::recompute::mean_dim)]
     fn float_mean_dim(tensor: FloatTensor<Self>, dim: usize) -> FloatTensor<Self>;
-    #[stored]
+    #[region(crate::recompute::cumsum)]
     fn float_cumsum(tensor: FloatTensor<Self>, dim: usize) -> FloatTensor<Self>;
-    #[stored]
+    #[region(crate::recompute::cumprod)]
     fn float_cumprod(tensor: FloatTensor<Self>, dim: usize) -> FloatTensor<Self>;
-    #[stored]
+    #[region(crate::recompute::cummin)]
     fn float_cummin(tensor: FloatTensor<Self>, dim: usize) -> FloatTensor<Self>;
-    #[stored]
+    #[region(crate::recompute::cummax)]
     fn float_cummax(tensor: FloatTensor<Self>, dim: usize) -> FloatTensor<Self>;
-    #[stored]
+    #[region(crate::recompute::cast)]
     fn float_cast(tensor: FloatTensor<Self>, dtype: FloatDType) -> FloatTensor<Self>;
     #[balanced]
     fn float_exp(tensor: FloatTensor<Self>) -> FloatTensor<Self>;
@@ -173,12 +173,12 @@ forward_ops! {
     fn float_sign(tensor: FloatTensor<Self>) -> FloatTensor<Self>;
     #[balanced]
     fn float_expand(tensor: FloatTensor<Self>, shape: Shape) -> FloatTensor<Self>;
-    #[stored]
+    #[region(crate::recompute::sort)]
     fn float_sort(tensor: FloatTensor<Self>, dim: usize, descending: bool) -> FloatTensor<Self>;
-    #[stored]
+    #[region(crate::recompute::sort_with_indices)]
     fn float_sort_with_indices(tensor: FloatTensor<Self>, dim: usize, descending: bool, indices_dtype: IntDType) -> (FloatTensor<Self>, IntTensor<Self>);
     fn float_argsort(tensor: FloatTensor<Self>, dim: usize, descending: bool, out_dtype: IntDType) -> IntTensor<Self>;
-    #[stored]
+    #[region(crate::recompute::unfold)]
     fn float_unfold(tensor: FloatTensor<Self>, dim: usize, size: usize, step: usize) -> FloatTensor<Self>;
     fn float_is_nan(tensor: FloatTensor<Self>, out_dtype: BoolDType) -> BoolTensor<Self>;
     fn float_is_inf(tensor: FloatTensor<Self>, out_dtype: BoolDType) -> BoolTensor<Self>;

@@ -4,7 +4,7 @@ use super::*;
 
 forward_ops! {
     impl<I: Backend, C: CheckpointStrategy> ModuleOps<Self> for Checkpointed<Autodiff<I, C>> {
-    #[stored]
+    #[region(crate::recompute::embedding)]
     fn embedding(weights: FloatTensor<Self>, indices: IntTensor<Self>) -> FloatTensor<Self>;
     fn embedding_backward(weights: FloatTensor<Self>, output_grad: FloatTensor<Self>, indices: IntTensor<Self>) -> FloatTensor<Self>;
     #[region(crate::recompute::linear)]
@@ -16,7 +16,7 @@ forward_ops! {
     fn conv1d(x: FloatTensor<Self>, weight: FloatTensor<Self>, bias: Option<FloatTensor<Self>>, options: ConvOptions<1>) -> FloatTensor<Self>;
     #[region(crate::recompute::conv2d)]
     fn conv2d(x: FloatTensor<Self>, weight: FloatTensor<Self>, bias: Option<FloatTensor<Self>>, options: ConvOptions<2>) -> FloatTensor<Self>;
-    #[stored]
+    #[region(crate::recompute::deform_conv2d)]
     fn deform_conv2d(x: FloatTensor<Self>, offset: FloatTensor<Self>, weight: FloatTensor<Self>, mask: Option<FloatTensor<Self>>, bias: Option<FloatTensor<Self>>, options: DeformConvOptions<2>) -> FloatTensor<Self>;
     fn deform_conv2d_backward(x: FloatTensor<Self>, offset: FloatTensor<Self>, weight: FloatTensor<Self>, mask: Option<FloatTensor<Self>>, bias: Option<FloatTensor<Self>>, output_grad: FloatTensor<Self>, options: DeformConvOptions<2>) -> DeformConv2dBackward<Self> {
         let out = <Autodiff<I, C> as ModuleOps<Autodiff<I, C>>>::deform_conv2d_backward(
@@ -30,15 +30,15 @@ forward_ops! {
             out.bias_grad,
         )
     }
-    #[stored]
+    #[region(crate::recompute::conv3d)]
     fn conv3d(x: FloatTensor<Self>, weight: FloatTensor<Self>, bias: Option<FloatTensor<Self>>, options: ConvOptions<3>) -> FloatTensor<Self>;
-    #[stored]
+    #[region(crate::recompute::conv_transpose1d)]
     fn conv_transpose1d(x: FloatTensor<Self>, weight: FloatTensor<Self>, bias: Option<FloatTensor<Self>>, options: ConvTransposeOptions<1>) -> FloatTensor<Self>;
     #[region(crate::recompute::conv_transpose2d)]
     fn conv_transpose2d(x: FloatTensor<Self>, weight: FloatTensor<Self>, bias: Option<FloatTensor<Self>>, options: ConvTransposeOptions<2>) -> FloatTensor<Self>;
-    #[stored]
+    #[region(crate::recompute::conv_transpose3d)]
     fn conv_transpose3d(x: FloatTensor<Self>, weight: FloatTensor<Self>, bias: Option<FloatTensor<Self>>, options: ConvTransposeOptions<3>) -> FloatTensor<Self>;
-    #[stored]
+    #[region(crate::recompute::avg_pool1d)]
     fn avg_pool1d(x: FloatTensor<Self>, kernel_size: usize, stride: usize, padding: usize, count_include_pad: bool, ceil_mode: bool) -> FloatTensor<Self>;
     #[region(crate::recompute::avg_pool2d)]
     fn avg_pool2d(x: FloatTensor<Self>, kernel_size: [usize; 2], stride: [usize; 2], padding: [usize; 2], count_include_pad: bool, ceil_mode: bool) -> FloatTensor<Self>;
@@ -46,15 +46,25 @@ forward_ops! {
     #[region(crate::recompute::adaptive_avg_pool2d)]
     fn adaptive_avg_pool2d(x: FloatTensor<Self>, output_size: [usize; 2]) -> FloatTensor<Self>;
     fn adaptive_avg_pool2d_backward(x: FloatTensor<Self>, grad: FloatTensor<Self>) -> FloatTensor<Self>;
-    #[stored]
+    #[region(crate::recompute::adaptive_avg_pool1d)]
     fn adaptive_avg_pool1d(x: FloatTensor<Self>, output_size: usize) -> FloatTensor<Self>;
-    #[stored]
+    #[region(crate::recompute::max_pool1d)]
     fn max_pool1d(x: FloatTensor<Self>, kernel_size: usize, stride: usize, padding: usize, dilation: usize, ceil_mode: bool) -> FloatTensor<Self>;
     fn max_pool1d_with_indices(x: FloatTensor<Self>, kernel_size: usize, stride: usize, padding: usize, dilation: usize, ceil_mode: bool) -> MaxPool1dWithIndices<Self> {
         let __route = crate::region::route();
         let x = __route.boundary::<I>(x);
-        if __route.in_region() && x.is_tracked() {
-            crate::coverage::note_fallback("max_pool1d_with_indices");
+        if let Some(region) = __route.region()
+            && x.is_tracked()
+        {
+            let (output, indices) = crate::recompute::max_pool1d_with_indices::<I>(
+                x,
+                kernel_size,
+                stride,
+                padding,
+                dilation,
+                ceil_mode,
+            );
+            return MaxPool1dWithIndices::new(region.record::<I>("max_pool1d_with_indices", output), indices);
         }
         let out = <Autodiff<I, C> as ModuleOps<Autodiff<I, C>>>::max_pool1d_with_indices(
             x, kernel_size, stride, padding, dilation, ceil_mode,
@@ -96,7 +106,7 @@ forward_ops! {
         );
         MaxPool2dBackward::new(out.x_grad)
     }
-    #[stored]
+    #[region(crate::recompute::interpolate)]
     fn interpolate(x: FloatTensor<Self>, output_size: [usize; 2], options: InterpolateOptions) -> FloatTensor<Self>;
     fn interpolate_backward(x: FloatTensor<Self>, grad: FloatTensor<Self>, output_size: [usize; 2], options: InterpolateOptions) -> FloatTensor<Self>;
     fn attention(query: FloatTensor<Self>, key: FloatTensor<Self>, value: FloatTensor<Self>, mask: Option<BoolTensor<Self>>, attn_bias: Option<FloatTensor<Self>>, options: AttentionModuleOptions) -> FloatTensor<Self> {

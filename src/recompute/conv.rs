@@ -1,4 +1,4 @@
-//! Convolutions: conv1d, conv2d and conv_transpose2d, with or without bias.
+//! Convolutions: conv1d/2d/3d and their transposes, with or without bias.
 
 use burn_backend::Backend;
 use burn_backend::ops::{ConvOptions, ConvTransposeOptions};
@@ -150,4 +150,31 @@ convolution!(
     conv_transpose2d_x_backward ignores_x,
     conv_transpose2d_weight_backward,
     conv_transpose2d_bias_backward
+);
+convolution!(
+    Conv3d,
+    conv3d,
+    ConvOptions<3>,
+    conv3d,
+    conv3d_x_backward reads_x,
+    conv3d_weight_backward,
+    conv3d_bias_backward
+);
+convolution!(
+    ConvTranspose1d,
+    conv_transpose1d,
+    ConvTransposeOptions<1>,
+    conv_transpose1d,
+    conv_transpose1d_x_backward ignores_x,
+    conv_transpose1d_weight_backward,
+    conv_transpose1d_bias_backward
+);
+convolution!(
+    ConvTranspose3d,
+    conv_transpose3d,
+    ConvTransposeOptions<3>,
+    conv_transpose3d,
+    conv_transpose3d_x_backward ignores_x,
+    conv_transpose3d_weight_backward,
+    conv_transpose3d_bias_backward
 );

@@ -13,25 +13,47 @@
 //! - the backward state is the ids of the inputs the backward reads, retrieved through the
 //!   [`Checkpointer`], so nothing computed inside the region is held from forward to backward.
 
+mod cast;
 mod check;
 mod conv;
+mod cross;
+mod cumulative;
+mod deform_conv;
 mod elementwise;
+mod indexing;
+mod interpolate;
 mod matmul;
 mod pool;
+mod pool1d;
 mod reduce;
 mod select;
+mod slice;
+mod sort;
 mod transfer;
+mod unfold;
 
+pub(crate) use cast::cast;
 pub use check::verify_recomputes;
-pub(crate) use conv::{conv_transpose2d, conv1d, conv2d};
+pub(crate) use conv::{
+    conv_transpose1d, conv_transpose2d, conv_transpose3d, conv1d, conv2d, conv3d,
+};
+pub(crate) use cross::cross;
+pub(crate) use cumulative::{cummax, cummin, cumprod, cumsum};
+pub(crate) use deform_conv::deform_conv2d;
 pub(crate) use elementwise::{add, div, mul, sub};
+pub(crate) use indexing::{embedding, gather_nd, scatter_add, scatter_nd};
+pub(crate) use interpolate::interpolate;
 pub(crate) use matmul::{linear, matmul};
 pub(crate) use pool::{adaptive_avg_pool2d, avg_pool2d, max_pool2d, max_pool2d_with_indices};
+pub(crate) use pool1d::{adaptive_avg_pool1d, avg_pool1d, max_pool1d, max_pool1d_with_indices};
 pub(crate) use reduce::{
     max_dim, max_dim_with_indices, mean, mean_dim, min_dim, min_dim_with_indices, sum, sum_dim,
 };
 pub(crate) use select::{cat, gather, mask_fill, mask_where};
+pub(crate) use slice::slice_assign;
+pub(crate) use sort::{sort, sort_with_indices};
 pub(crate) use transfer::to_device;
+pub(crate) use unfold::unfold;
 
 use core::fmt;
 
