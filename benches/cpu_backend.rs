@@ -356,7 +356,7 @@ fn main() {
     let profile = if cfg!(debug_assertions) {
         "debug assertions on (dev profile)"
     } else {
-        "release"
+        "debug assertions off (release profile)"
     };
     println!(
         "cpu_backend: {} runs per figure (median, after a warm-up), {profile}, {} threads available",
