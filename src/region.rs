@@ -50,8 +50,7 @@ use crate::recompute;
 /// assert!(w.grad(&grads).is_some());
 /// ```
 pub fn checkpoint<R>(f: impl FnOnce() -> R) -> R {
-    let _region = enter();
-    f()
+    checkpoint_with(Policy::RecomputeAll, f)
 }
 
 /// Runs `f` as a checkpoint region with `policy` deciding, op by op, what is recomputed.
@@ -114,7 +113,7 @@ pub struct RegionGuard {
 /// assert_eq!(region_depth(), 0);
 /// ```
 pub fn enter() -> RegionGuard {
-    open(None, Policy::RecomputeAll)
+    enter_with(Policy::RecomputeAll)
 }
 
 /// Opens a region with `policy` on this thread until the returned guard is dropped.

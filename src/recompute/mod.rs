@@ -24,7 +24,6 @@ mod indexing;
 mod interpolate;
 mod matmul;
 mod pool;
-mod pool1d;
 mod reduce;
 mod select;
 mod slice;
@@ -44,8 +43,10 @@ pub(crate) use elementwise::{add, div, mul, sub};
 pub(crate) use indexing::{embedding, gather_nd, scatter_add, scatter_nd};
 pub(crate) use interpolate::interpolate;
 pub(crate) use matmul::{linear, matmul};
-pub(crate) use pool::{adaptive_avg_pool2d, avg_pool2d, max_pool2d, max_pool2d_with_indices};
-pub(crate) use pool1d::{adaptive_avg_pool1d, avg_pool1d, max_pool1d, max_pool1d_with_indices};
+pub(crate) use pool::{
+    adaptive_avg_pool1d, adaptive_avg_pool2d, avg_pool1d, avg_pool2d, max_pool1d,
+    max_pool1d_with_indices, max_pool2d, max_pool2d_with_indices,
+};
 pub(crate) use reduce::{
     max_dim, max_dim_with_indices, mean, mean_dim, min_dim, min_dim_with_indices, sum, sum_dim,
 };
