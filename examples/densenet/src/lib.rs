@@ -287,16 +287,4 @@ impl<B: Backend> DenseNet<B> {
         let x = self.pool.forward(self.relu.forward(self.norm.forward(x)));
         self.classifier.forward(x.flatten(1, 3))
     }
-
-    /// Where the regions go.
-    pub fn cut(&self) -> Cut {
-        self.cut
-    }
-
-    /// The same network with regions at `cut`, keeping what `policy` says.
-    pub fn with_cut(mut self, cut: Cut, policy: RegionPolicy) -> Self {
-        self.cut = cut;
-        self.policy = policy;
-        self
-    }
 }
