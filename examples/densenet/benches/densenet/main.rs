@@ -5,14 +5,20 @@
 //! For each method and batch size: the peak bytes of a full training step (forward, backward,
 //! optimizer step) above what was held before it, the bytes held between forward and backward
 //! (counting allocator), and the median step time after a warm-up step. Prints a markdown table
-//! in the reference's form and writes the same rows as JSON.
+//! in the reference's form and writes it with the same rows as JSON and a plot of peak memory
+//! against batch size (`<out>.md`, `<out>.json`, `<out>.svg`, `<out>.png`).
 //!
 //! ```text
 //! cargo bench -p densenet-bc --bench densenet                          # BC-100, batches 16 32 64
 //! cargo bench -p densenet-bc --bench densenet -- --depth 40 --batches 16 --steps 5
-//! cargo bench -p densenet-bc --bench densenet --features flex -- --backend flex
+//! cargo bench -p densenet-bc --bench densenet --features ndarray -- --backend ndarray
+//! cargo bench -p densenet-bc --bench densenet --features cuda -- --backend cuda
 //! ```
+//!
+//! On CUDA the memory columns are cubecl's bytes in use on the device (the peak sampled every
+//! 100 µs from a second thread), not the host allocator's.
 
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use burn::backend::Autodiff;
@@ -30,8 +36,22 @@ use burn_checkpoint::memory::{CountingAllocator, allocated, mib, peak, reset_pea
 use densenet_bc::{Cut, DenseNet, DenseNetConfig, RegionPolicy};
 use serde::Serialize;
 
+mod plot;
+
 #[global_allocator]
 static ALLOCATOR: CountingAllocator = CountingAllocator;
+
+/// Every method, by key. The whole-block cut is exponential in layers per block on
+/// burn-autodiff 0.21 (docs/regions.md), so it runs only on request (`--block`).
+const METHODS: &[&str] = &[
+    "plain",
+    "balanced",
+    "bottleneck",
+    "layer",
+    "layer-save",
+    "block",
+];
+const DEFAULT_METHODS: &[&str] = &["plain", "balanced", "bottleneck", "layer", "layer-save"];
 
 struct Args {
     depth: usize,
@@ -39,8 +59,8 @@ struct Args {
     batches: Vec<usize>,
     steps: usize,
     backend: String,
-    block: bool,
-    json: String,
+    methods: Vec<String>,
+    out: PathBuf,
 }
 
 impl Args {
@@ -50,9 +70,9 @@ impl Args {
             growth: 12,
             batches: vec![16, 32, 64],
             steps: 5,
-            backend: "ndarray".into(),
-            block: false,
-            json: "densenet-bench.json".into(),
+            backend: "flex".into(),
+            methods: DEFAULT_METHODS.iter().map(|m| m.to_string()).collect(),
+            out: "densenet-bench".into(),
         };
         let mut it = std::env::args().skip(1);
         while let Some(flag) = it.next() {
@@ -69,14 +89,14 @@ impl Args {
                 }
                 "--steps" => args.steps = number(value()).max(5),
                 "--backend" => args.backend = value(),
-                "--json" => args.json = value(),
-                // The whole-block cut: exponential in layers per block on burn-autodiff 0.21
-                // (docs/regions.md), so only on request.
-                "--block" => args.block = true,
+                "--out" => args.out = value().into(),
+                "--methods" => args.methods = value().split(',').map(String::from).collect(),
+                "--block" => args.methods.push("block".into()),
                 "--bench" => {}
                 other => panic!(
                     "unknown flag `{other}`; flags: --depth N --growth N --batches 16,32,64 \
-                     --steps N --backend ndarray|flex --json PATH --block"
+                     --steps N --backend flex|ndarray|cuda --out STEM --methods {} --block",
+                    METHODS.join(",")
                 ),
             }
         }
@@ -86,11 +106,11 @@ impl Args {
 
 /// One row of the table.
 #[derive(Serialize)]
-struct Row {
-    method: String,
+pub struct Row {
+    pub method: String,
     devices: usize,
-    batch: usize,
-    peak_bytes: usize,
+    pub batch: usize,
+    pub peak_bytes: usize,
     held_bytes: usize,
     median_step_s: f64,
     peak_vs_plain: f64,
@@ -108,17 +128,24 @@ struct Step {
 
 /// A method under test: its own backend, model and optimizer.
 trait Method {
+    fn key(&self) -> &str;
     fn name(&self) -> String;
     fn step(&mut self, images: &TensorData, labels: &TensorData) -> Step;
 }
 
 struct Trainer<B: AutodiffBackend, O: Optimizer<DenseNet<B>, B>> {
+    key: String,
     name: String,
     model: Option<DenseNet<B>>,
     optimizer: O,
+    meter: Meter,
 }
 
 impl<B: AutodiffBackend, O: Optimizer<DenseNet<B>, B>> Method for Trainer<B, O> {
+    fn key(&self) -> &str {
+        &self.key
+    }
+
     fn name(&self) -> String {
         self.name.clone()
     }
@@ -128,25 +155,91 @@ impl<B: AutodiffBackend, O: Optimizer<DenseNet<B>, B>> Method for Trainer<B, O> 
         let model = self.model.take().expect("a model");
         let x = Tensor::<B, 4>::from_data(images.clone(), &device);
         let y = Tensor::<B, 1, Int>::from_data(labels.clone(), &device);
-        let base = allocated();
-        reset_peak();
+        B::sync(&device).expect("the device syncs");
+        let measure = Measure::start(self.meter);
         let start = Instant::now();
         let loss = CrossEntropyLossConfig::new()
             .init(&device)
             .forward(model.forward(x), y);
-        let held = allocated().saturating_sub(base);
+        let held = measure.now();
         let grads = GradientsParams::from_grads(loss.backward(), &model);
         let model = self.optimizer.step(0.1, model, grads);
         // Lazy backends: finish the step inside the timing.
         B::sync(&device).expect("the device syncs");
         let time = start.elapsed();
-        let peak = peak().saturating_sub(base);
+        let peak = measure.finish();
         self.model = Some(model);
         Step { time, peak, held }
     }
 }
 
+/// How a step's memory is measured.
+#[derive(Clone, Copy)]
+enum Meter {
+    /// The counting global allocator (CPU backends).
+    Host,
+    /// cubecl's bytes in use on the default CUDA device, its peak sampled.
+    #[cfg(feature = "cuda")]
+    Cuda,
+}
+
+/// A step's memory measurement in progress: bytes above what was in use at its start.
+enum Measure {
+    Host {
+        base: usize,
+    },
+    #[cfg(feature = "cuda")]
+    Cuda {
+        base: u64,
+        sampler: burn_checkpoint::memory::cuda::DevicePeak,
+    },
+}
+
+impl Measure {
+    fn start(meter: Meter) -> Measure {
+        match meter {
+            Meter::Host => {
+                let base = allocated();
+                reset_peak();
+                Measure::Host { base }
+            }
+            #[cfg(feature = "cuda")]
+            Meter::Cuda => {
+                use burn_checkpoint::memory::cuda::{DevicePeak, in_use};
+                let device = Default::default();
+                Measure::Cuda {
+                    base: in_use(&device),
+                    sampler: DevicePeak::start(&device, Duration::from_micros(100)),
+                }
+            }
+        }
+    }
+
+    /// Bytes in use now, above the start.
+    fn now(&self) -> usize {
+        match self {
+            Measure::Host { base } => allocated().saturating_sub(*base),
+            #[cfg(feature = "cuda")]
+            Measure::Cuda { base, .. } => {
+                let now = burn_checkpoint::memory::cuda::in_use(&Default::default());
+                now.saturating_sub(*base) as usize
+            }
+        }
+    }
+
+    /// The peak bytes in use since the start, above the start.
+    fn finish(self) -> usize {
+        match self {
+            Measure::Host { base } => peak().saturating_sub(base),
+            #[cfg(feature = "cuda")]
+            Measure::Cuda { base, sampler } => sampler.finish().saturating_sub(base) as usize,
+        }
+    }
+}
+
 fn trainer<B: AutodiffBackend>(
+    meter: Meter,
+    key: &str,
     name: &str,
     config: &DenseNetConfig,
     weights: &[u8],
@@ -161,7 +254,9 @@ fn trainer<B: AutodiffBackend>(
         .with_weight_decay(Some(WeightDecayConfig::new(1e-4)))
         .init::<B, DenseNet<B>>();
     Box::new(Trainer {
+        key: key.to_string(),
         name: name.to_string(),
+        meter,
         model: Some(model),
         optimizer,
     })
@@ -173,7 +268,7 @@ fn median(values: &[Duration]) -> Duration {
     sorted[sorted.len() / 2]
 }
 
-fn run<I: Backend>(args: &Args) -> Vec<Row> {
+fn run<I: Backend>(args: &Args, meter: Meter) -> Vec<Row> {
     let config = DenseNetConfig::new(args.depth).with_growth_rate(args.growth);
     let device: I::Device = Default::default();
     I::seed(&device, 1);
@@ -185,31 +280,43 @@ fn run<I: Backend>(args: &Args) -> Vec<Row> {
     let cut = |cut: Cut, policy: RegionPolicy| config.clone().with_cut(cut).with_policy(policy);
     let mut rows = Vec::new();
     for &batch in &args.batches {
-        let mut methods: Vec<Box<dyn Method>> = vec![
-            trainer::<Autodiff<I>>("plain Autodiff", &config, &weights),
-            trainer::<Bal<I>>("Burn BalancedCheckpointing", &config, &weights),
-            trainer::<Checkpointed<Bal<I>>>(
-                "regions: bottleneck (the reference's cut)",
-                &cut(Cut::Bottleneck, RegionPolicy::RecomputeAll),
-                &weights,
-            ),
-            trainer::<Checkpointed<Bal<I>>>(
-                "regions: layer",
-                &cut(Cut::Layer, RegionPolicy::RecomputeAll),
-                &weights,
-            ),
-            trainer::<Checkpointed<Bal<I>>>(
-                "regions: layer, SaveComputeBound",
-                &cut(Cut::Layer, RegionPolicy::SaveComputeBound),
-                &weights,
-            ),
-        ];
-        if args.block {
-            methods.push(trainer::<Checkpointed<Bal<I>>>(
-                "regions: block",
-                &cut(Cut::Block, RegionPolicy::RecomputeAll),
-                &weights,
-            ));
+        let mut methods: Vec<Box<dyn Method>> = Vec::new();
+        for key in &args.methods {
+            methods.push(match key.as_str() {
+                "plain" => trainer::<Autodiff<I>>(meter, key, "plain Autodiff", &config, &weights),
+                "balanced" => {
+                    trainer::<Bal<I>>(meter, key, "Burn BalancedCheckpointing", &config, &weights)
+                }
+                "bottleneck" => trainer::<Checkpointed<Bal<I>>>(
+                    meter,
+                    key,
+                    "regions: bottleneck (the reference's cut)",
+                    &cut(Cut::Bottleneck, RegionPolicy::RecomputeAll),
+                    &weights,
+                ),
+                "layer" => trainer::<Checkpointed<Bal<I>>>(
+                    meter,
+                    key,
+                    "regions: layer",
+                    &cut(Cut::Layer, RegionPolicy::RecomputeAll),
+                    &weights,
+                ),
+                "layer-save" => trainer::<Checkpointed<Bal<I>>>(
+                    meter,
+                    key,
+                    "regions: layer, SaveComputeBound",
+                    &cut(Cut::Layer, RegionPolicy::SaveComputeBound),
+                    &weights,
+                ),
+                "block" => trainer::<Checkpointed<Bal<I>>>(
+                    meter,
+                    key,
+                    "regions: block",
+                    &cut(Cut::Block, RegionPolicy::RecomputeAll),
+                    &weights,
+                ),
+                other => panic!("unknown method `{other}`; methods: {}", METHODS.join(",")),
+            });
         }
         let images =
             Tensor::<I, 4>::random([batch, 3, 32, 32], Distribution::Default, &device).into_data();
@@ -232,12 +339,13 @@ fn run<I: Backend>(args: &Args) -> Vec<Row> {
                 }
             }
         }
-        let summary: Vec<(String, usize, usize, f64)> = methods
+        let summary: Vec<(&str, String, usize, usize, f64)> = methods
             .iter()
             .zip(&measured)
             .map(|(method, steps)| {
                 let times: Vec<Duration> = steps.iter().map(|s| s.time).collect();
                 (
+                    method.key(),
                     method.name(),
                     steps.iter().map(|s| s.peak).max().unwrap(),
                     steps.iter().map(|s| s.held).max().unwrap(),
@@ -245,8 +353,15 @@ fn run<I: Backend>(args: &Args) -> Vec<Row> {
                 )
             })
             .collect();
-        let (plain, balanced) = (&summary[0], &summary[1]);
-        for (name, peak, held, time) in &summary {
+        // Ratios to a method left out of `--methods` are NaN (JSON null).
+        let reference = |key: &str| {
+            summary
+                .iter()
+                .find(|s| s.0 == key)
+                .map_or((f64::NAN, f64::NAN), |s| (s.2 as f64, s.4))
+        };
+        let (plain, balanced) = (reference("plain"), reference("balanced"));
+        for (_, name, peak, held, time) in &summary {
             rows.push(Row {
                 method: name.clone(),
                 devices: 1,
@@ -254,10 +369,10 @@ fn run<I: Backend>(args: &Args) -> Vec<Row> {
                 peak_bytes: *peak,
                 held_bytes: *held,
                 median_step_s: *time,
-                peak_vs_plain: *peak as f64 / plain.1 as f64,
-                peak_vs_balanced: *peak as f64 / balanced.1 as f64,
-                time_vs_plain: time / plain.3,
-                time_vs_balanced: time / balanced.3,
+                peak_vs_plain: *peak as f64 / plain.0,
+                peak_vs_balanced: *peak as f64 / balanced.0,
+                time_vs_plain: time / plain.1,
+                time_vs_balanced: time / balanced.1,
             });
         }
     }
@@ -268,22 +383,51 @@ fn main() {
     let args = Args::parse();
     let rows = match args.backend.as_str() {
         #[cfg(feature = "ndarray")]
-        "ndarray" => run::<burn::backend::NdArray>(&args),
+        "ndarray" => run::<burn::backend::NdArray>(&args, Meter::Host),
         #[cfg(feature = "flex")]
-        "flex" => run::<burn::backend::Flex>(&args),
-        other => panic!("backend `{other}` is not built in (features: ndarray, flex)"),
+        "flex" => run::<burn::backend::Flex>(&args, Meter::Host),
+        #[cfg(feature = "cuda")]
+        "cuda" => run::<burn::backend::Cuda>(&args, Meter::Cuda),
+        other => panic!("backend `{other}` is not built in (features: flex, ndarray, cuda)"),
     };
-    println!(
+    let title = format!(
         "DenseNet-BC-{} (growth {}), 3×32×32, SGD step, {} backend, median of {} steps",
         args.depth, args.growth, args.backend, args.steps
     );
-    println!(
-        "| Method | # devices | Batch | Memory (peak) | held fwd→bwd | Time | × plain mem | × Balanced mem | × plain time | × Balanced time |"
+    let table = markdown(&title, &rows);
+    print!("{table}");
+    let write = |extension: &str, contents: &str| {
+        let path = args.out.with_extension(extension);
+        std::fs::write(&path, contents)
+            .unwrap_or_else(|e| panic!("cannot write {}: {e}", path.display()));
+        eprintln!("written: {}", path.display());
+    };
+    write("md", &table);
+    write(
+        "json",
+        &serde_json::to_string_pretty(&rows).expect("rows serialise"),
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|");
-    for r in &rows {
-        println!(
-            "| {} | {} | {} | {:.1} MiB | {:.1} MiB | {:.3} s | {:.2} | {:.2} | {:.2} | {:.2} |",
+    match plot::write(
+        &rows,
+        &format!(
+            "DenseNet-BC-{}, {}: peak step memory",
+            args.depth, args.backend
+        ),
+        &args.out,
+    ) {
+        Ok(()) => eprintln!("plotted: {0}.svg, {0}.png", args.out.display()),
+        Err(e) => eprintln!("{e}"),
+    }
+}
+
+/// The table in the reference's form (Method | # devices | Batch | Memory | Time), with ratios.
+fn markdown(title: &str, rows: &[Row]) -> String {
+    let mut table = format!(
+        "{title}\n\n| Method | # devices | Batch | Memory (peak) | held fwd→bwd | Time | × plain mem | × Balanced mem | × plain time | × Balanced time |\n|---|---|---|---|---|---|---|---|---|---|\n"
+    );
+    for r in rows {
+        table += &format!(
+            "| {} | {} | {} | {:.1} MiB | {:.1} MiB | {:.3} s | {:.2} | {:.2} | {:.2} | {:.2} |\n",
             r.method,
             r.devices,
             r.batch,
@@ -296,7 +440,5 @@ fn main() {
             r.time_vs_balanced
         );
     }
-    let json = serde_json::to_string_pretty(&rows).expect("rows serialise");
-    std::fs::write(&args.json, json).unwrap_or_else(|e| panic!("cannot write {}: {e}", args.json));
-    eprintln!("rows written to {}", args.json);
+    table
 }
