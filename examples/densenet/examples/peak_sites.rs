@@ -87,7 +87,7 @@ fn summarise(path: &str, top: usize) {
             })?
         })
         .collect();
-    sites.sort_by(|a, b| b.0.cmp(&a.0));
+    sites.sort_by_key(|site| std::cmp::Reverse(site.0));
     let total: u64 = sites.iter().map(|s| s.0).sum();
     println!("live at the peak: {:.1} MiB", total as f64 / 1048576.0);
     for (bytes, blocks, names) in sites.iter().take(top) {
