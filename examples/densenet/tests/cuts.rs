@@ -1,18 +1,16 @@
 //! DenseNet-BC-40 for two SGD steps with each checkpoint cut: the losses and every parameter
-//! gradient must equal those of the uncheckpointed network on plain `Autodiff<NdArray>`.
+//! gradient must equal those of the uncheckpointed network on plain `Autodiff`, on burn-flex (the
+//! project's CPU backend) and on NdArray.
 
 use burn::backend::{Autodiff, NdArray};
 use burn::module::{Module, ModuleVisitor, Param};
 use burn::nn::loss::CrossEntropyLossConfig;
 use burn::optim::{GradientsParams, Optimizer, SgdConfig};
 use burn::record::{BinBytesRecorder, FullPrecisionSettings, Recorder};
-use burn::tensor::backend::AutodiffBackend;
+use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::{Distribution, Int, Tensor, TensorData};
 use burn_checkpoint::{Checkpointed, coverage};
 use densenet_bc::{Cut, DenseNet, DenseNetConfig, RegionPolicy};
-
-type Plain = Autodiff<NdArray>;
-type Ckpt = Checkpointed<Autodiff<NdArray>>;
 
 const BATCH: usize = 2;
 const SIDE: usize = 8;
@@ -78,26 +76,39 @@ fn two_steps<B: AutodiffBackend>(
 /// without checkpointing on plain `Autodiff`.
 type Reference = (Vec<u8>, Vec<(f32, Vec<Vec<f32>>)>);
 
-fn reference(config: &DenseNetConfig, images: &TensorData, labels: &TensorData) -> Reference {
+fn reference<I: Backend>(
+    config: &DenseNetConfig,
+    images: &TensorData,
+    labels: &TensorData,
+) -> Reference {
     let device = Default::default();
     // The same weights for every run, through a record (parameters are initialised lazily).
     let recorder = BinBytesRecorder::<FullPrecisionSettings>::default();
     let bytes = recorder
-        .record(config.init::<Plain>(&device).into_record(), ())
+        .record(config.init::<Autodiff<I>>(&device).into_record(), ())
         .unwrap();
     let plain = config
-        .init::<Plain>(&device)
+        .init::<Autodiff<I>>(&device)
         .load_record(recorder.load(bytes.clone(), &device).unwrap());
     (bytes, two_steps(plain, images, labels))
 }
 
+#[cfg(feature = "flex")]
 #[test]
-fn every_cut_gives_the_uncheckpointed_losses_and_gradients() {
+fn every_cut_gives_the_uncheckpointed_losses_and_gradients_on_flex() {
+    every_cut_gives_the_uncheckpointed_losses_and_gradients::<burn::backend::Flex>();
+}
+
+#[test]
+fn every_cut_gives_the_uncheckpointed_losses_and_gradients_on_ndarray() {
+    every_cut_gives_the_uncheckpointed_losses_and_gradients::<NdArray>();
+}
+
+fn every_cut_gives_the_uncheckpointed_losses_and_gradients<I: Backend>() {
     let device = Default::default();
-    <NdArray as burn::tensor::backend::Backend>::seed(&device, 3);
+    I::seed(&device, 3);
     let images =
-        Tensor::<NdArray, 4>::random([BATCH, 3, SIDE, SIDE], Distribution::Default, &device)
-            .into_data();
+        Tensor::<I, 4>::random([BATCH, 3, SIDE, SIDE], Distribution::Default, &device).into_data();
     let labels = TensorData::from([3i64, 7]);
     let recorder = BinBytesRecorder::<FullPrecisionSettings>::default();
     let mut references = std::collections::HashMap::new();
@@ -112,11 +123,11 @@ fn every_cut_gives_the_uncheckpointed_losses_and_gradients() {
         let config = config(cut);
         let (bytes, reference) = references
             .entry(config.blocks())
-            .or_insert_with(|| reference(&config, &images, &labels));
+            .or_insert_with(|| reference::<I>(&config, &images, &labels));
         let model = config
             .with_cut(cut)
             .with_policy(policy)
-            .init::<Ckpt>(&device)
+            .init::<Checkpointed<Autodiff<I>>>(&device)
             .load_record(recorder.load(bytes.clone(), &device).unwrap());
         coverage::reset();
         let steps = two_steps(model, &images, &labels);
