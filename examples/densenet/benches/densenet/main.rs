@@ -21,6 +21,8 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use cpu_time::ProcessTime;
+
 use burn::backend::Autodiff;
 use burn::backend::autodiff::checkpoint::strategy::BalancedCheckpointing;
 use burn::module::Module;
@@ -104,6 +106,16 @@ impl Args {
     }
 }
 
+/// One method's measurements at one batch size: medians and maxima over the measured steps.
+struct Summary {
+    key: String,
+    name: String,
+    peak: usize,
+    held: usize,
+    wall: f64,
+    cpu: f64,
+}
+
 /// One row of the table.
 #[derive(Serialize)]
 pub struct Row {
@@ -112,7 +124,12 @@ pub struct Row {
     pub batch: usize,
     pub peak_bytes: usize,
     held_bytes: usize,
+    /// Median wall-clock time of a step.
     median_step_s: f64,
+    /// Median process CPU time of a step.
+    median_step_cpu_s: f64,
+    /// Which of the two the time ratios compare: "cpu" on CPU backends, "wall" on CUDA.
+    time_basis: &'static str,
     peak_vs_plain: f64,
     peak_vs_balanced: f64,
     time_vs_plain: f64,
@@ -122,6 +139,8 @@ pub struct Row {
 /// What one measured step gives.
 struct Step {
     time: Duration,
+    /// Process CPU time: on a shared CPU it counts the step's own work, not the time it waited.
+    cpu: Duration,
     peak: usize,
     held: usize,
 }
@@ -158,6 +177,7 @@ impl<B: AutodiffBackend, O: Optimizer<DenseNet<B>, B>> Method for Trainer<B, O> 
         B::sync(&device).expect("the device syncs");
         let measure = Measure::start(self.meter);
         let start = Instant::now();
+        let cpu_start = ProcessTime::now();
         let loss = CrossEntropyLossConfig::new()
             .init(&device)
             .forward(model.forward(x), y);
@@ -167,9 +187,15 @@ impl<B: AutodiffBackend, O: Optimizer<DenseNet<B>, B>> Method for Trainer<B, O> 
         // Lazy backends: finish the step inside the timing.
         B::sync(&device).expect("the device syncs");
         let time = start.elapsed();
+        let cpu = cpu_start.elapsed();
         let peak = measure.finish();
         self.model = Some(model);
-        Step { time, peak, held }
+        Step {
+            time,
+            cpu,
+            peak,
+            held,
+        }
     }
 }
 
@@ -328,9 +354,10 @@ fn run<I: Backend>(args: &Args, meter: Meter) -> Vec<Row> {
             for (method, steps) in methods.iter_mut().zip(&mut measured) {
                 let s = method.step(&images, &labels);
                 eprintln!(
-                    "batch {batch} step {step} {}: {:.2?}, peak {:.1} MiB",
+                    "batch {batch} step {step} {}: {:.2?} (CPU {:.2?}), peak {:.1} MiB",
                     method.name(),
                     s.time,
+                    s.cpu,
                     mib(s.peak)
                 );
                 // Step 0 warms up thread pools and caches.
@@ -339,40 +366,55 @@ fn run<I: Backend>(args: &Args, meter: Meter) -> Vec<Row> {
                 }
             }
         }
-        let summary: Vec<(&str, String, usize, usize, f64)> = methods
+        let summary: Vec<Summary> = methods
             .iter()
             .zip(&measured)
             .map(|(method, steps)| {
-                let times: Vec<Duration> = steps.iter().map(|s| s.time).collect();
-                (
-                    method.key(),
-                    method.name(),
-                    steps.iter().map(|s| s.peak).max().unwrap(),
-                    steps.iter().map(|s| s.held).max().unwrap(),
-                    median(&times).as_secs_f64(),
-                )
+                let wall: Vec<Duration> = steps.iter().map(|s| s.time).collect();
+                let cpu: Vec<Duration> = steps.iter().map(|s| s.cpu).collect();
+                Summary {
+                    key: method.key().to_string(),
+                    name: method.name(),
+                    peak: steps.iter().map(|s| s.peak).max().unwrap(),
+                    held: steps.iter().map(|s| s.held).max().unwrap(),
+                    wall: median(&wall).as_secs_f64(),
+                    cpu: median(&cpu).as_secs_f64(),
+                }
             })
             .collect();
+        // The time the ratios compare: CPU time on the host (robust to other processes on a
+        // shared machine), wall time on a GPU (the host thread mostly waits for the device).
+        let basis = |s: &Summary| match meter {
+            Meter::Host => s.cpu,
+            #[cfg(feature = "cuda")]
+            Meter::Cuda => s.wall,
+        };
         // Ratios to a method left out of `--methods` are NaN (JSON null).
         let reference = |key: &str| {
             summary
                 .iter()
-                .find(|s| s.0 == key)
-                .map_or((f64::NAN, f64::NAN), |s| (s.2 as f64, s.4))
+                .find(|s| s.key == key)
+                .map_or((f64::NAN, f64::NAN), |s| (s.peak as f64, basis(s)))
         };
         let (plain, balanced) = (reference("plain"), reference("balanced"));
-        for (_, name, peak, held, time) in &summary {
+        for s in &summary {
             rows.push(Row {
-                method: name.clone(),
+                method: s.name.clone(),
                 devices: 1,
                 batch,
-                peak_bytes: *peak,
-                held_bytes: *held,
-                median_step_s: *time,
-                peak_vs_plain: *peak as f64 / plain.0,
-                peak_vs_balanced: *peak as f64 / balanced.0,
-                time_vs_plain: time / plain.1,
-                time_vs_balanced: time / balanced.1,
+                peak_bytes: s.peak,
+                held_bytes: s.held,
+                median_step_s: s.wall,
+                median_step_cpu_s: s.cpu,
+                time_basis: match meter {
+                    Meter::Host => "cpu",
+                    #[cfg(feature = "cuda")]
+                    Meter::Cuda => "wall",
+                },
+                peak_vs_plain: s.peak as f64 / plain.0,
+                peak_vs_balanced: s.peak as f64 / balanced.0,
+                time_vs_plain: basis(s) / plain.1,
+                time_vs_balanced: basis(s) / balanced.1,
             });
         }
     }
@@ -390,8 +432,14 @@ fn main() {
         "cuda" => run::<burn::backend::Cuda>(&args, Meter::Cuda),
         other => panic!("backend `{other}` is not built in (features: flex, ndarray, cuda)"),
     };
+    let basis = if args.backend == "cuda" {
+        "wall"
+    } else {
+        "CPU"
+    };
     let title = format!(
-        "DenseNet-BC-{} (growth {}), 3×32×32, SGD step, {} backend, median of {} steps",
+        "DenseNet-BC-{} (growth {}), 3×32×32, SGD step, {} backend, median of {} steps; time \
+         ratios from {basis} time",
         args.depth, args.growth, args.backend, args.steps
     );
     let table = markdown(&title, &rows);
@@ -423,17 +471,18 @@ fn main() {
 /// The table in the reference's form (Method | # devices | Batch | Memory | Time), with ratios.
 fn markdown(title: &str, rows: &[Row]) -> String {
     let mut table = format!(
-        "{title}\n\n| Method | # devices | Batch | Memory (peak) | held fwd→bwd | Time | × plain mem | × Balanced mem | × plain time | × Balanced time |\n|---|---|---|---|---|---|---|---|---|---|\n"
+        "{title}\n\n| Method | # devices | Batch | Memory (peak) | held fwd→bwd | Time (wall) | CPU time | × plain mem | × Balanced mem | × plain time | × Balanced time |\n|---|---|---|---|---|---|---|---|---|---|---|\n"
     );
     for r in rows {
         table += &format!(
-            "| {} | {} | {} | {:.1} MiB | {:.1} MiB | {:.3} s | {:.2} | {:.2} | {:.2} | {:.2} |\n",
+            "| {} | {} | {} | {:.1} MiB | {:.1} MiB | {:.3} s | {:.3} s | {:.2} | {:.2} | {:.2} | {:.2} |\n",
             r.method,
             r.devices,
             r.batch,
             mib(r.peak_bytes),
             mib(r.held_bytes),
             r.median_step_s,
+            r.median_step_cpu_s,
             r.peak_vs_plain,
             r.peak_vs_balanced,
             r.time_vs_plain,
