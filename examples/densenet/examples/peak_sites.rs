@@ -56,10 +56,16 @@ fn main() {
         Optimizer::step(optimizer, 0.1, model, grads)
     };
     let model = step(model, &mut optimizer);
+    burn_checkpoint::coverage::reset();
     let profiler = dhat::Profiler::new_heap();
     let _model = step(model, &mut optimizer);
     drop(profiler);
     summarise("dhat-heap.json", 20);
+    // A region op recomputed more often than the model has it would show up here.
+    println!(
+        "region ops recomputed during the step: {:?}",
+        burn_checkpoint::coverage::recomputes()
+    );
 }
 
 /// Prints the `top` allocation sites by bytes live at the global peak (dhat's `gb`).
