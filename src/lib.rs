@@ -46,12 +46,14 @@ extern crate self as burn_checkpoint;
 mod backend;
 pub mod coverage;
 pub mod memory;
+pub mod parallel;
 mod policy;
 mod recompute;
 mod region;
 mod sequential;
 
 pub use backend::Checkpointed;
+pub use parallel::{DataParallel, DataParallelConfig, ParallelError};
 pub use burn_checkpoint_macros::checkpoint;
 pub use policy::{Decision, OpInfo, OpKind, Policy, SavePredicate};
 pub use recompute::verify_recomputes;
