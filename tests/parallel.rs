@@ -81,7 +81,11 @@ impl<B: Backend> Mlp<B> {
 
     fn forward(&self, x: Tensor<B, 2>) -> Tensor<B, 2> {
         let body = || self.second.forward(self.first.forward(x).tanh());
-        if self.region { checkpoint(body) } else { body() }
+        if self.region {
+            checkpoint(body)
+        } else {
+            body()
+        }
     }
 }
 
@@ -114,7 +118,8 @@ fn tensors<B: Backend, M: Module<B>>(module: &M) -> Vec<Vec<f32>> {
     struct Collect(Vec<Vec<f32>>);
     impl<B: Backend> ModuleVisitor<B> for Collect {
         fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<B, D>>) {
-            self.0.push(param.val().into_data().convert::<f32>().to_vec().unwrap());
+            self.0
+                .push(param.val().into_data().convert::<f32>().to_vec().unwrap());
         }
     }
     let mut collect = Collect(Vec::new());
@@ -144,7 +149,11 @@ fn bits(tensors: &[Vec<f32>]) -> Vec<Vec<u32>> {
 
 fn assert_replicas_equal(replicas: &[Vec<Vec<f32>>]) {
     for (i, replica) in replicas.iter().enumerate().skip(1) {
-        assert_eq!(bits(replica), bits(&replicas[0]), "replica {i} differs from replica 0");
+        assert_eq!(
+            bits(replica),
+            bits(&replicas[0]),
+            "replica {i} differs from replica 0"
+        );
     }
 }
 
@@ -195,7 +204,9 @@ where
         let mut dp = DataParallel::with_config(devices.clone(), model, optimizer(), LR, config)
             .expect("workers start");
         for step in 0..STEPS {
-            let loss = dp.step(shards::<B>(step, &devices), mse::<B>).expect("a step");
+            let loss = dp
+                .step(shards::<B>(step, &devices), mse::<B>)
+                .expect("a step");
             assert!(loss.is_finite());
         }
         let replicas = replicas(&mut dp);
@@ -209,22 +220,42 @@ where
 
 #[test]
 fn sgd_on_two_workers_matches_one_device() {
-    matches_one_device::<Plain, _>(2, false, || SgdConfig::new().init(), DataParallelConfig::new());
+    matches_one_device::<Plain, _>(
+        2,
+        false,
+        || SgdConfig::new().init(),
+        DataParallelConfig::new(),
+    );
 }
 
 #[test]
 fn sgd_on_four_workers_matches_one_device() {
-    matches_one_device::<Plain, _>(4, false, || SgdConfig::new().init(), DataParallelConfig::new());
+    matches_one_device::<Plain, _>(
+        4,
+        false,
+        || SgdConfig::new().init(),
+        DataParallelConfig::new(),
+    );
 }
 
 #[test]
 fn adam_on_two_workers_matches_one_device() {
-    matches_one_device::<Plain, _>(2, false, || AdamConfig::new().init(), DataParallelConfig::new());
+    matches_one_device::<Plain, _>(
+        2,
+        false,
+        || AdamConfig::new().init(),
+        DataParallelConfig::new(),
+    );
 }
 
 #[test]
 fn adam_on_four_workers_matches_one_device() {
-    matches_one_device::<Plain, _>(4, false, || AdamConfig::new().init(), DataParallelConfig::new());
+    matches_one_device::<Plain, _>(
+        4,
+        false,
+        || AdamConfig::new().init(),
+        DataParallelConfig::new(),
+    );
 }
 
 #[test]
@@ -259,8 +290,12 @@ fn regions_give_the_same_parameters_as_plain_autodiff() {
         || AdamConfig::new().init(),
         DataParallelConfig::new(),
     );
-    let regions =
-        matches_one_device::<Ckpt, _>(2, true, || AdamConfig::new().init(), DataParallelConfig::new());
+    let regions = matches_one_device::<Ckpt, _>(
+        2,
+        true,
+        || AdamConfig::new().init(),
+        DataParallelConfig::new(),
+    );
     assert_eq!(bits(&plain), bits(&regions));
 }
 
@@ -318,9 +353,14 @@ fn calls_per_step_are_the_buckets() {
         let devices = vec![Default::default(); 2];
         let model = Mlp::<Plain>::new(&devices[0], false);
         let config = DataParallelConfig::new().with_bucket_bytes(0);
-        let mut dp =
-            DataParallel::with_config(devices.clone(), model.clone(), SgdConfig::new().init(), LR, config)
-                .unwrap();
+        let mut dp = DataParallel::with_config(
+            devices.clone(),
+            model.clone(),
+            SgdConfig::new().init(),
+            LR,
+            config,
+        )
+        .unwrap();
         assert_eq!(dp.all_reduce_calls_per_step(), 4, "one call per tensor");
         dp.step(shards::<Plain>(0, &devices), mse::<Plain>).unwrap();
         let stats = dp.last_stats().expect("stats");
@@ -329,10 +369,14 @@ fn calls_per_step_are_the_buckets() {
         assert!((0.0..=1.0).contains(&stats.all_reduce_share()));
         drop(dp);
 
-        let mut dp = DataParallel::new(devices.clone(), model, SgdConfig::new().init(), LR).unwrap();
+        let mut dp =
+            DataParallel::new(devices.clone(), model, SgdConfig::new().init(), LR).unwrap();
         dp.step(shards::<Plain>(0, &devices), mse::<Plain>).unwrap();
         let stats = dp.last_stats().expect("stats");
-        assert_eq!(stats.all_reduce_calls, 1, "everything fits in one 25 MiB bucket");
+        assert_eq!(
+            stats.all_reduce_calls, 1,
+            "everything fits in one 25 MiB bucket"
+        );
         // 195 floats, padded to 196 for two workers.
         assert_eq!(stats.all_reduce_bytes, 196 * 4);
     });
@@ -390,21 +434,36 @@ fn running_statistics_are_averaged_frozen_and_unused_weights_stay_exact() {
 
         let mut dp = DataParallel::new(devices.clone(), model, optimizer(), LR).unwrap();
         for step in 0..STEPS {
-            dp.step(shards::<Plain>(step, &devices), |m: &Normed<Plain>, b| m.loss(b))
-                .unwrap();
+            dp.step(shards::<Plain>(step, &devices), |m: &Normed<Plain>, b| {
+                m.loss(b)
+            })
+            .unwrap();
         }
         assert_replicas_equal(&replicas(&mut dp));
         let trained = dp.into_model().unwrap();
 
         // The running mean depends only on the inputs: averaging each replica's change gives
         // the one-device running mean over the whole batch.
-        let mean = |m: &Normed<Plain>| m.norm.running_mean.value_sync().into_data().to_vec::<f32>().unwrap();
+        let mean = |m: &Normed<Plain>| {
+            m.norm
+                .running_mean
+                .value_sync()
+                .into_data()
+                .to_vec::<f32>()
+                .unwrap()
+        };
         let expected = mean(&reference);
         assert!(expected.iter().any(|v| *v != 0.0), "the running mean moved");
         assert_close(&[mean(&trained)], &[expected], 1e-6);
         let trained = trained.valid();
-        assert_eq!(bits(&tensors(&trained.frozen)), bits(&tensors(&before.frozen)));
-        assert_eq!(bits(&tensors(&trained.unused)), bits(&tensors(&before.unused)));
+        assert_eq!(
+            bits(&tensors(&trained.frozen)),
+            bits(&tensors(&before.frozen))
+        );
+        assert_eq!(
+            bits(&tensors(&trained.unused)),
+            bits(&tensors(&before.unused))
+        );
         assert_ne!(bits(&tensors(&trained.head)), bits(&tensors(&before.head)));
     });
 }
@@ -419,7 +478,8 @@ fn a_panicking_worker_stops_the_step_and_the_next_step_goes_on() {
     within(|| {
         let devices = vec![Default::default(); 2];
         let model = Mlp::<Ckpt>::new(&devices[0], true);
-        let mut dp = DataParallel::new(devices.clone(), model, AdamConfig::new().init(), LR).unwrap();
+        let mut dp =
+            DataParallel::new(devices.clone(), model, AdamConfig::new().init(), LR).unwrap();
         let before = replicas(&mut dp);
         let error = dp
             .step(shards::<Ckpt>(0, &devices), |model: &Mlp<Ckpt>, batch| {
@@ -436,8 +496,13 @@ fn a_panicking_worker_stops_the_step_and_the_next_step_goes_on() {
             }
             other => panic!("expected worker 1's panic, got {other}"),
         }
-        assert_eq!(bits(&replicas(&mut dp)[0]), bits(&before[0]), "nothing was applied");
-        dp.step(shards::<Ckpt>(0, &devices), mse::<Ckpt>).expect("the next step");
+        assert_eq!(
+            bits(&replicas(&mut dp)[0]),
+            bits(&before[0]),
+            "nothing was applied"
+        );
+        dp.step(shards::<Ckpt>(0, &devices), mse::<Ckpt>)
+            .expect("the next step");
         let after = replicas(&mut dp);
         assert_replicas_equal(&after);
         assert_ne!(bits(&after[0]), bits(&before[0]));
@@ -445,21 +510,28 @@ fn a_panicking_worker_stops_the_step_and_the_next_step_goes_on() {
 }
 
 #[test]
-fn an_erroring_worker_stops_the_step() {
+fn an_erroring_worker_stops_the_step_and_running_statistics_are_restored() {
     let _serial = serial();
     within(|| {
         let devices = vec![Default::default(); 4];
-        let model = Mlp::<Plain>::new(&devices[0], false);
-        let mut dp = DataParallel::new(devices.clone(), model, SgdConfig::new().init(), LR).unwrap();
+        let model = Normed::<Plain>::new(&devices[0]);
+        let mut dp =
+            DataParallel::new(devices.clone(), model, SgdConfig::new().init(), LR).unwrap();
         let before = replicas(&mut dp);
+        // Workers 0, 1 and 3 run their forward (and update their BatchNorm statistics) before
+        // the step is called off.
         let error = dp
-            .step(shards::<Plain>(0, &devices), |model: &Mlp<Plain>, batch| {
-                if on_worker(2) {
-                    Err("no loss for this shard")
-                } else {
-                    Ok(mse(model, batch))
-                }
-            })
+            .step(
+                shards::<Plain>(0, &devices),
+                |model: &Normed<Plain>, batch| {
+                    let loss = model.loss(batch);
+                    if on_worker(2) {
+                        Err("no loss for this shard")
+                    } else {
+                        Ok(loss)
+                    }
+                },
+            )
             .unwrap_err();
         match &error {
             ParallelError::Failed { worker: 2, source } => {
@@ -468,8 +540,9 @@ fn an_erroring_worker_stops_the_step() {
             other => panic!("expected worker 2's error, got {other}"),
         }
         let after = replicas(&mut dp);
-        assert_replicas_equal(&after);
-        assert_eq!(bits(&after[0]), bits(&before[0]));
+        for (i, replica) in after.iter().enumerate() {
+            assert_eq!(bits(replica), bits(&before[i]), "replica {i} changed");
+        }
     });
 }
 
@@ -479,11 +552,13 @@ fn a_loss_of_several_values_is_refused() {
     within(|| {
         let devices = vec![Default::default(); 2];
         let model = Mlp::<Plain>::new(&devices[0], false);
-        let mut dp = DataParallel::new(devices.clone(), model, SgdConfig::new().init(), LR).unwrap();
+        let mut dp =
+            DataParallel::new(devices.clone(), model, SgdConfig::new().init(), LR).unwrap();
         let error = dp
-            .step(shards::<Plain>(0, &devices), |model: &Mlp<Plain>, (x, _)| {
-                model.forward(x).reshape([-1])
-            })
+            .step(
+                shards::<Plain>(0, &devices),
+                |model: &Mlp<Plain>, (x, _)| model.forward(x).reshape([-1]),
+            )
             .unwrap_err();
         assert!(
             matches!(&error, ParallelError::LossNotScalar { shape, .. } if *shape == [8 * OUTPUT]),
@@ -498,7 +573,8 @@ fn shards_of_other_shapes_or_number_are_refused_before_any_work() {
     within(|| {
         let devices = vec![Default::default(); 2];
         let model = Mlp::<Plain>::new(&devices[0], false);
-        let mut dp = DataParallel::new(devices.clone(), model, SgdConfig::new().init(), LR).unwrap();
+        let mut dp =
+            DataParallel::new(devices.clone(), model, SgdConfig::new().init(), LR).unwrap();
         let before = replicas(&mut dp);
         let (x, y) = batch::<Plain>(0, &devices[0]);
         let uneven = vec![
@@ -521,7 +597,13 @@ fn shards_of_other_shapes_or_number_are_refused_before_any_work() {
             .step(vec![(x.clone(), y.clone())], mse::<Plain>)
             .unwrap_err();
         assert!(
-            matches!(error, ParallelError::ShardCount { expected: 2, found: 1 }),
+            matches!(
+                error,
+                ParallelError::ShardCount {
+                    expected: 2,
+                    found: 1
+                }
+            ),
             "{error}"
         );
         assert!(matches!(
@@ -529,7 +611,8 @@ fn shards_of_other_shapes_or_number_are_refused_before_any_work() {
             Err(ParallelError::Split { len: 16, parts: 3 })
         ));
         assert_eq!(bits(&replicas(&mut dp)[0]), bits(&before[0]));
-        dp.step(shards::<Plain>(0, &devices), mse::<Plain>).expect("a good step still works");
+        dp.step(shards::<Plain>(0, &devices), mse::<Plain>)
+            .expect("a good step still works");
     });
 }
 
@@ -573,7 +656,9 @@ fn a_failure_after_the_exchange_poisons_and_drop_still_returns() {
         let model = Mlp::<Plain>::new(&devices[0], false);
         let optimizer = PanicsOnWorker1(SgdConfig::new().init());
         let mut dp = DataParallel::new(devices.clone(), model.clone(), optimizer, LR).unwrap();
-        let error = dp.step(shards::<Plain>(0, &devices), mse::<Plain>).unwrap_err();
+        let error = dp
+            .step(shards::<Plain>(0, &devices), mse::<Plain>)
+            .unwrap_err();
         assert!(
             matches!(&error, ParallelError::Panicked { worker: 1, message } if message.contains("on purpose")),
             "{error}"
@@ -586,8 +671,10 @@ fn a_failure_after_the_exchange_poisons_and_drop_still_returns() {
         assert!(matches!(dp.model(), Err(ParallelError::Poisoned)));
         drop(dp);
         // The threads ended and the collective is usable again.
-        let mut dp = DataParallel::new(devices.clone(), model, SgdConfig::new().init(), LR).unwrap();
-        dp.step(shards::<Plain>(0, &devices), mse::<Plain>).expect("a fresh DataParallel steps");
+        let mut dp =
+            DataParallel::new(devices.clone(), model, SgdConfig::new().init(), LR).unwrap();
+        dp.step(shards::<Plain>(0, &devices), mse::<Plain>)
+            .expect("a fresh DataParallel steps");
     });
 }
 
@@ -599,7 +686,9 @@ fn one_data_parallel_per_backend_at_a_time_and_drop_frees_it() {
         let model = Mlp::<Plain>::new(&devices[0], false);
         let mut first =
             DataParallel::new(devices.clone(), model.clone(), SgdConfig::new().init(), LR).unwrap();
-        first.step(shards::<Plain>(0, &devices), mse::<Plain>).unwrap();
+        first
+            .step(shards::<Plain>(0, &devices), mse::<Plain>)
+            .unwrap();
         // `Checkpointed<Autodiff<NdArray>>` runs its collective on NdArray too.
         let second = DataParallel::new(
             devices.clone(),
@@ -607,7 +696,10 @@ fn one_data_parallel_per_backend_at_a_time_and_drop_frees_it() {
             SgdConfig::new().init(),
             LR,
         );
-        assert!(matches!(second, Err(ParallelError::Busy { .. })), "{second:?}");
+        assert!(
+            matches!(second, Err(ParallelError::Busy { .. })),
+            "{second:?}"
+        );
         drop(first);
         // Had the workers not left the collective, registering peers 0 and 1 again would fail.
         let mut second = DataParallel::new(
@@ -617,7 +709,9 @@ fn one_data_parallel_per_backend_at_a_time_and_drop_frees_it() {
             LR,
         )
         .unwrap();
-        second.step(shards::<Ckpt>(0, &devices), mse::<Ckpt>).unwrap();
+        second
+            .step(shards::<Ckpt>(0, &devices), mse::<Ckpt>)
+            .unwrap();
     });
 }
 
@@ -645,10 +739,15 @@ fn the_learning_rate_can_change_between_steps() {
     within(|| {
         let devices = vec![Default::default(); 2];
         let model = Mlp::<Plain>::new(&devices[0], false);
-        let mut dp = DataParallel::new(devices.clone(), model, SgdConfig::new().init(), 0.0).unwrap();
+        let mut dp =
+            DataParallel::new(devices.clone(), model, SgdConfig::new().init(), 0.0).unwrap();
         let before = replicas(&mut dp);
         dp.step(shards::<Plain>(0, &devices), mse::<Plain>).unwrap();
-        assert_eq!(bits(&replicas(&mut dp)[0]), bits(&before[0]), "a zero rate moves nothing");
+        assert_eq!(
+            bits(&replicas(&mut dp)[0]),
+            bits(&before[0]),
+            "a zero rate moves nothing"
+        );
         dp.set_learning_rate(LR);
         assert_eq!(dp.learning_rate(), LR);
         dp.step(shards::<Plain>(0, &devices), mse::<Plain>).unwrap();
@@ -663,7 +762,8 @@ fn evaluate_runs_each_shard_on_its_worker_and_model_is_a_copy() {
         type I = <Plain as AutodiffBackend>::InnerBackend;
         let devices = vec![Default::default(); 2];
         let model = Mlp::<Plain>::new(&devices[0], false);
-        let mut dp = DataParallel::new(devices.clone(), model, SgdConfig::new().init(), LR).unwrap();
+        let mut dp =
+            DataParallel::new(devices.clone(), model, SgdConfig::new().init(), LR).unwrap();
         dp.step(shards::<Plain>(0, &devices), mse::<Plain>).unwrap();
         let (x, _) = batch::<I>(1, &devices[0]);
         let parts = split_batch(x.clone(), &devices).unwrap();

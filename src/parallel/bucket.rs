@@ -97,7 +97,11 @@ impl Layout {
     }
 
     /// Concatenates one flat tensor per entry into the buckets, padding with zeros.
-    pub fn fill<I: Backend>(&self, flat: Vec<Tensor<I, 1>>, device: &I::Device) -> Vec<Tensor<I, 1>> {
+    pub fn fill<I: Backend>(
+        &self,
+        flat: Vec<Tensor<I, 1>>,
+        device: &I::Device,
+    ) -> Vec<Tensor<I, 1>> {
         assert_eq!(flat.len(), self.entries.len(), "one flat tensor per entry");
         let mut flat = flat.into_iter();
         self.buckets
@@ -173,10 +177,17 @@ mod tests {
         let flat: Vec<Tensor<NdArray, 1>> = [3, 2, 4]
             .iter()
             .enumerate()
-            .map(|(i, &n)| Tensor::arange(0..n as i64, &device).float().add_scalar(10 * i))
+            .map(|(i, &n)| {
+                Tensor::arange(0..n as i64, &device)
+                    .float()
+                    .add_scalar(10 * i)
+            })
             .collect();
         let buckets = layout.fill(flat.clone(), &device);
-        assert_eq!(buckets.iter().map(|b| b.dims()[0]).collect::<Vec<_>>(), [6, 4]);
+        assert_eq!(
+            buckets.iter().map(|b| b.dims()[0]).collect::<Vec<_>>(),
+            [6, 4]
+        );
         for (a, b) in layout.split(buckets).into_iter().zip(flat) {
             assert_eq!(a.into_data(), b.into_data());
         }

@@ -6,8 +6,8 @@ use std::time::Instant;
 
 use burn::collective::{PeerId, reset_collective};
 use burn::module::AutodiffModule;
-use burn::optim::Optimizer;
 use burn::optim::LearningRate;
+use burn::optim::Optimizer;
 use burn::tensor::backend::AutodiffBackend;
 
 use super::bucket::Layout;
@@ -153,10 +153,14 @@ where
 
         let all = vec![Asked::Reached; n];
         let layouts = workers
-            .gather(&all, |r| match r {
-                Report::Ready(r) => Some(r),
-                _ => None,
-            }, || {})
+            .gather(
+                &all,
+                |r| match r {
+                    Report::Ready(r) => Some(r),
+                    _ => None,
+                },
+                || {},
+            )
             .into_values()?;
         let layout = layouts[0].clone();
         if let Some(worker) = layouts.iter().position(|l| *l != layout) {
@@ -165,10 +169,14 @@ where
         // Every worker is ready, so every one reaches `register`, which waits for all of them.
         let asked = workers.send(0..n, |_| Command::<B, M>::Register(collective.clone()));
         workers
-            .gather(&asked, |r| match r {
-                Report::Registered(r) => Some(r),
-                _ => None,
-            }, || {})
+            .gather(
+                &asked,
+                |r| match r {
+                    Report::Registered(r) => Some(r),
+                    _ => None,
+                },
+                || {},
+            )
             .into_values()?;
 
         Ok(DataParallel {
@@ -219,19 +227,27 @@ where
         let asked = self.workers.send(0..n, |i| {
             Command::Compute(jobs[i].take().expect("one job per worker"))
         });
-        let computed = self.workers.gather(&asked, |r| match r {
-            Report::Computed(r) => Some(r),
-            _ => None,
-        }, || {});
+        let computed = self.workers.gather(
+            &asked,
+            |r| match r {
+                Report::Computed(r) => Some(r),
+                _ => None,
+            },
+            || {},
+        );
         let computed = match computed.into_values() {
             Ok(computed) => computed,
             Err(error) => {
                 // Nobody has entered the collective: everyone drops this step.
                 let asked = self.workers.send(0..n, |_| Command::Abort);
-                let aborted = self.workers.gather(&asked, |r| match r {
-                    Report::Aborted(r) => Some(r),
-                    _ => None,
-                }, || {});
+                let aborted = self.workers.gather(
+                    &asked,
+                    |r| match r {
+                        Report::Aborted(r) => Some(r),
+                        _ => None,
+                    },
+                    || {},
+                );
                 if aborted.first_failure.is_some() {
                     self.poisoned = true;
                 }
@@ -251,14 +267,18 @@ where
             lr,
             present: present.clone(),
         });
-        let applied = self.workers.gather(&asked, |r| match r {
-            Report::Applied(r) => Some(r),
-            _ => None,
-        }, || {
-            // Peers still inside an all-reduce wait for the failed one forever; resetting the
-            // collective drops their pending calls, which then return an error.
-            reset_collective::<Inner<B>>();
-        });
+        let applied = self.workers.gather(
+            &asked,
+            |r| match r {
+                Report::Applied(r) => Some(r),
+                _ => None,
+            },
+            || {
+                // Peers still inside an all-reduce wait for the failed one forever; resetting the
+                // collective drops their pending calls, which then return an error.
+                reset_collective::<Inner<B>>();
+            },
+        );
         let applied = match applied.into_values() {
             Ok(applied) => applied,
             Err(error) => {
@@ -270,7 +290,11 @@ where
         let stats = StepStats {
             all_reduce_calls: applied.iter().map(|a| a.calls).max().unwrap_or(0),
             all_reduce_bytes: self.layout.bytes(),
-            all_reduce: applied.iter().map(|a| a.all_reduce).max().unwrap_or_default(),
+            all_reduce: applied
+                .iter()
+                .map(|a| a.all_reduce)
+                .max()
+                .unwrap_or_default(),
             compute: computed.iter().map(|c| c.time).max().unwrap_or_default(),
             update: applied.iter().map(|a| a.update).max().unwrap_or_default(),
             step: start.elapsed(),
@@ -315,14 +339,21 @@ where
         });
         let results = self
             .workers
-            .gather(&asked, |r| match r {
-                Report::Evaluated(r) => Some(r),
-                _ => None,
-            }, || {})
+            .gather(
+                &asked,
+                |r| match r {
+                    Report::Evaluated(r) => Some(r),
+                    _ => None,
+                },
+                || {},
+            )
             .into_values()?;
         Ok(results
             .into_iter()
-            .map(|r| *r.downcast::<R>().expect("an evaluation returns its closure's type"))
+            .map(|r| {
+                *r.downcast::<R>()
+                    .expect("an evaluation returns its closure's type")
+            })
             .collect())
     }
 
@@ -333,10 +364,14 @@ where
         let asked = self.workers.send([0], |_| Command::<B, M>::Snapshot);
         let mut models = self
             .workers
-            .gather(&asked, |r| match r {
-                Report::Snapshot(r) => Some(r),
-                _ => None,
-            }, || {})
+            .gather(
+                &asked,
+                |r| match r {
+                    Report::Snapshot(r) => Some(r),
+                    _ => None,
+                },
+                || {},
+            )
             .into_values()?;
         Ok(models.remove(0))
     }

@@ -7,8 +7,8 @@
 
 use burn::module::{AutodiffModule, Module, ModuleMapper, ModuleVisitor, Param};
 use burn::optim::GradientsParams;
-use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::Tensor;
+use burn::tensor::backend::{AutodiffBackend, Backend};
 
 use super::bucket::{Entry, Kind, Layout};
 
@@ -113,9 +113,9 @@ pub(crate) fn flatten<I: Backend, MI: Module<I>>(
         match entry.kind {
             Kind::Gradient => {
                 present.push(grad.is_some());
-                flat.push(grad.unwrap_or_else(|| {
-                    Tensor::zeros([entry.numel()], (device, entry.dtype))
-                }));
+                flat.push(
+                    grad.unwrap_or_else(|| Tensor::zeros([entry.numel()], (device, entry.dtype))),
+                );
             }
             Kind::Buffer => {
                 present.push(false);

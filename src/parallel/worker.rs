@@ -30,9 +30,8 @@ use super::visit;
 pub(crate) type Inner<B> = <B as AutodiffBackend>::InnerBackend;
 
 /// A worker's part of a step: its shard, already captured, and the loss function.
-pub(crate) type Job<B, M> = Box<
-    dyn FnOnce(&M, &Device<B>) -> Result<Tensor<B, 1>, BoxError> + Send + 'static,
->;
+pub(crate) type Job<B, M> =
+    Box<dyn FnOnce(&M, &Device<B>) -> Result<Tensor<B, 1>, BoxError> + Send + 'static>;
 
 /// A worker's part of an evaluation, run on the replica's `valid()` copy.
 pub(crate) type EvalJob<B, M> = Box<
