@@ -607,7 +607,7 @@ fn shards_of_other_shapes_or_number_are_refused_before_any_work() {
             "{error}"
         );
         assert!(matches!(
-            split_batch(x, &vec![Default::default(); 3]),
+            split_batch(x, &[Default::default(); 3]),
             Err(ParallelError::Split { len: 16, parts: 3 })
         ));
         assert_eq!(bits(&replicas(&mut dp)[0]), bits(&before[0]));

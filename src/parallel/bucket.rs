@@ -180,7 +180,7 @@ mod tests {
             .map(|(i, &n)| {
                 Tensor::arange(0..n as i64, &device)
                     .float()
-                    .add_scalar(10 * i)
+                    .add_scalar((10 * i) as f32)
             })
             .collect();
         let buckets = layout.fill(flat.clone(), &device);

@@ -118,7 +118,7 @@ tuple_shard!(A, C, E, F);
 /// let parts = split_batch(x.clone(), &devices)?;
 /// assert_eq!(parts[1].dims(), [3, 3]);
 /// assert!(matches!(
-///     split_batch(x, &vec![Default::default(); 4]),
+///     split_batch(x, &[Default::default(); 4]),
 ///     Err(ParallelError::Split { len: 6, parts: 4 })
 /// ));
 /// # Ok::<(), ParallelError>(())
