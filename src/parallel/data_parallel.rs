@@ -194,9 +194,9 @@ where
     /// gradients are averaged over the workers, and every replica takes the optimizer step.
     /// Returns the mean of the workers' losses.
     ///
-    /// `shards` holds one shard per device, all of the same shapes (see [`split_batch`]
-    /// (super::split_batch)); each is moved to its worker's device. The loss must hold one
-    /// value, typically a mean over the shard.
+    /// `shards` holds one shard per device, all of the same shapes (see
+    /// [`split_batch`](super::split_batch)); each is moved to its worker's device. The loss must
+    /// hold one value, typically a mean over the shard.
     ///
     /// If a worker's loss function panics or returns an error, or its loss is not a single
     /// value, no gradient is exchanged or applied anywhere and the error names the worker: the
