@@ -219,6 +219,16 @@ where
 }
 
 #[test]
+fn one_worker_is_a_plain_training_loop() {
+    matches_one_device::<Plain, _>(
+        1,
+        false,
+        || AdamConfig::new().init(),
+        DataParallelConfig::new(),
+    );
+}
+
+#[test]
 fn sgd_on_two_workers_matches_one_device() {
     matches_one_device::<Plain, _>(
         2,
