@@ -46,6 +46,8 @@ extern crate self as burn_checkpoint;
 mod backend;
 pub mod coverage;
 pub mod memory;
+#[cfg(feature = "parallel")]
+pub mod parallel;
 mod policy;
 mod recompute;
 mod region;
@@ -53,6 +55,8 @@ mod sequential;
 
 pub use backend::Checkpointed;
 pub use burn_checkpoint_macros::checkpoint;
+#[cfg(feature = "parallel")]
+pub use parallel::{DataParallel, DataParallelConfig, ParallelError};
 pub use policy::{Decision, OpInfo, OpKind, Policy, SavePredicate};
 pub use recompute::verify_recomputes;
 pub use region::{RegionGuard, checkpoint, checkpoint_with, enter, enter_with, region_depth};

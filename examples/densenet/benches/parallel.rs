@@ -1,0 +1,269 @@
+//! DenseNet-BC data-parallel training steps with `DataParallel` on CPU workers: step time with
+//! checkpoint regions against without, the share of the step spent in all-reduce, and the
+//! all-reduce calls per step (bucketed and, for contrast, one call per tensor).
+//!
+//! burn-collective allows one session per backend type at a time, so methods cannot run side by
+//! side: the bench runs rounds, each building every method's `DataParallel` in turn from the
+//! same weights, one warm-up step and `--steps` timed steps; a method's time is the median over
+//! all rounds. Interleaving rounds spreads the noise of a shared machine over every method.
+//!
+//! ```text
+//! cargo bench -p densenet-bc --bench parallel                             # BC-100, batch 32
+//! cargo bench -p densenet-bc --bench parallel -- --depth 40 --batch 16
+//! cargo bench -p densenet-bc --bench parallel -- --workers 4 --strategy ring
+//! ```
+
+use std::time::Duration;
+
+use burn::backend::{Autodiff, Flex};
+use burn::module::Module;
+use burn::nn::loss::CrossEntropyLossConfig;
+use burn::optim::SgdConfig;
+use burn::optim::decay::WeightDecayConfig;
+use burn::optim::momentum::MomentumConfig;
+use burn::record::{BinBytesRecorder, FullPrecisionSettings, Recorder};
+use burn::tensor::backend::{AutodiffBackend, Backend};
+use burn::tensor::{Distribution, Int, Tensor, TensorData};
+use burn_checkpoint::Checkpointed;
+use burn_checkpoint::parallel::{
+    AllReduceStrategy, DEFAULT_BUCKET_BYTES, DataParallel, DataParallelConfig, StepStats,
+    split_batch,
+};
+use densenet_bc::{Cut, DenseNet, DenseNetConfig};
+
+struct Args {
+    depth: usize,
+    growth: usize,
+    batch: usize,
+    workers: usize,
+    steps: usize,
+    rounds: usize,
+    strategy: AllReduceStrategy,
+}
+
+impl Args {
+    fn parse() -> Args {
+        let mut args = Args {
+            depth: 100,
+            growth: 12,
+            batch: 32,
+            workers: 2,
+            steps: 3,
+            rounds: 3,
+            strategy: AllReduceStrategy::Tree(2),
+        };
+        let mut it = std::env::args().skip(1);
+        while let Some(flag) = it.next() {
+            let mut value = || it.next().unwrap_or_else(|| panic!("{flag} takes a value"));
+            let number = |v: String| -> usize {
+                v.parse()
+                    .unwrap_or_else(|_| panic!("expected a number, got `{v}`"))
+            };
+            match flag.as_str() {
+                "--depth" => args.depth = number(value()),
+                "--growth" => args.growth = number(value()),
+                "--batch" => args.batch = number(value()),
+                "--workers" => args.workers = number(value()),
+                "--steps" => args.steps = number(value()).max(1),
+                "--rounds" => args.rounds = number(value()).max(1),
+                "--strategy" => {
+                    args.strategy = match value().as_str() {
+                        "centralized" => AllReduceStrategy::Centralized,
+                        "tree" => AllReduceStrategy::Tree(2),
+                        "ring" => AllReduceStrategy::Ring,
+                        other => panic!("unknown strategy `{other}`: centralized, tree or ring"),
+                    }
+                }
+                "--bench" => {}
+                other => panic!(
+                    "unknown flag `{other}`; flags: --depth N --growth N --batch N --workers N \
+                     --steps N --rounds N --strategy centralized|tree|ring"
+                ),
+            }
+        }
+        assert!(
+            args.batch.is_multiple_of(args.workers),
+            "--batch must be a multiple of --workers"
+        );
+        args
+    }
+}
+
+type I = Flex;
+type Plain = Autodiff<I>;
+type Regions = Checkpointed<Autodiff<I>>;
+
+/// One configuration measured.
+struct Method {
+    name: &'static str,
+    regions: bool,
+    cut: Cut,
+    bucket_bytes: usize,
+}
+
+/// Every timed step of one method.
+#[derive(Default)]
+struct Measured {
+    stats: Vec<StepStats>,
+    calls: usize,
+}
+
+/// Builds a `DataParallel` for `B` from `weights`, runs a warm-up step and `steps` timed steps.
+fn run<B: AutodiffBackend<InnerBackend = I>>(
+    args: &Args,
+    method: &Method,
+    weights: &[u8],
+    images: &TensorData,
+    labels: &TensorData,
+    measured: &mut Measured,
+) {
+    let device = Default::default();
+    let recorder = BinBytesRecorder::<FullPrecisionSettings>::default();
+    let model = DenseNetConfig::new(args.depth)
+        .with_growth_rate(args.growth)
+        .with_cut(method.cut)
+        .init::<B>(&device)
+        .load_record(
+            recorder
+                .load(weights.to_vec(), &device)
+                .expect("weights load"),
+        );
+    let optimizer = SgdConfig::new()
+        .with_momentum(Some(MomentumConfig::new().with_nesterov(true)))
+        .with_weight_decay(Some(WeightDecayConfig::new(1e-4)))
+        .init::<B, DenseNet<B>>();
+    let devices = vec![device.clone(); args.workers];
+    let config = DataParallelConfig::new()
+        .with_strategy(args.strategy)
+        .with_bucket_bytes(method.bucket_bytes);
+    let mut dp = DataParallel::with_config(devices.clone(), model, optimizer, 0.1, config)
+        .expect("workers start");
+    measured.calls = dp.all_reduce_calls_per_step();
+    let x = Tensor::<B, 4>::from_data(images.clone(), &device);
+    let y = Tensor::<B, 1, Int>::from_data(labels.clone(), &device);
+    for step in 0..=args.steps {
+        let shards: Vec<_> = split_batch(x.clone(), &devices)
+            .expect("the batch splits")
+            .into_iter()
+            .zip(split_batch(y.clone(), &devices).expect("the labels split"))
+            .collect();
+        dp.step(
+            shards,
+            |model: &DenseNet<B>, (x, y): (Tensor<B, 4>, Tensor<B, 1, Int>)| {
+                CrossEntropyLossConfig::new()
+                    .init(&y.device())
+                    .forward(model.forward(x), y)
+            },
+        )
+        .expect("a step");
+        let stats = dp.last_stats().expect("stats");
+        eprintln!(
+            "{}: step {step}: {:.2?} (all-reduce {:.2?} in {} calls)",
+            method.name, stats.step, stats.all_reduce, stats.all_reduce_calls
+        );
+        // Step 0 warms up thread pools and caches.
+        if step > 0 {
+            measured.stats.push(stats);
+        }
+    }
+}
+
+fn median(mut values: Vec<Duration>) -> Duration {
+    values.sort();
+    values[values.len() / 2]
+}
+
+fn main() {
+    let args = Args::parse();
+    let device = Default::default();
+    I::seed(&device, 1);
+    let config = DenseNetConfig::new(args.depth).with_growth_rate(args.growth);
+    let recorder = BinBytesRecorder::<FullPrecisionSettings>::default();
+    let weights = recorder
+        .record(config.init::<Plain>(&device).into_record(), ())
+        .expect("weights serialise");
+    let parameters: usize = config.init::<I>(&device).num_params();
+    let images =
+        Tensor::<I, 4>::random([args.batch, 3, 32, 32], Distribution::Default, &device).into_data();
+    let labels =
+        Tensor::<I, 1, Int>::random([args.batch], Distribution::Uniform(0.0, 10.0), &device)
+            .into_data();
+
+    let methods = [
+        Method {
+            name: "plain Autodiff",
+            regions: false,
+            cut: Cut::None,
+            bucket_bytes: DEFAULT_BUCKET_BYTES,
+        },
+        Method {
+            name: "plain Autodiff, one call per tensor",
+            regions: false,
+            cut: Cut::None,
+            bucket_bytes: 0,
+        },
+        Method {
+            name: "regions: bottleneck (the reference's cut)",
+            regions: true,
+            cut: Cut::Bottleneck,
+            bucket_bytes: DEFAULT_BUCKET_BYTES,
+        },
+        Method {
+            name: "regions: layer",
+            regions: true,
+            cut: Cut::Layer,
+            bucket_bytes: DEFAULT_BUCKET_BYTES,
+        },
+    ];
+    let mut measured: Vec<Measured> = methods.iter().map(|_| Measured::default()).collect();
+    for round in 0..args.rounds {
+        eprintln!("round {round}");
+        for (method, measured) in methods.iter().zip(&mut measured) {
+            if method.regions {
+                run::<Regions>(&args, method, &weights, &images, &labels, measured);
+            } else {
+                run::<Plain>(&args, method, &weights, &images, &labels, measured);
+            }
+        }
+    }
+
+    println!(
+        "DenseNet-BC-{} (growth {}, {} parameters), 3×32×32, batch {} on {} Flex workers \
+         ({} each), {:?} all-reduce, SGD step, median of {} steps",
+        args.depth,
+        args.growth,
+        parameters,
+        args.batch,
+        args.workers,
+        args.batch / args.workers,
+        args.strategy,
+        args.rounds * args.steps
+    );
+    println!(
+        "| Method | Workers | Batch | All-reduce calls / step | Step time | × plain | All-reduce time | Share of step in all-reduce |"
+    );
+    println!("|---|---|---|---|---|---|---|---|");
+    let step_time = |m: &Measured| median(m.stats.iter().map(|s| s.step).collect());
+    let plain = step_time(&measured[0]);
+    for (method, m) in methods.iter().zip(&measured) {
+        let step = step_time(m);
+        let all_reduce = median(m.stats.iter().map(|s| s.all_reduce).collect());
+        let share = median(
+            m.stats
+                .iter()
+                .map(|s| Duration::from_secs_f64(s.all_reduce_share()))
+                .collect(),
+        );
+        println!(
+            "| {} | {} | {} | {} | {:.3} s | {:.2} | {:.1} ms | {:.1} % |",
+            method.name,
+            args.workers,
+            args.batch,
+            m.calls,
+            step.as_secs_f64(),
+            step.as_secs_f64() / plain.as_secs_f64(),
+            all_reduce.as_secs_f64() * 1e3,
+            share.as_secs_f64() * 100.0
+        );
+    }
+}

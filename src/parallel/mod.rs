@@ -1,0 +1,36 @@
+//! Data-parallel training: one thread per device, gradients averaged with burn-collective.
+//!
+//! [`DataParallel`] keeps a replica of the model and of the optimizer on each device, each on
+//! its own OS thread. A [`step`](DataParallel::step) takes one [`Shard`] of the batch per device
+//! ([`split_batch`] cuts a tensor into them) and a loss function, and runs in two phases:
+//!
+//! 1. every worker runs forward and backward on its shard and packs its gradients into flat
+//!    buckets ([`DataParallelConfig::with_bucket_bytes`], 25 MiB by default): no collective call
+//!    yet, so a worker that panics or errors here stops the step everywhere with nothing changed;
+//! 2. once every worker is ready, each all-reduces the buckets (burn-collective, strategy
+//!    [`AllReduceStrategy`] centralized, tree or ring), unpacks the mean gradients, and applies
+//!    the optimizer step, so the replicas stay bitwise equal.
+//!
+//! Checkpoint regions work unchanged: each worker's forward and backward run on its own thread
+//! with its own region state. The guide page `docs/data-parallel.md` covers several GPUs (the
+//! `cuda` feature) and several machines (burn-collective's orchestrator).
+
+mod bucket;
+mod config;
+mod data_parallel;
+mod error;
+mod loss;
+mod session;
+mod shard;
+mod stats;
+mod visit;
+mod worker;
+mod workers;
+
+pub use burn::collective::AllReduceStrategy;
+pub use config::{DEFAULT_BUCKET_BYTES, DataParallelConfig};
+pub use data_parallel::DataParallel;
+pub use error::{BoxError, ParallelError};
+pub use loss::IntoLoss;
+pub use shard::{Shard, split_batch};
+pub use stats::StepStats;

@@ -1,0 +1,347 @@
+//! One worker: a thread that owns a replica of the model and its optimizer on one device and
+//! answers the coordinator's commands, one report per command.
+//!
+//! Every command runs under `catch_unwind`, so a panic in the user's loss function, the model or
+//! the optimizer comes back as a report instead of killing the thread. The one collective
+//! exchange (`Commit`) is only ever sent once every worker has reported its gradients ready, so
+//! either every worker enters burn-collective's all-reduce or none does: a peer never waits
+//! for one that is gone.
+
+use std::any::Any;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::mpsc::{Receiver, Sender};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use burn::collective::{
+    CollectiveConfig, CollectiveError, PeerId, ReduceOperation, all_reduce, finish_collective,
+    register,
+};
+use burn::module::AutodiffModule;
+use burn::optim::{GradientsParams, Optimizer};
+use burn::tensor::backend::{AutodiffBackend, Backend};
+use burn::tensor::{Device, ElementConversion, Tensor, TensorPrimitive};
+
+use super::bucket::Layout;
+use super::error::BoxError;
+use super::visit;
+
+/// The backend the collective works on: Autodiff's inner backend, whose tensors carry no graph.
+pub(crate) type Inner<B> = <B as AutodiffBackend>::InnerBackend;
+
+/// A worker's part of a step: its shard, already captured, and the loss function.
+pub(crate) type Job<B, M> =
+    Box<dyn FnOnce(&M, &Device<B>) -> Result<Tensor<B, 1>, BoxError> + Send + 'static>;
+
+/// A worker's part of an evaluation, run on the replica's `valid()` copy.
+pub(crate) type EvalJob<B, M> = Box<
+    dyn FnOnce(&<M as AutodiffModule<B>>::InnerModule, &Device<B>) -> Box<dyn Any + Send>
+        + Send
+        + 'static,
+>;
+
+/// What the coordinator asks of a worker.
+pub(crate) enum Command<B: AutodiffBackend, M: AutodiffModule<B>> {
+    /// Join the collective (blocks until every worker has joined).
+    Register(CollectiveConfig),
+    /// Forward and backward on this worker's shard, then pack the gradients; no collective.
+    Compute(Job<B, M>),
+    /// Every worker computed: all-reduce the buckets and apply the optimizer step.
+    Commit {
+        lr: f64,
+        /// Which trainable entries had a gradient on some worker.
+        present: Vec<bool>,
+    },
+    /// Some worker failed to compute: drop this step's gradients, undo buffer updates.
+    Abort,
+    /// Run an evaluation closure on the replica.
+    Evaluate(EvalJob<B, M>),
+    /// Send back an independent copy of the replica.
+    Snapshot,
+}
+
+/// Why a worker could not do what it was asked.
+#[derive(Debug)]
+pub(crate) enum Failure {
+    Panicked(String),
+    Failed(BoxError),
+    LossNotScalar(Vec<usize>),
+    Collective(CollectiveError),
+    /// The replica was lost to an earlier failure (a panic inside the optimizer step).
+    NoModel,
+}
+
+/// A worker's gradients are ready.
+pub(crate) struct Computed {
+    pub loss: f32,
+    pub present: Vec<bool>,
+    pub time: Duration,
+}
+
+/// A worker applied the averaged gradients.
+pub(crate) struct Applied {
+    pub calls: usize,
+    pub all_reduce: Duration,
+    pub update: Duration,
+}
+
+/// A worker's answer, one per command, plus `Exited` when its thread ends.
+pub(crate) enum Report<M> {
+    Ready(Result<Layout, Failure>),
+    Registered(Result<(), Failure>),
+    Computed(Result<Computed, Failure>),
+    Applied(Result<Applied, Failure>),
+    Aborted(Result<(), Failure>),
+    Evaluated(Result<Box<dyn Any + Send>, Failure>),
+    Snapshot(Result<M, Failure>),
+    Exited,
+}
+
+/// What a worker thread starts from.
+pub(crate) struct Setup<B: AutodiffBackend, M: AutodiffModule<B>, O> {
+    pub peer: PeerId,
+    pub device: B::Device,
+    pub inner: M::InnerModule,
+    pub optimizer: O,
+    pub bucket_bytes: usize,
+    pub workers: usize,
+}
+
+/// Starts worker `index`; it reports `Ready` (or why not), then serves commands until its
+/// command channel closes, and returns its replica and optimizer.
+pub(crate) fn spawn<B, M, O>(
+    index: usize,
+    setup: Setup<B, M, O>,
+    commands: Receiver<Command<B, M>>,
+    replies: Sender<(usize, Report<M>)>,
+) -> std::io::Result<JoinHandle<Option<(M, O)>>>
+where
+    B: AutodiffBackend,
+    M: AutodiffModule<B> + 'static,
+    M::InnerModule: 'static,
+    O: Optimizer<M, B> + 'static,
+{
+    std::thread::Builder::new()
+        .name(format!("data-parallel-{index}"))
+        .spawn(move || {
+            // Sent however the thread ends, so the coordinator never waits for a dead worker.
+            let _notice = ExitNotice {
+                index,
+                replies: replies.clone(),
+            };
+            let mut worker = match catch(|| Ok(Worker::new(setup))) {
+                Ok(worker) => {
+                    let _ = replies.send((index, Report::Ready(Ok(worker.layout.clone()))));
+                    worker
+                }
+                Err(failure) => {
+                    let _ = replies.send((index, Report::Ready(Err(failure))));
+                    return None;
+                }
+            };
+            while let Ok(command) = commands.recv() {
+                let report = worker.handle(command);
+                if replies.send((index, report)).is_err() {
+                    break;
+                }
+            }
+            worker.finish()
+        })
+}
+
+/// Tells the coordinator that this worker's thread has ended, when dropped.
+struct ExitNotice<M> {
+    index: usize,
+    replies: Sender<(usize, Report<M>)>,
+}
+
+impl<M> Drop for ExitNotice<M> {
+    fn drop(&mut self) {
+        let _ = self.replies.send((self.index, Report::Exited));
+    }
+}
+
+/// Runs `f`, turning a panic into a [`Failure`].
+fn catch<T>(f: impl FnOnce() -> Result<T, Failure>) -> Result<T, Failure> {
+    catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|payload| {
+        let message = payload
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "a panic without a message".into());
+        Err(Failure::Panicked(message))
+    })
+}
+
+fn sync<B: Backend>(device: &B::Device) -> Result<(), Failure> {
+    B::sync(device).map_err(|e| Failure::Failed(format!("the device failed: {e:?}").into()))
+}
+
+struct Worker<B: AutodiffBackend, M, O> {
+    peer: PeerId,
+    device: B::Device,
+    /// `None` only after a panic inside the optimizer step took it.
+    model: Option<M>,
+    optimizer: O,
+    layout: Layout,
+    /// Each buffer's value at the start of the step (the same on every worker); `None` for
+    /// trainable entries.
+    starts: Vec<Option<Tensor<Inner<B>, 1>>>,
+    /// This step's packed buckets, between `Compute` and `Commit`.
+    pending: Option<Vec<Tensor<Inner<B>, 1>>>,
+    registered: bool,
+}
+
+impl<B, M, O> Worker<B, M, O>
+where
+    B: AutodiffBackend,
+    M: AutodiffModule<B>,
+    O: Optimizer<M, B>,
+{
+    fn new(setup: Setup<B, M, O>) -> Self {
+        // `from_inner` gives the replica its own running statistics (a clone would share
+        // BatchNorm's `RunningState` with the other replicas) with the same `ParamId`s.
+        let model = M::from_inner(setup.inner).fork(&setup.device);
+        let layout = Layout::new(visit::entries(&model), setup.bucket_bytes, setup.workers);
+        let starts = visit::buffers(&layout, &model.valid());
+        Worker {
+            peer: setup.peer,
+            device: setup.device,
+            model: Some(model),
+            optimizer: setup.optimizer,
+            layout,
+            starts,
+            pending: None,
+            registered: false,
+        }
+    }
+
+    fn handle(&mut self, command: Command<B, M>) -> Report<M> {
+        match command {
+            Command::Register(config) => Report::Registered(catch(|| self.register(config))),
+            Command::Compute(job) => Report::Computed(catch(|| self.compute(job))),
+            Command::Commit { lr, present } => Report::Applied(catch(|| self.apply(lr, &present))),
+            Command::Abort => Report::Aborted(catch(|| self.abort())),
+            Command::Evaluate(job) => Report::Evaluated(catch(|| self.evaluate(job))),
+            Command::Snapshot => Report::Snapshot(catch(|| self.snapshot())),
+        }
+    }
+
+    fn register(&mut self, config: CollectiveConfig) -> Result<(), Failure> {
+        register::<Inner<B>>(self.peer, self.device.clone(), config)
+            .map_err(Failure::Collective)?;
+        self.registered = true;
+        Ok(())
+    }
+
+    fn compute(&mut self, job: Job<B, M>) -> Result<Computed, Failure> {
+        let start = Instant::now();
+        self.pending = None;
+        let model = self.model.as_ref().ok_or(Failure::NoModel)?;
+        let loss = job(model, &self.device).map_err(Failure::Failed)?;
+        let shape = loss.dims();
+        if shape != [1] {
+            return Err(Failure::LossNotScalar(shape.to_vec()));
+        }
+        let loss_value = loss.clone().into_scalar().elem::<f32>();
+        let mut grads = GradientsParams::from_grads(loss.backward(), model);
+        // `valid()` merges the running statistics this forward updated (Burn applies a
+        // `RunningState` update lazily), so the buffers read next are current.
+        let inner = model.valid();
+        let (flat, present) =
+            visit::flatten(&self.layout, &inner, &mut grads, &self.starts, &self.device);
+        let buckets = self.layout.fill(flat, &self.device);
+        // On a lazy backend the work above is only queued: finish it here so that `time` is
+        // the compute and the exchange's time is the exchange.
+        sync::<Inner<B>>(&self.device)?;
+        self.pending = Some(buckets);
+        Ok(Computed {
+            loss: loss_value,
+            present,
+            time: start.elapsed(),
+        })
+    }
+
+    fn apply(&mut self, lr: f64, present: &[bool]) -> Result<Applied, Failure> {
+        let buckets = self
+            .pending
+            .take()
+            .expect("the coordinator commits only after every worker computed");
+        let start = Instant::now();
+        let calls = buckets.len();
+        let mut reduced = Vec::with_capacity(calls);
+        for bucket in buckets {
+            let sum = all_reduce::<Inner<B>>(
+                self.peer,
+                bucket.into_primitive().tensor(),
+                ReduceOperation::Mean,
+            )
+            .map_err(Failure::Collective)?;
+            reduced.push(Tensor::from_primitive(TensorPrimitive::Float(sum)));
+        }
+        sync::<Inner<B>>(&self.device)?;
+        let all_reduce = start.elapsed();
+
+        let start = Instant::now();
+        let flat = self.layout.split(reduced);
+        let model = self.model.take().ok_or(Failure::NoModel)?;
+        let grads = visit::gradients(&self.layout, &model, &flat, present);
+        let mut model = self.optimizer.step(lr, model, grads);
+        if self.layout.has_buffers() {
+            // Every worker adds the same averaged change to the same start, so buffers stay
+            // bitwise equal; a buffer nobody changed (a frozen parameter) gets + 0 exactly.
+            let values: Vec<_> = self
+                .starts
+                .iter()
+                .zip(&flat)
+                .map(|(start, change)| start.clone().map(|s| s + change.clone()))
+                .collect();
+            model = visit::write_buffers(&self.layout, model, &values);
+            self.starts = values;
+        }
+        sync::<Inner<B>>(&self.device)?;
+        self.model = Some(model);
+        Ok(Applied {
+            calls,
+            all_reduce,
+            update: start.elapsed(),
+        })
+    }
+
+    fn abort(&mut self) -> Result<(), Failure> {
+        self.pending = None;
+        if self.layout.has_buffers()
+            && let Some(model) = self.model.take()
+        {
+            // The forward may have updated running statistics: merge those updates, then put
+            // the step's starting values back so that every replica is as before the step.
+            let _ = model.valid();
+            self.model = Some(visit::write_buffers(&self.layout, model, &self.starts));
+        }
+        Ok(())
+    }
+
+    fn evaluate(&mut self, job: EvalJob<B, M>) -> Result<Box<dyn Any + Send>, Failure> {
+        let model = self.model.as_ref().ok_or(Failure::NoModel)?;
+        Ok(job(&model.valid(), &self.device))
+    }
+
+    fn snapshot(&mut self) -> Result<M, Failure> {
+        let model = self.model.as_ref().ok_or(Failure::NoModel)?;
+        // Through `valid()` and back: a copy whose running statistics are not shared with
+        // this replica, so the caller's forward passes cannot change the worker's state.
+        Ok(M::from_inner(model.valid()))
+    }
+
+    /// Leaves the collective and gives back the replica and optimizer.
+    fn finish(self) -> Option<(M, O)> {
+        if self.registered
+            && let Err(error) = finish_collective::<Inner<B>>(self.peer)
+        {
+            // After a failed exchange the coordinator resets the collective, which forgets
+            // every peer: leaving it then is expected to fail.
+            log::debug!("peer {} leaving the collective: {error:?}", self.peer);
+        }
+        self.model.map(|model| (model, self.optimizer))
+    }
+}
