@@ -171,9 +171,8 @@ pub mod cuda {
         /// Stops sampling; the peak bytes in use seen since [`DevicePeak::start`].
         pub fn finish(mut self) -> u64 {
             self.stop_sampler();
-            self.peak
-                .fetch_max(usage(&self.client), Ordering::Relaxed)
-                .max(usage(&self.client))
+            let last = usage(&self.client);
+            self.peak.fetch_max(last, Ordering::Relaxed).max(last)
         }
 
         fn stop_sampler(&mut self) {
