@@ -358,8 +358,33 @@ where
     }
 
     /// A copy of the model as trained so far (worker 0's replica; all are equal), independent
-    /// of the workers: for validation, or to save a checkpoint.
+    /// of the workers: for validation, or to save the weights.
     pub fn model(&mut self) -> Result<M, ParallelError> {
+        self.snapshot().map(|(model, _)| model)
+    }
+
+    /// Copies of the model and of the optimizer (with its state: momentum, Adam's moments) as
+    /// trained so far, independent of the workers: what a checkpoint from which training
+    /// resumes exactly must hold. Worker 0's; every worker's are equal.
+    ///
+    /// ```
+    /// # use burn::backend::{Autodiff, NdArray};
+    /// # use burn::module::Module;
+    /// # use burn::optim::{Optimizer, SgdConfig};
+    /// # use burn::record::{BinBytesRecorder, FullPrecisionSettings, Recorder};
+    /// # use burn_checkpoint::parallel::DataParallel;
+    /// # type B = Autodiff<NdArray>;
+    /// let device = Default::default();
+    /// let model = burn::nn::LinearConfig::new(4, 2).init::<B>(&device);
+    /// let mut trainer = DataParallel::new(vec![device; 2], model, SgdConfig::new().init(), 0.1)?;
+    /// let (model, optimizer) = trainer.snapshot()?;
+    /// let recorder = BinBytesRecorder::<FullPrecisionSettings>::default();
+    /// let weights = recorder.record(model.into_record(), ()).unwrap();
+    /// let state = recorder.record(optimizer.to_record(), ()).unwrap();
+    /// # let _ = (weights, state);
+    /// # Ok::<(), burn_checkpoint::parallel::ParallelError>(())
+    /// ```
+    pub fn snapshot(&mut self) -> Result<(M, O), ParallelError> {
         self.check_usable()?;
         let asked = self.workers.send([0], |_| Command::<B, M>::Snapshot);
         let mut models = self

@@ -86,14 +86,14 @@ pub(crate) struct Applied {
 }
 
 /// A worker's answer, one per command, plus `Exited` when its thread ends.
-pub(crate) enum Report<M> {
+pub(crate) enum Report<M, O> {
     Ready(Result<Layout, Failure>),
     Registered(Result<(), Failure>),
     Computed(Result<Computed, Failure>),
     Applied(Result<Applied, Failure>),
     Aborted(Result<(), Failure>),
     Evaluated(Result<Box<dyn Any + Send>, Failure>),
-    Snapshot(Result<M, Failure>),
+    Snapshot(Result<(M, O), Failure>),
     Exited,
 }
 
@@ -113,7 +113,7 @@ pub(crate) fn spawn<B, M, O>(
     index: usize,
     setup: Setup<B, M, O>,
     commands: Receiver<Command<B, M>>,
-    replies: Sender<(usize, Report<M>)>,
+    replies: Sender<(usize, Report<M, O>)>,
 ) -> std::io::Result<JoinHandle<Option<(M, O)>>>
 where
     B: AutodiffBackend,
@@ -150,12 +150,12 @@ where
 }
 
 /// Tells the coordinator that this worker's thread has ended, when dropped.
-struct ExitNotice<M> {
+struct ExitNotice<M, O> {
     index: usize,
-    replies: Sender<(usize, Report<M>)>,
+    replies: Sender<(usize, Report<M, O>)>,
 }
 
-impl<M> Drop for ExitNotice<M> {
+impl<M, O> Drop for ExitNotice<M, O> {
     fn drop(&mut self) {
         let _ = self.replies.send((self.index, Report::Exited));
     }
@@ -216,7 +216,7 @@ where
         }
     }
 
-    fn handle(&mut self, command: Command<B, M>) -> Report<M> {
+    fn handle(&mut self, command: Command<B, M>) -> Report<M, O> {
         match command {
             Command::Register(config) => Report::Registered(catch(|| self.register(config))),
             Command::Compute(job) => Report::Computed(catch(|| self.compute(job))),
@@ -326,11 +326,12 @@ where
         Ok(job(&model.valid(), &self.device))
     }
 
-    fn snapshot(&mut self) -> Result<M, Failure> {
+    fn snapshot(&mut self) -> Result<(M, O), Failure> {
         let model = self.model.as_ref().ok_or(Failure::NoModel)?;
         // Through `valid()` and back: a copy whose running statistics are not shared with
         // this replica, so the caller's forward passes cannot change the worker's state.
-        Ok(M::from_inner(model.valid()))
+        // The optimizer's state is immutable tensors: a clone is an independent copy.
+        Ok((M::from_inner(model.valid()), self.optimizer.clone()))
     }
 
     /// Leaves the collective and gives back the replica and optimizer.

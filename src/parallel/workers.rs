@@ -20,7 +20,7 @@ pub(crate) struct Handle<B: AutodiffBackend, M: AutodiffModule<B>, O> {
 /// The worker threads; dropping this joins them.
 pub(crate) struct Workers<B: AutodiffBackend, M: AutodiffModule<B>, O> {
     pub handles: Vec<Handle<B, M, O>>,
-    pub replies: Receiver<(usize, Report<M>)>,
+    pub replies: Receiver<(usize, Report<M, O>)>,
     /// Workers whose thread has ended.
     exited: Vec<bool>,
 }
@@ -55,7 +55,7 @@ impl<T> Gathered<T> {
 }
 
 impl<B: AutodiffBackend, M: AutodiffModule<B>, O> Workers<B, M, O> {
-    pub fn new(replies: Receiver<(usize, Report<M>)>) -> Self {
+    pub fn new(replies: Receiver<(usize, Report<M, O>)>) -> Self {
         Workers {
             handles: Vec::new(),
             replies,
@@ -101,7 +101,7 @@ impl<B: AutodiffBackend, M: AutodiffModule<B>, O> Workers<B, M, O> {
     pub fn gather<T>(
         &mut self,
         asked: &[Asked],
-        pick: impl Fn(Report<M>) -> Option<Result<T, Failure>>,
+        pick: impl Fn(Report<M, O>) -> Option<Result<T, Failure>>,
         mut on_first_failure: impl FnMut(),
     ) -> Gathered<T> {
         let n = self.len();

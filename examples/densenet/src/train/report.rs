@@ -1,0 +1,97 @@
+//! The trainer's results: per-epoch figures, and at the end a table in the reference's form
+//! (Method | # devices | Batch | Memory | Time per step) plus accuracy, as markdown and JSON.
+
+use std::path::Path;
+
+use anyhow::Context;
+use serde::{Deserialize, Serialize};
+
+/// One epoch's figures.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EpochReport {
+    /// The epoch, from 1.
+    pub epoch: usize,
+    /// The learning rate used.
+    pub lr: f64,
+    /// Training steps.
+    pub steps: usize,
+    /// The mean of the steps' losses.
+    pub train_loss: f64,
+    /// Training images classified right (by the model before each step), as a fraction; `None`
+    /// when the runner's steps do not report it.
+    pub train_accuracy: Option<f64>,
+    /// Mean loss on the validation images.
+    pub valid_loss: f64,
+    /// Validation images classified right, as a fraction.
+    pub valid_accuracy: f64,
+    /// Validation images evaluated.
+    pub valid_images: usize,
+    /// Training images per second (training steps only).
+    pub images_per_second: f64,
+    /// Wall time of the epoch, validation included, in seconds.
+    pub seconds: f64,
+}
+
+/// The whole run.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Report {
+    /// The method, as the table names it.
+    pub method: String,
+    /// `--checkpoint`.
+    pub checkpoint: String,
+    /// The backend type trained on.
+    pub backend: String,
+    /// The devices.
+    pub devices: Vec<String>,
+    /// The number of devices.
+    pub device_count: usize,
+    /// Images per step.
+    pub batch_size: usize,
+    /// `--data`.
+    pub data: String,
+    /// DenseNet-BC depth.
+    pub depth: usize,
+    /// Growth rate.
+    pub growth_rate: usize,
+    /// Trainable parameters.
+    pub parameters: usize,
+    /// The largest step peak memory of this invocation, in bytes (the first step left out when
+    /// there are more: it also allocates the optimizer state).
+    pub peak_step_bytes: usize,
+    /// How memory was measured.
+    pub memory_meter: String,
+    /// The median step time of this invocation, in seconds (the first step, a warm-up, left out
+    /// when there are more).
+    pub median_step_seconds: f64,
+    /// Training steps measured (this invocation).
+    pub steps_measured: usize,
+    /// The last epoch's validation accuracy, as a fraction.
+    pub valid_accuracy: f64,
+    /// Every epoch's figures (with `--resume`: the saved run's earlier epochs too).
+    pub epochs: Vec<EpochReport>,
+    /// Wall time of this invocation, in seconds.
+    pub wall_seconds: f64,
+}
+
+impl Report {
+    /// The table, in markdown.
+    pub fn markdown(&self) -> String {
+        format!(
+            "| Method | # devices | Batch | Memory | Time per step | Valid accuracy |\n\
+             |---|---|---|---|---|---|\n\
+             | {} | {} | {} | {:.1} MiB | {:.3} s | {:.2}% |\n",
+            self.method,
+            self.device_count,
+            self.batch_size,
+            burn_checkpoint::memory::mib(self.peak_step_bytes),
+            self.median_step_seconds,
+            100.0 * self.valid_accuracy
+        )
+    }
+
+    /// Writes the report as pretty JSON.
+    pub fn write_json(&self, path: &Path) -> anyhow::Result<()> {
+        let json = serde_json::to_vec_pretty(self).context("the report serialises")?;
+        std::fs::write(path, json).with_context(|| format!("cannot write {}", path.display()))
+    }
+}

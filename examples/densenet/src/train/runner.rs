@@ -1,0 +1,232 @@
+//! The seam between the epoch loop and the devices: a [`StepRunner`] owns the model and the
+//! optimizer state and runs training steps, evaluations and saves on its device(s). The loop
+//! never sees a backend type.
+//!
+//! [`SingleDevice`] runs on one device; [`Parallel`](super::parallel::Parallel) on several,
+//! through `burn_checkpoint::parallel::DataParallel`.
+
+use std::path::Path;
+
+use anyhow::Context;
+use burn::module::{AutodiffModule, Module};
+use burn::nn::loss::CrossEntropyLossConfig;
+use burn::optim::{GradientsParams, Optimizer};
+use burn::prelude::ElementConversion;
+use burn::record::{FullPrecisionSettings, NamedMpkBytesRecorder, Recorder};
+use burn::tensor::backend::{AutodiffBackend, Backend};
+use burn::tensor::{Int, Tensor};
+
+use super::meter::Meter;
+use super::save::write_atomic;
+use crate::DenseNet;
+use crate::data::HostBatch;
+
+/// The model's file in a saved epoch's directory.
+pub const MODEL_FILE: &str = "model.mpk";
+/// The optimizer state's file in a saved epoch's directory.
+pub const OPTIMIZER_FILE: &str = "optimizer.mpk";
+
+/// What one training step reports.
+#[derive(Debug, Clone, Copy)]
+pub struct StepOutput {
+    /// The batch's mean loss.
+    pub loss: f32,
+    /// Images of the batch the model (before the step) classified right, when the runner sees
+    /// the logits (a data-parallel step returns only the loss).
+    pub correct: Option<usize>,
+    /// The step's peak memory above its start, in bytes (see [`Meter`]).
+    pub peak_bytes: usize,
+}
+
+/// What evaluating one batch reports.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct EvalOutput {
+    /// The sum of the images' losses.
+    pub loss_sum: f64,
+    /// Images classified right.
+    pub correct: usize,
+}
+
+/// Runs training steps and evaluations on its device(s) and saves its state.
+pub trait StepRunner {
+    /// The devices it trains on.
+    fn device_count(&self) -> usize;
+
+    /// Seeds the backend's random generator on every device (dropout masks).
+    fn seed(&mut self, seed: u64);
+
+    /// One SGD step on `batch` at learning rate `lr`, finished on the device when it returns.
+    fn train_step(&mut self, batch: &HostBatch, lr: f64) -> anyhow::Result<StepOutput>;
+
+    /// The loss and the correct predictions on `batch`, in inference mode (BatchNorm's running
+    /// statistics, no gradient tracking).
+    fn evaluate(&mut self, batch: &HostBatch) -> anyhow::Result<EvalOutput>;
+
+    /// Writes the model ([`MODEL_FILE`]) and the optimizer state ([`OPTIMIZER_FILE`]) into `dir`,
+    /// each file atomically.
+    fn save(&mut self, dir: &Path) -> anyhow::Result<()>;
+}
+
+/// The recorder of saved states: named fields (readable by other tools), full precision (a
+/// resumed run must continue from the exact bits).
+pub fn recorder() -> NamedMpkBytesRecorder<FullPrecisionSettings> {
+    NamedMpkBytesRecorder::default()
+}
+
+/// `model` and `optimizer` with the weights and the optimizer state saved by
+/// [`StepRunner::save`] in `dir`.
+pub fn load_state<B, O>(
+    model: DenseNet<B>,
+    optimizer: O,
+    dir: &Path,
+    device: &B::Device,
+) -> anyhow::Result<(DenseNet<B>, O)>
+where
+    B: AutodiffBackend,
+    O: Optimizer<DenseNet<B>, B>,
+{
+    let read = |name: &str| {
+        let path = dir.join(name);
+        std::fs::read(&path).with_context(|| format!("cannot read {}", path.display()))
+    };
+    let model_record = recorder()
+        .load(read(MODEL_FILE)?, device)
+        .with_context(|| {
+            format!(
+                "{} is not a saved DenseNet-BC of these settings",
+                dir.join(MODEL_FILE).display()
+            )
+        })?;
+    let optimizer_record = recorder()
+        .load(read(OPTIMIZER_FILE)?, device)
+        .with_context(|| {
+            format!(
+                "{} is not a saved SGD state",
+                dir.join(OPTIMIZER_FILE).display()
+            )
+        })?;
+    Ok((
+        model.load_record(model_record),
+        optimizer.load_record(optimizer_record),
+    ))
+}
+
+/// Writes `model` ([`MODEL_FILE`]) and `optimizer`'s state ([`OPTIMIZER_FILE`]) into `dir`, each
+/// file atomically.
+pub fn save_state<B, O>(model: DenseNet<B>, optimizer: &O, dir: &Path) -> anyhow::Result<()>
+where
+    B: AutodiffBackend,
+    O: Optimizer<DenseNet<B>, B>,
+{
+    let model = recorder()
+        .record(model.into_record(), ())
+        .context("cannot serialise the model")?;
+    write_atomic(&dir.join(MODEL_FILE), &model)?;
+    let optimizer = recorder()
+        .record(optimizer.to_record(), ())
+        .context("cannot serialise the optimizer state")?;
+    write_atomic(&dir.join(OPTIMIZER_FILE), &optimizer)?;
+    Ok(())
+}
+
+/// Training on one device.
+pub struct SingleDevice<B: AutodiffBackend, O> {
+    model: Option<DenseNet<B>>,
+    optimizer: O,
+    device: B::Device,
+    meter: Meter,
+}
+
+impl<B, O> SingleDevice<B, O>
+where
+    B: AutodiffBackend,
+    O: Optimizer<DenseNet<B>, B>,
+{
+    /// Trains `model` with `optimizer` on `device`, measuring step memory with `meter`.
+    pub fn new(model: DenseNet<B>, optimizer: O, device: B::Device, meter: Meter) -> Self {
+        SingleDevice {
+            model: Some(model),
+            optimizer,
+            device,
+            meter,
+        }
+    }
+
+    fn model(&self) -> &DenseNet<B> {
+        self.model.as_ref().expect("a model between steps")
+    }
+
+    fn tensors(&self, batch: &HostBatch) -> (Tensor<B, 4>, Tensor<B, 1, Int>) {
+        (
+            Tensor::from_data(batch.images.clone(), &self.device),
+            Tensor::from_data(batch.labels.clone(), &self.device),
+        )
+    }
+}
+
+/// Images whose largest logit is at their label's index.
+pub fn correct<B: Backend>(logits: Tensor<B, 2>, labels: Tensor<B, 1, Int>) -> usize {
+    let predicted = logits.argmax(1).squeeze_dim::<1>(1);
+    predicted
+        .equal(labels)
+        .int()
+        .sum()
+        .into_scalar()
+        .elem::<i64>() as usize
+}
+
+impl<B, O> StepRunner for SingleDevice<B, O>
+where
+    B: AutodiffBackend,
+    O: Optimizer<DenseNet<B>, B>,
+{
+    fn device_count(&self) -> usize {
+        1
+    }
+
+    fn seed(&mut self, seed: u64) {
+        B::seed(&self.device, seed);
+    }
+
+    fn train_step(&mut self, batch: &HostBatch, lr: f64) -> anyhow::Result<StepOutput> {
+        let measure = self.meter.start();
+        let (images, labels) = self.tensors(batch);
+        let model = self.model.take().expect("a model between steps");
+        let logits = model.forward(images);
+        let loss = CrossEntropyLossConfig::new()
+            .init(&self.device)
+            .forward(logits.clone(), labels.clone());
+        let correct = correct(logits.inner(), labels.inner());
+        let grads = GradientsParams::from_grads(loss.backward(), &model);
+        self.model = Some(self.optimizer.step(lr, model, grads));
+        let loss = loss.into_scalar().elem::<f32>();
+        // Lazy backends: the step is finished inside the measurement.
+        B::sync(&self.device).context("the device failed to finish the step")?;
+        Ok(StepOutput {
+            loss,
+            correct: Some(correct),
+            peak_bytes: measure.finish(),
+        })
+    }
+
+    fn evaluate(&mut self, batch: &HostBatch) -> anyhow::Result<EvalOutput> {
+        let model = self.model().valid();
+        let device = self.device.clone();
+        let images = Tensor::<B::InnerBackend, 4>::from_data(batch.images.clone(), &device);
+        let labels = Tensor::<B::InnerBackend, 1, Int>::from_data(batch.labels.clone(), &device);
+        let logits = model.forward(images);
+        let loss = CrossEntropyLossConfig::new()
+            .init(&device)
+            .forward(logits.clone(), labels.clone())
+            .into_scalar()
+            .elem::<f64>();
+        Ok(EvalOutput {
+            loss_sum: loss * batch.len() as f64,
+            correct: correct(logits, labels),
+        })
+    }
+
+    fn save(&mut self, dir: &Path) -> anyhow::Result<()> {
+        save_state(self.model().clone(), &self.optimizer, dir)
+    }
+}
