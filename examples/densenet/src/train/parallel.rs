@@ -19,6 +19,9 @@ use super::runner::{EvalOutput, StepOutput, StepRunner, correct, save_state};
 use crate::DenseNet;
 use crate::data::HostBatch;
 
+/// Images and labels of one worker's part of a validation batch.
+type EvalPart<I> = (Tensor<I, 4>, Tensor<I, 1, Int>);
+
 /// A data-parallel runner: each training batch is cut into one equal shard per device.
 pub struct Parallel<B, O>
 where
@@ -128,7 +131,7 @@ where
         let results = self.trainer.evaluate(
             shards,
             |model: &<DenseNet<B> as AutodiffModule<B>>::InnerModule,
-             parts: Vec<(Tensor<B::InnerBackend, 4>, Tensor<B::InnerBackend, 1, Int>)>| {
+             parts: Vec<EvalPart<B::InnerBackend>>| {
                 parts
                     .into_iter()
                     .map(|(images, labels)| {
