@@ -29,7 +29,8 @@ use burn_checkpoint::parallel::{
     AllReduceStrategy, DEFAULT_BUCKET_BYTES, DataParallel, DataParallelConfig, StepStats,
     split_batch,
 };
-use densenet_bc::{Cut, DenseNet, DenseNetConfig};
+use cpu_time::ProcessTime;
+use densenet_bc::{Cut, DenseNet, DenseNetConfig, RegionPolicy};
 
 struct Args {
     depth: usize,
@@ -38,6 +39,8 @@ struct Args {
     workers: usize,
     steps: usize,
     rounds: usize,
+    /// Keys of the methods to run (`plain` always runs: the ratios' base).
+    methods: Vec<String>,
     strategy: AllReduceStrategy,
 }
 
@@ -50,6 +53,16 @@ impl Args {
             workers: 2,
             steps: 3,
             rounds: 3,
+            methods: [
+                "plain",
+                "per-tensor",
+                "bottleneck",
+                "bottleneck-save",
+                "layer",
+                "layer-save",
+            ]
+            .map(String::from)
+            .to_vec(),
             strategy: AllReduceStrategy::Tree(2),
         };
         let mut it = std::env::args().skip(1);
@@ -66,6 +79,7 @@ impl Args {
                 "--workers" => args.workers = number(value()),
                 "--steps" => args.steps = number(value()).max(1),
                 "--rounds" => args.rounds = number(value()).max(1),
+                "--methods" => args.methods = value().split(',').map(String::from).collect(),
                 "--strategy" => {
                     args.strategy = match value().as_str() {
                         "centralized" => AllReduceStrategy::Centralized,
@@ -77,7 +91,8 @@ impl Args {
                 "--bench" => {}
                 other => panic!(
                     "unknown flag `{other}`; flags: --depth N --growth N --batch N --workers N \
-                     --steps N --rounds N --strategy centralized|tree|ring"
+                     --steps N --rounds N --strategy centralized|tree|ring \
+                     --methods plain,per-tensor,bottleneck,bottleneck-save,bottleneck-reduce,layer,layer-reduce,layer-save"
                 ),
             }
         }
@@ -95,9 +110,11 @@ type Regions = Checkpointed<Autodiff<I>>;
 
 /// One configuration measured.
 struct Method {
+    key: &'static str,
     name: &'static str,
     regions: bool,
     cut: Cut,
+    policy: RegionPolicy,
     bucket_bytes: usize,
 }
 
@@ -105,6 +122,8 @@ struct Method {
 #[derive(Default)]
 struct Measured {
     stats: Vec<StepStats>,
+    /// The process's CPU time per step (every worker's threads together).
+    cpu: Vec<Duration>,
     calls: usize,
 }
 
@@ -122,6 +141,7 @@ fn run<B: AutodiffBackend<InnerBackend = I>>(
     let model = DenseNetConfig::new(args.depth)
         .with_growth_rate(args.growth)
         .with_cut(method.cut)
+        .with_policy(method.policy)
         .init::<B>(&device)
         .load_record(
             recorder
@@ -147,6 +167,7 @@ fn run<B: AutodiffBackend<InnerBackend = I>>(
             .into_iter()
             .zip(split_batch(y.clone(), &devices).expect("the labels split"))
             .collect();
+        let cpu = ProcessTime::now();
         dp.step(
             shards,
             |model: &DenseNet<B>, (x, y): (Tensor<B, 4>, Tensor<B, 1, Int>)| {
@@ -156,14 +177,16 @@ fn run<B: AutodiffBackend<InnerBackend = I>>(
             },
         )
         .expect("a step");
+        let cpu = cpu.elapsed();
         let stats = dp.last_stats().expect("stats");
         eprintln!(
-            "{}: step {step}: {:.2?} (all-reduce {:.2?} in {} calls)",
-            method.name, stats.step, stats.all_reduce, stats.all_reduce_calls
+            "{}: step {step}: {:.2?}, CPU {:.2?} (all-reduce {:.2?} in {} calls)",
+            method.name, stats.step, cpu, stats.all_reduce, stats.all_reduce_calls
         );
         // Step 0 warms up thread pools and caches.
         if step > 0 {
             measured.stats.push(stats);
+            measured.cpu.push(cpu);
         }
     }
 }
@@ -191,30 +214,74 @@ fn main() {
 
     let methods = [
         Method {
+            key: "plain",
             name: "plain Autodiff",
             regions: false,
             cut: Cut::None,
+            policy: RegionPolicy::RecomputeAll,
             bucket_bytes: DEFAULT_BUCKET_BYTES,
         },
         Method {
+            key: "per-tensor",
             name: "plain Autodiff, one call per tensor",
             regions: false,
             cut: Cut::None,
+            policy: RegionPolicy::RecomputeAll,
             bucket_bytes: 0,
         },
         Method {
+            key: "bottleneck",
             name: "regions: bottleneck (the reference's cut)",
             regions: true,
             cut: Cut::Bottleneck,
+            policy: RegionPolicy::RecomputeAll,
             bucket_bytes: DEFAULT_BUCKET_BYTES,
         },
         Method {
+            key: "bottleneck-save",
+            name: "regions: bottleneck, SaveComputeBound",
+            regions: true,
+            cut: Cut::Bottleneck,
+            policy: RegionPolicy::SaveComputeBound,
+            bucket_bytes: DEFAULT_BUCKET_BYTES,
+        },
+        Method {
+            key: "bottleneck-reduce",
+            name: "regions: bottleneck, SaveReductions",
+            regions: true,
+            cut: Cut::Bottleneck,
+            policy: RegionPolicy::SaveReductions,
+            bucket_bytes: DEFAULT_BUCKET_BYTES,
+        },
+        Method {
+            key: "layer",
             name: "regions: layer",
             regions: true,
             cut: Cut::Layer,
+            policy: RegionPolicy::RecomputeAll,
+            bucket_bytes: DEFAULT_BUCKET_BYTES,
+        },
+        Method {
+            key: "layer-reduce",
+            name: "regions: layer, SaveReductions",
+            regions: true,
+            cut: Cut::Layer,
+            policy: RegionPolicy::SaveReductions,
+            bucket_bytes: DEFAULT_BUCKET_BYTES,
+        },
+        Method {
+            key: "layer-save",
+            name: "regions: layer, SaveComputeBound",
+            regions: true,
+            cut: Cut::Layer,
+            policy: RegionPolicy::SaveComputeBound,
             bucket_bytes: DEFAULT_BUCKET_BYTES,
         },
     ];
+    let methods: Vec<Method> = methods
+        .into_iter()
+        .filter(|m| m.key == "plain" || args.methods.iter().any(|k| k == m.key))
+        .collect();
     let mut measured: Vec<Measured> = methods.iter().map(|_| Measured::default()).collect();
     for round in 0..args.rounds {
         eprintln!("round {round}");
@@ -240,13 +307,15 @@ fn main() {
         args.rounds * args.steps
     );
     println!(
-        "| Method | Workers | Batch | All-reduce calls / step | Step time | × plain | All-reduce time | Share of step in all-reduce |"
+        "| Method | Workers | Batch | All-reduce calls / step | Step time (wall) | × plain | CPU time / step | × plain | All-reduce time | Share of step in all-reduce |"
     );
-    println!("|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|");
     let step_time = |m: &Measured| median(m.stats.iter().map(|s| s.step).collect());
     let plain = step_time(&measured[0]);
+    let plain_cpu = median(measured[0].cpu.clone());
     for (method, m) in methods.iter().zip(&measured) {
         let step = step_time(m);
+        let cpu = median(m.cpu.clone());
         let all_reduce = median(m.stats.iter().map(|s| s.all_reduce).collect());
         let share = median(
             m.stats
@@ -255,13 +324,15 @@ fn main() {
                 .collect(),
         );
         println!(
-            "| {} | {} | {} | {} | {:.3} s | {:.2} | {:.1} ms | {:.1} % |",
+            "| {} | {} | {} | {} | {:.3} s | {:.2} | {:.3} s | {:.2} | {:.1} ms | {:.1} % |",
             method.name,
             args.workers,
             args.batch,
             m.calls,
             step.as_secs_f64(),
             step.as_secs_f64() / plain.as_secs_f64(),
+            cpu.as_secs_f64(),
+            cpu.as_secs_f64() / plain_cpu.as_secs_f64(),
             all_reduce.as_secs_f64() * 1e3,
             share.as_secs_f64() * 100.0
         );

@@ -9,7 +9,7 @@ use burn::nn::{
 };
 use burn::tensor::Tensor;
 use burn::tensor::backend::Backend;
-use burn_checkpoint::{Policy, checkpoint_with};
+use burn_checkpoint::{Decision, OpKind, Policy, checkpoint_with};
 
 /// Where a DenseNet-BC puts its checkpoint regions.
 #[derive(Config, Debug, Copy, PartialEq, Eq)]
@@ -33,6 +33,10 @@ pub enum RegionPolicy {
     RecomputeAll,
     /// [`Policy::SaveComputeBound`]: convolution and pooling outputs are kept.
     SaveComputeBound,
+    /// Reductions' outputs are kept (BatchNorm's per-channel means and variances: a few bytes
+    /// per channel), so that recomputing a BatchNorm skips the two passes over its input that
+    /// computed them.
+    SaveReductions,
 }
 
 impl RegionPolicy {
@@ -41,6 +45,10 @@ impl RegionPolicy {
         match self {
             RegionPolicy::RecomputeAll => Policy::RecomputeAll,
             RegionPolicy::SaveComputeBound => Policy::SaveComputeBound,
+            RegionPolicy::SaveReductions => Policy::custom(|op| match op.kind() {
+                OpKind::Reduce => Decision::Save,
+                _ => Decision::Recompute,
+            }),
         }
     }
 }

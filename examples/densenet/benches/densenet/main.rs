@@ -51,6 +51,8 @@ const METHODS: &[&str] = &[
     "bottleneck",
     "layer",
     "layer-save",
+    "bottleneck-reduce",
+    "layer-reduce",
     "block",
 ];
 const DEFAULT_METHODS: &[&str] = &["plain", "balanced", "bottleneck", "layer", "layer-save"];
@@ -325,6 +327,20 @@ fn run<I: Backend>(args: &Args, meter: Meter) -> Vec<Row> {
                     key,
                     "regions: layer",
                     &cut(Cut::Layer, RegionPolicy::RecomputeAll),
+                    &weights,
+                ),
+                "bottleneck-reduce" => trainer::<Checkpointed<Bal<I>>>(
+                    meter,
+                    key,
+                    "regions: bottleneck, SaveReductions",
+                    &cut(Cut::Bottleneck, RegionPolicy::SaveReductions),
+                    &weights,
+                ),
+                "layer-reduce" => trainer::<Checkpointed<Bal<I>>>(
+                    meter,
+                    key,
+                    "regions: layer, SaveReductions",
+                    &cut(Cut::Layer, RegionPolicy::SaveReductions),
                     &weights,
                 ),
                 "layer-save" => trainer::<Checkpointed<Bal<I>>>(
