@@ -9,7 +9,7 @@
 //!
 //! ```text
 //! cargo bench -p densenet-bc --bench parallel                             # BC-100, batch 32
-//! cargo bench -p densenet-bc --bench parallel -- --depth 40 --batch 16
+//! cargo bench -p densenet-bc --bench parallel -- --depth 40 --batch 16 --methods bottleneck,layer-save
 //! cargo bench -p densenet-bc --bench parallel -- --workers 4 --strategy ring
 //! ```
 
@@ -57,9 +57,9 @@ impl Args {
                 "plain",
                 "per-tensor",
                 "bottleneck",
-                "bottleneck-save",
+                "bottleneck-reduce",
                 "layer",
-                "layer-save",
+                "layer-reduce",
             ]
             .map(String::from)
             .to_vec(),
