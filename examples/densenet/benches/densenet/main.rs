@@ -34,7 +34,8 @@ use burn::record::{BinBytesRecorder, FullPrecisionSettings, Recorder};
 use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::{Distribution, Int, Tensor, TensorData};
 use burn_checkpoint::Checkpointed;
-use burn_checkpoint::memory::{CountingAllocator, allocated, mib, peak, reset_peak};
+use burn_checkpoint::memory::{CountingAllocator, mib};
+use densenet_bc::train::meter::Meter;
 use densenet_bc::{Cut, DenseNet, DenseNetConfig, RegionPolicy};
 use serde::Serialize;
 
@@ -177,7 +178,7 @@ impl<B: AutodiffBackend, O: Optimizer<DenseNet<B>, B>> Method for Trainer<B, O> 
         let x = Tensor::<B, 4>::from_data(images.clone(), &device);
         let y = Tensor::<B, 1, Int>::from_data(labels.clone(), &device);
         B::sync(&device).expect("the device syncs");
-        let measure = Measure::start(self.meter);
+        let measure = self.meter.start();
         let start = Instant::now();
         let cpu_start = ProcessTime::now();
         let loss = CrossEntropyLossConfig::new()
@@ -201,72 +202,8 @@ impl<B: AutodiffBackend, O: Optimizer<DenseNet<B>, B>> Method for Trainer<B, O> 
     }
 }
 
-/// How a step's memory is measured.
-#[derive(Clone, Copy)]
-enum Meter {
-    /// The counting global allocator (CPU backends).
-    Host,
-    /// cubecl's bytes in use on the default CUDA device, its peak sampled.
-    #[cfg(feature = "cuda")]
-    Cuda,
-}
-
-/// A step's memory measurement in progress: bytes above what was in use at its start.
-enum Measure {
-    Host {
-        base: usize,
-    },
-    #[cfg(feature = "cuda")]
-    Cuda {
-        base: u64,
-        sampler: burn_checkpoint::memory::cuda::DevicePeak,
-    },
-}
-
-impl Measure {
-    fn start(meter: Meter) -> Measure {
-        match meter {
-            Meter::Host => {
-                let base = allocated();
-                reset_peak();
-                Measure::Host { base }
-            }
-            #[cfg(feature = "cuda")]
-            Meter::Cuda => {
-                use burn_checkpoint::memory::cuda::{DevicePeak, in_use};
-                let device = Default::default();
-                Measure::Cuda {
-                    base: in_use(&device),
-                    sampler: DevicePeak::start(&device, Duration::from_micros(100)),
-                }
-            }
-        }
-    }
-
-    /// Bytes in use now, above the start.
-    fn now(&self) -> usize {
-        match self {
-            Measure::Host { base } => allocated().saturating_sub(*base),
-            #[cfg(feature = "cuda")]
-            Measure::Cuda { base, .. } => {
-                let now = burn_checkpoint::memory::cuda::in_use(&Default::default());
-                now.saturating_sub(*base) as usize
-            }
-        }
-    }
-
-    /// The peak bytes in use since the start, above the start.
-    fn finish(self) -> usize {
-        match self {
-            Measure::Host { base } => peak().saturating_sub(base),
-            #[cfg(feature = "cuda")]
-            Measure::Cuda { base, sampler } => sampler.finish().saturating_sub(base) as usize,
-        }
-    }
-}
-
 fn trainer<B: AutodiffBackend>(
-    meter: Meter,
+    meter: &Meter,
     key: &str,
     name: &str,
     config: &DenseNetConfig,
@@ -284,7 +221,7 @@ fn trainer<B: AutodiffBackend>(
     Box::new(Trainer {
         key: key.to_string(),
         name: name.to_string(),
-        meter,
+        meter: meter.clone(),
         model: Some(model),
         optimizer,
     })
@@ -311,47 +248,47 @@ fn run<I: Backend>(args: &Args, meter: Meter) -> Vec<Row> {
         let mut methods: Vec<Box<dyn Method>> = Vec::new();
         for key in &args.methods {
             methods.push(match key.as_str() {
-                "plain" => trainer::<Autodiff<I>>(meter, key, "plain Autodiff", &config, &weights),
+                "plain" => trainer::<Autodiff<I>>(&meter, key, "plain Autodiff", &config, &weights),
                 "balanced" => {
-                    trainer::<Bal<I>>(meter, key, "Burn BalancedCheckpointing", &config, &weights)
+                    trainer::<Bal<I>>(&meter, key, "Burn BalancedCheckpointing", &config, &weights)
                 }
                 "bottleneck" => trainer::<Checkpointed<Bal<I>>>(
-                    meter,
+                    &meter,
                     key,
                     "regions: bottleneck (the reference's cut)",
                     &cut(Cut::Bottleneck, RegionPolicy::RecomputeAll),
                     &weights,
                 ),
                 "layer" => trainer::<Checkpointed<Bal<I>>>(
-                    meter,
+                    &meter,
                     key,
                     "regions: layer",
                     &cut(Cut::Layer, RegionPolicy::RecomputeAll),
                     &weights,
                 ),
                 "bottleneck-reduce" => trainer::<Checkpointed<Bal<I>>>(
-                    meter,
+                    &meter,
                     key,
                     "regions: bottleneck, SaveReductions",
                     &cut(Cut::Bottleneck, RegionPolicy::SaveReductions),
                     &weights,
                 ),
                 "layer-reduce" => trainer::<Checkpointed<Bal<I>>>(
-                    meter,
+                    &meter,
                     key,
                     "regions: layer, SaveReductions",
                     &cut(Cut::Layer, RegionPolicy::SaveReductions),
                     &weights,
                 ),
                 "layer-save" => trainer::<Checkpointed<Bal<I>>>(
-                    meter,
+                    &meter,
                     key,
                     "regions: layer, SaveComputeBound",
                     &cut(Cut::Layer, RegionPolicy::SaveComputeBound),
                     &weights,
                 ),
                 "block" => trainer::<Checkpointed<Bal<I>>>(
-                    meter,
+                    &meter,
                     key,
                     "regions: block",
                     &cut(Cut::Block, RegionPolicy::RecomputeAll),
@@ -400,10 +337,10 @@ fn run<I: Backend>(args: &Args, meter: Meter) -> Vec<Row> {
             .collect();
         // The time the ratios compare: CPU time on the host (robust to other processes on a
         // shared machine), wall time on a GPU (the host thread mostly waits for the device).
-        let basis = |s: &Summary| match meter {
+        let basis = |s: &Summary| match &meter {
             Meter::Host => s.cpu,
             #[cfg(feature = "cuda")]
-            Meter::Cuda => s.wall,
+            Meter::Cuda(_) => s.wall,
         };
         // Ratios to a method left out of `--methods` are NaN (JSON null).
         let reference = |key: &str| {
@@ -422,10 +359,10 @@ fn run<I: Backend>(args: &Args, meter: Meter) -> Vec<Row> {
                 held_bytes: s.held,
                 median_step_s: s.wall,
                 median_step_cpu_s: s.cpu,
-                time_basis: match meter {
+                time_basis: match &meter {
                     Meter::Host => "cpu",
                     #[cfg(feature = "cuda")]
-                    Meter::Cuda => "wall",
+                    Meter::Cuda(_) => "wall",
                 },
                 peak_vs_plain: s.peak as f64 / plain.0,
                 peak_vs_balanced: s.peak as f64 / balanced.0,
@@ -445,7 +382,7 @@ fn main() {
         #[cfg(feature = "flex")]
         "flex" => run::<burn::backend::Flex>(&args, Meter::Host),
         #[cfg(feature = "cuda")]
-        "cuda" => run::<burn::backend::Cuda>(&args, Meter::Cuda),
+        "cuda" => run::<burn::backend::Cuda>(&args, Meter::Cuda(Default::default())),
         other => panic!("backend `{other}` is not built in (features: flex, ndarray, cuda)"),
     };
     let basis = if args.backend == "cuda" {

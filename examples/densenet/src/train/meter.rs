@@ -28,6 +28,8 @@ pub enum Measure {
     Cuda {
         /// Device bytes in use when the step began.
         base: u64,
+        /// The device measured.
+        device: burn::backend::cuda::CudaDevice,
         /// The sampling thread.
         sampler: burn_checkpoint::memory::cuda::DevicePeak,
     },
@@ -48,6 +50,7 @@ impl Meter {
                 Measure::Cuda {
                     base: in_use(device),
                     sampler: DevicePeak::start(device, std::time::Duration::from_micros(100)),
+                    device: device.clone(),
                 }
             }
         }
@@ -68,12 +71,25 @@ impl Meter {
 }
 
 impl Measure {
+    /// Bytes in use now, above the start (what a step holds at some point of it, e.g. between
+    /// forward and backward).
+    pub fn now(&self) -> usize {
+        match self {
+            Measure::Host { base } => allocated().saturating_sub(*base),
+            #[cfg(feature = "cuda")]
+            Measure::Cuda { base, device, .. } => {
+                let now = burn_checkpoint::memory::cuda::in_use(device);
+                now.saturating_sub(*base) as usize
+            }
+        }
+    }
+
     /// The peak bytes in use since the start, above the start.
     pub fn finish(self) -> usize {
         match self {
             Measure::Host { base } => peak().saturating_sub(base),
             #[cfg(feature = "cuda")]
-            Measure::Cuda { base, sampler } => sampler.finish().saturating_sub(base) as usize,
+            Measure::Cuda { base, sampler, .. } => sampler.finish().saturating_sub(base) as usize,
         }
     }
 }
