@@ -105,6 +105,44 @@ impl DenseNetConfig {
         vec![(self.depth - 4) / 6; 3]
     }
 
+    /// The elements of every tensor the network holds (parameters and BatchNorm statistics) for
+    /// `input_channels` and `classes`, computed from the settings without building it; `∞` past
+    /// 2^60, so that absurd settings are refused before anything is allocated.
+    pub fn tensor_elements(&self) -> f64 {
+        const LIMIT: f64 = (1u64 << 60) as f64;
+        let (growth, width) = (
+            self.growth_rate as f64,
+            (self.bottleneck_width * self.growth_rate) as f64,
+        );
+        let batch_norm = |channels: f64| 4.0 * channels;
+        let blocks = match &self.block_config {
+            Some(blocks) => blocks.clone(),
+            None if self.depth >= 10 => vec![(self.depth - 4) / 6; 3],
+            None => return f64::INFINITY,
+        };
+        let mut channels = 2.0 * growth;
+        let mut total = self.input_channels as f64 * channels * 9.0;
+        for (i, &layers) in blocks.iter().enumerate() {
+            for _ in 0..layers {
+                total += batch_norm(channels)
+                    + channels * width
+                    + batch_norm(width)
+                    + width * growth * 9.0;
+                channels += growth;
+                if total > LIMIT {
+                    return f64::INFINITY;
+                }
+            }
+            if i + 1 < blocks.len() {
+                let out = (channels * self.compression).floor();
+                total += batch_norm(channels) + channels * out;
+                channels = out;
+            }
+        }
+        total += batch_norm(channels) + channels * self.classes as f64 + self.classes as f64;
+        if total > LIMIT { f64::INFINITY } else { total }
+    }
+
     /// A freshly initialised network.
     pub fn init<B: Backend>(&self, device: &B::Device) -> DenseNet<B> {
         let growth = self.growth_rate;
@@ -276,5 +314,58 @@ impl<B: Backend> DenseNet<B> {
         }
         let x = self.pool.forward(self.relu.forward(self.norm.forward(x)));
         self.classifier.forward(x.flatten(1, 3))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use burn::backend::NdArray;
+    use burn::module::{Module, ModuleVisitor, Param};
+    use burn::tensor::Tensor;
+
+    use super::DenseNetConfig;
+
+    /// Elements of every float tensor a built network holds.
+    fn counted(config: &DenseNetConfig) -> usize {
+        struct Count(usize);
+        impl ModuleVisitor<NdArray> for Count {
+            fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<NdArray, D>>) {
+                self.0 += param.lazy_shape().num_elements();
+            }
+        }
+        let mut count = Count(0);
+        config
+            .init::<NdArray>(&Default::default())
+            .visit(&mut count);
+        count.0
+    }
+
+    #[test]
+    fn tensor_elements_are_those_of_the_built_network() {
+        for config in [
+            DenseNetConfig::new(10).with_growth_rate(4),
+            DenseNetConfig::new(40)
+                .with_input_channels(1)
+                .with_classes(7),
+            DenseNetConfig::new(16).with_block_config(Some(vec![1, 3])),
+        ] {
+            assert_eq!(
+                config.tensor_elements(),
+                counted(&config) as f64,
+                "{config:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn absurd_sizes_have_no_finite_size() {
+        assert!(
+            DenseNetConfig::new(1_000_000_000)
+                .tensor_elements()
+                .is_infinite()
+        );
+        let wide = DenseNetConfig::new(100).with_growth_rate(1 << 30);
+        assert!(wide.tensor_elements().is_infinite());
+        assert!(DenseNetConfig::new(100).tensor_elements() < 1e6);
     }
 }

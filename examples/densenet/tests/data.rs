@@ -144,6 +144,42 @@ fn corrupt_fashion_mnist_files_are_named() {
     assert!(error(dir.path()).contains("label 10, expected 0 to 9"));
 }
 
+#[test]
+fn a_data_dir_that_is_a_file_or_unreadable_is_not_called_missing() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("fashion-mnist.tar");
+    std::fs::write(&file, b"not a directory").unwrap();
+    let message = error(&file);
+    assert!(message.contains("is not a directory"), "{message}");
+    assert!(!message.contains("does not exist"), "{message}");
+    assert!(message.contains(file.to_str().unwrap()), "{message}");
+    let message = cifar_error(&file);
+    assert!(message.contains("is not a directory"), "{message}");
+
+    // A path through a file cannot be read at all (a permission error reads the same way; the
+    // tests may run as root, who reads everything).
+    let through = file.join("inside");
+    let message = error(&through);
+    assert!(message.starts_with("cannot read"), "{message}");
+    assert!(message.contains(through.to_str().unwrap()), "{message}");
+}
+
+#[test]
+fn an_empty_split_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    write_fashion_mnist(dir.path(), 2);
+    let test_images = dir.path().join(fashion_mnist::FILES[2]);
+    std::fs::write(&test_images, gzip(&idx(&[0, 28, 28], &[]))).unwrap();
+    std::fs::write(
+        dir.path().join(fashion_mnist::FILES[3]),
+        gzip(&idx(&[0], &[])),
+    )
+    .unwrap();
+    let message = error(dir.path());
+    assert!(message.contains("0 images"), "{message}");
+    assert!(message.contains(test_images.to_str().unwrap()), "{message}");
+}
+
 /// A CIFAR-10 directory whose files each hold `records` records; record `r` of file `f` has
 /// label `(f + r) % 10` and pixels equal to `r` in the red plane, 100 in green, 200 in blue.
 fn write_cifar(dir: &Path, records: usize) {

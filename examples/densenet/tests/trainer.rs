@@ -1,6 +1,8 @@
 //! The `train` binary end to end, on tiny settings: synthetic and Fashion-MNIST runs, the same
-//! losses with and without checkpointing, resume equivalence, an interrupted save, and the
-//! errors a user meets first.
+//! losses with and without checkpointing, resume equivalence, an interrupted save, the errors a
+//! user meets first, and what the trainer guarantees about its outputs (nothing of the user's
+//! touched, outputs claimed before training, a closed standard output, one run per save
+//! directory, checked weights).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -432,5 +434,394 @@ fn first_errors_are_clear() {
         "--limit",
     ] {
         assert!(help.contains(flag), "--help lacks {flag}");
+    }
+}
+
+/// `tiny` on synthetic data for `epochs` epochs, saving in `save`.
+fn saving(save: &Path, epochs: &str, extra: &[&str]) -> Vec<String> {
+    let mut owned = tiny(&[
+        "--data",
+        "synthetic",
+        "--epochs",
+        epochs,
+        "--save",
+        save.to_str().unwrap(),
+    ]);
+    owned.extend(extra.iter().map(|s| s.to_string()));
+    owned
+}
+
+/// The files under `dir`, relative, with their contents.
+fn tree(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut files = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(next) = stack.pop() {
+        for entry in std::fs::read_dir(&next).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                let bytes = std::fs::read(&path).unwrap();
+                files.push((path.strip_prefix(dir).unwrap().to_path_buf(), bytes));
+            }
+        }
+    }
+    files.sort();
+    files
+}
+
+#[test]
+fn save_never_touches_what_it_did_not_write() {
+    let dir = tempfile::tempdir().unwrap();
+    // A user's directory: epoch-like folders of their own, and a file.
+    let users = dir.path().join("experiments");
+    for (path, text) in [
+        ("epoch-important/notes.txt", "keep me"),
+        ("epoch-0099/model.mpk", "my model"),
+        ("results.csv", "1,2,3"),
+    ] {
+        let path = users.join(path);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+    let before = tree(&users);
+    let stderr = train_err(&args(&saving(&users, "2", &[])));
+    assert!(
+        stderr.contains("holds files but no run saved by this trainer"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("nothing in it was touched"), "{stderr}");
+    assert_eq!(tree(&users), before, "the user's files are as they were");
+
+    // In a save of ours, whatever the user adds (even in an epoch directory about to be
+    // replaced) stays: only the files the trainer listed are removed.
+    let save = dir.path().join("save");
+    train_ok(
+        &args(&saving(&save, "3", &["--stop-after", "1"])),
+        &dir.path().join("first.json"),
+    );
+    std::fs::create_dir_all(save.join("epoch-important")).unwrap();
+    std::fs::write(save.join("epoch-important/notes.txt"), "keep me").unwrap();
+    std::fs::write(save.join("epoch-0001/README"), "about epoch 1").unwrap();
+    train_ok(
+        &args(&saving(&save, "3", &["--resume"])),
+        &dir.path().join("resumed.json"),
+    );
+    let left: Vec<PathBuf> = tree(&save).into_iter().map(|(path, _)| path).collect();
+    let expected: Vec<PathBuf> = [
+        "epoch-0001/README",
+        "epoch-0003/model.mpk",
+        "epoch-0003/optimizer.mpk",
+        "epoch-important/notes.txt",
+        "state.json",
+        "train.lock",
+    ]
+    .iter()
+    .map(PathBuf::from)
+    .collect();
+    assert_eq!(left, expected);
+}
+
+#[test]
+fn outputs_are_checked_before_the_first_step() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("a-file");
+    std::fs::write(&file, "").unwrap();
+    let report = dir.path().join("report.json");
+    let save = dir.path().join("save");
+    let path = |p: &Path| p.to_str().unwrap().to_string();
+    // With the default 300 epochs of DenseNet-BC-100, a check made after training would make
+    // this test run for days; each of these fails at once.
+    let cases: Vec<(Vec<String>, &str)> = vec![
+        (vec!["--save".into(), path(&file)], "not a directory"),
+        (
+            vec!["--save".into(), path(&file.join("save"))],
+            "cannot create the directory",
+        ),
+        (
+            vec!["--save".into(), "/proc/train-save".into()],
+            "cannot create the directory",
+        ),
+        (vec!["--report".into(), path(dir.path())], "is a directory"),
+        (
+            vec![
+                "--report".into(),
+                path(&dir.path().join("absent/report.json")),
+            ],
+            "does not exist",
+        ),
+        (
+            vec!["--report".into(), "/proc/train-report.json".into()],
+            "cannot write in /proc",
+        ),
+        (
+            vec![
+                "--save".into(),
+                path(&save),
+                "--report".into(),
+                path(&save.join("state.json")),
+            ],
+            "would overwrite the save's own state.json",
+        ),
+        (
+            vec![
+                "--save".into(),
+                path(&save),
+                "--report".into(),
+                path(&save.join("train.lock")),
+            ],
+            "would overwrite the save's own train.lock",
+        ),
+    ];
+    for (extra, says) in cases {
+        let mut all = vec!["--data".to_string(), "synthetic".to_string()];
+        all.extend(extra);
+        let output = train(&args(&all));
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(1), "{all:?}: {stderr}");
+        assert!(stderr.contains(says), "{all:?}: {stderr}");
+        assert!(output.stdout.is_empty(), "{all:?} started training");
+    }
+    // A refused run leaves nothing behind: no save directory, no temporary report.
+    assert!(!save.exists());
+    assert!(!report.exists());
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+}
+
+/// Runs the trainer with standard output read up to its first line, then closed (as
+/// `train | head -1` does).
+fn train_until_stdout_closes(args: &[&str]) -> Output {
+    use std::io::BufRead;
+    use std::process::Stdio;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_train"))
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    assert!(first.starts_with("DenseNet-BC-10"), "{first}");
+    // The reader is dropped here: the pipe is closed.
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn a_closed_stdout_stops_the_run_after_saving_and_reporting() {
+    let dir = tempfile::tempdir().unwrap();
+    let (save, report) = (dir.path().join("save"), dir.path().join("report.json"));
+    let mut owned = saving(&save, "3", &[]);
+    owned.extend(["--report".into(), report.to_str().unwrap().into()]);
+    let output = train_until_stdout_closes(&args(&owned));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    // An error, not a panic (101) nor a signal.
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(
+        stderr.contains("training stopped after epoch 1: standard output failed"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("epoch 1 is saved in"), "{stderr}");
+    let state: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(save.join("state.json")).unwrap()).unwrap();
+    assert_eq!(state["epochs_done"], 1);
+    let written: Report = serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
+    assert_eq!(written.epochs.len(), 1);
+    // And the run goes on from there.
+    let resumed = train_ok(
+        &args(&saving(&save, "3", &["--resume"])),
+        &dir.path().join("resumed.json"),
+    );
+    assert_eq!(resumed.epochs.len(), 3);
+}
+
+#[test]
+fn a_full_stdout_is_an_error_not_a_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    let save = dir.path().join("save");
+    let output = Command::new(env!("CARGO_BIN_EXE_train"))
+        .args(args(&saving(&save, "2", &[])))
+        .stdout(
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open("/dev/full")
+                .unwrap(),
+        )
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("cannot write to standard output"),
+        "{stderr}"
+    );
+    // It failed on the first line, before training: the directory it created is gone again.
+    assert!(!save.exists());
+}
+
+#[test]
+fn one_save_directory_serves_one_run_at_a_time() {
+    use std::io::BufRead;
+    use std::process::Stdio;
+    let dir = tempfile::tempdir().unwrap();
+    let save = dir.path().join("save");
+    // A run that takes minutes, holding the directory.
+    let mut long = Command::new(env!("CARGO_BIN_EXE_train"))
+        .args(args(&saving(&save, "1000", &[])))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdout = std::io::BufReader::new(long.stdout.take().unwrap());
+    let mut header = String::new();
+    stdout.read_line(&mut header).unwrap();
+    // Past its first line, it has claimed the directory; a second run, new or resuming, waits
+    // for nothing and fails.
+    let second = train_err(&args(&saving(&save, "1000", &[])));
+    let resuming = train_err(&args(&saving(&save, "1000", &["--resume"])));
+    long.kill().unwrap();
+    long.wait().unwrap();
+    assert!(
+        second.contains("another train run is saving there"),
+        "{second}"
+    );
+    assert!(
+        second.contains(&format!("process {}", long.id())),
+        "{second}"
+    );
+    assert!(
+        resuming.contains("another train run is saving there"),
+        "{resuming}"
+    );
+    // The lock dies with its process, however it ends.
+    let mut owned = saving(&save, "1", &[]);
+    if save.join("state.json").exists() {
+        owned = saving(&save, "1000", &["--resume", "--stop-after", "1"]);
+    }
+    train_ok(&args(&owned), &dir.path().join("after.json"));
+}
+
+#[test]
+fn resume_checks_the_weights_against_the_settings_and_their_checksums() {
+    let dir = tempfile::tempdir().unwrap();
+    let save = dir.path().join("save");
+    train_ok(
+        &args(&saving(&save, "2", &["--stop-after", "1"])),
+        &dir.path().join("first.json"),
+    );
+    let model = save.join("epoch-0001").join(MODEL_FILE);
+    let good = std::fs::read(&model).unwrap();
+    let resume_owned = saving(&save, "2", &["--resume"]);
+    let resume = args(&resume_owned);
+    let backup = dir.path().join("epoch-0001-backup");
+    copy_dir(&save.join("epoch-0001"), &backup);
+
+    // Bytes overwritten, and a truncated file: both refused by the checksum, naming the file.
+    let mut damaged = good.clone();
+    let middle = damaged.len() / 2;
+    damaged[middle] ^= 0x55;
+    for bytes in [damaged, good[..good.len() / 2].to_vec()] {
+        std::fs::write(&model, &bytes).unwrap();
+        let stderr = train_err(&resume);
+        assert!(
+            stderr.contains("was changed or damaged after it was saved"),
+            "{stderr}"
+        );
+        assert!(stderr.contains(model.to_str().unwrap()), "{stderr}");
+        assert!(!stderr.contains("0.14"), "{stderr}");
+    }
+    std::fs::write(&model, &good).unwrap();
+
+    // Another network's save, its settings edited to pass for this run's: every tensor's shape
+    // is checked (growth 8 into growth 4), and a different number of layers is an error too,
+    // not Burn's panic.
+    let state_path = save.join("state.json");
+    let ours = std::fs::read(&state_path).unwrap();
+    for (flag, value, says) in [
+        ("--growth-rate", "8", "has shape"),
+        ("--depth", "16", "its layers differ"),
+    ] {
+        let other = dir.path().join(format!("other{value}"));
+        let mut owned = saving(&other, "2", &["--stop-after", "1"]);
+        let at = owned.iter().position(|a| a == flag).unwrap();
+        owned[at + 1] = value.into();
+        train_ok(
+            &args(&owned),
+            &dir.path().join(format!("other{value}.json")),
+        );
+        let mut state: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(other.join("state.json")).unwrap()).unwrap();
+        state["settings"]["growth_rate"] = 4.into();
+        state["settings"]["depth"] = 10.into();
+        std::fs::write(&state_path, serde_json::to_vec(&state).unwrap()).unwrap();
+        std::fs::remove_dir_all(save.join("epoch-0001")).unwrap();
+        copy_dir(&other.join("epoch-0001"), &save.join("epoch-0001"));
+        let stderr = train_err(&resume);
+        assert!(
+            stderr.contains("is not a DenseNet-BC of this run's settings"),
+            "{stderr}"
+        );
+        assert!(stderr.contains(says), "{flag} {value}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{stderr}");
+        std::fs::write(&state_path, &ours).unwrap();
+        std::fs::remove_dir_all(save.join("epoch-0001")).unwrap();
+        copy_dir(&backup, &save.join("epoch-0001"));
+    }
+    // The good save, restored, resumes.
+    let resumed = train_ok(&resume, &dir.path().join("resumed.json"));
+    assert_eq!(resumed.epochs.len(), 2);
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
+    }
+}
+
+#[test]
+fn a_finished_run_has_nothing_to_resume_and_figures_survive_a_resume_exactly() {
+    let dir = tempfile::tempdir().unwrap();
+    let save = dir.path().join("save");
+    let first = train_ok(
+        &args(&saving(&save, "2", &["--stop-after", "1"])),
+        &dir.path().join("first.json"),
+    );
+    let resumed = train_ok(
+        &args(&saving(&save, "2", &["--resume"])),
+        &dir.path().join("resumed.json"),
+    );
+    // Epoch 1's figures went through state.json and back: the same bits, timings included.
+    assert_eq!(resumed.epochs[0], first.epochs[0]);
+    let stderr = train_err(&args(&saving(&save, "2", &["--resume"])));
+    assert!(stderr.contains("nothing to resume"), "{stderr}");
+    assert!(stderr.contains("is complete (2 of 2 epochs"), "{stderr}");
+}
+
+#[test]
+fn user_errors_are_one_line_without_a_backtrace() {
+    let output = Command::new(env!("CARGO_BIN_EXE_train"))
+        .args(["--data", "synthetic", "--depth", "1000000000"])
+        .env("RUST_BACKTRACE", "1")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    // An error, not an aborted allocation.
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("more than this machine's"), "{stderr}");
+    assert!(stderr.starts_with("error: "), "{stderr}");
+    assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+    assert!(!stderr.to_lowercase().contains("backtrace"), "{stderr}");
+
+    for (flag, value) in [
+        ("--weight-decay", "nan"),
+        ("--momentum", "1"),
+        ("--lr", "-1"),
+    ] {
+        let stderr = train_err(&["--data", "synthetic", &format!("{flag}={value}")]);
+        assert!(stderr.contains(flag), "{stderr}");
     }
 }

@@ -56,17 +56,15 @@ fn locate(dir: &Path) -> Result<PathBuf, DataError> {
     if !dir.join(TEST_FILE).exists() && nested.join(TEST_FILE).exists() {
         return Ok(nested);
     }
-    if !dir.is_dir() {
-        return Err(DataError::Missing {
-            what: "CIFAR-10",
-            path: dir.to_path_buf(),
-            expected: format!(
-                "a directory holding {} and {TEST_FILE}",
-                TRAIN_FILES.join(", ")
-            ),
-            hint: HINT.to_string(),
-        });
-    }
+    super::check_directory(
+        "CIFAR-10",
+        dir,
+        format!(
+            "a directory holding {} and {TEST_FILE}",
+            TRAIN_FILES.join(", ")
+        ),
+        HINT.to_string(),
+    )?;
     Ok(dir.to_path_buf())
 }
 

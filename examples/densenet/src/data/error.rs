@@ -21,7 +21,19 @@ pub enum DataError {
         /// How to get the data, starting with a separator (empty when there is nothing to say).
         hint: String,
     },
-    /// A file exists but cannot be read (permissions, I/O error, bad compression).
+    /// A path that should be a directory is a file (or something else).
+    #[error("{what}: {} is not a directory (expected {expected}){hint}", path.display())]
+    NotADirectory {
+        /// The data set, for the message.
+        what: &'static str,
+        /// The path given.
+        path: PathBuf,
+        /// What should be there.
+        expected: String,
+        /// How to get the data, starting with a separator (empty when there is nothing to say).
+        hint: String,
+    },
+    /// A file or directory exists but cannot be read (permissions, I/O error, bad compression).
     #[error("cannot read {}: {source} (expected {expected})", path.display())]
     Unreadable {
         /// The file.

@@ -42,14 +42,12 @@ fn hint(dir: &Path) -> String {
 /// The training (60 000) and test (10 000) sets in `dir`. Each file may also be present
 /// uncompressed, without `.gz`.
 pub fn load(dir: &Path) -> Result<(ImageSet, ImageSet), DataError> {
-    if !dir.is_dir() {
-        return Err(DataError::Missing {
-            what: "Fashion-MNIST",
-            path: dir.to_path_buf(),
-            expected: format!("a directory holding {}", FILES.join(", ")),
-            hint: hint(dir),
-        });
-    }
+    super::check_directory(
+        "Fashion-MNIST",
+        dir,
+        format!("a directory holding {}", FILES.join(", ")),
+        hint(dir),
+    )?;
     let train = split(dir, FILES[0], FILES[1])?;
     let test = split(dir, FILES[2], FILES[3])?;
     Ok((train, test))
@@ -89,6 +87,13 @@ fn split(dir: &Path, images_name: &str, labels_name: &str) -> Result<ImageSet, D
             &images_path,
             "Fashion-MNIST image file",
             format!("images of {:?}, expected 28×28", &images.dims[1..]),
+        ));
+    }
+    if images.dims[0] == 0 {
+        return Err(corrupt(
+            &images_path,
+            "Fashion-MNIST image file",
+            "0 images, expected at least one".to_string(),
         ));
     }
     if images.dims[0] != labels.dims[0] {

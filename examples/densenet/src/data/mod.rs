@@ -62,6 +62,42 @@ pub struct Splits {
     pub augment: bool,
 }
 
+/// Checks that `dir` is a readable directory: a missing path, a file and an unreadable
+/// directory each get their own error, naming the path and what was `expected` there.
+fn check_directory(
+    what: &'static str,
+    dir: &Path,
+    expected: String,
+    hint: String,
+) -> Result<(), DataError> {
+    match std::fs::metadata(dir) {
+        Err(source) if source.kind() == std::io::ErrorKind::NotFound => Err(DataError::Missing {
+            what,
+            path: dir.to_path_buf(),
+            expected,
+            hint,
+        }),
+        Err(source) => Err(DataError::Unreadable {
+            path: dir.to_path_buf(),
+            expected,
+            source,
+        }),
+        Ok(meta) if !meta.is_dir() => Err(DataError::NotADirectory {
+            what,
+            path: dir.to_path_buf(),
+            expected,
+            hint,
+        }),
+        Ok(_) => std::fs::read_dir(dir)
+            .map(drop)
+            .map_err(|source| DataError::Unreadable {
+                path: dir.to_path_buf(),
+                expected,
+                source,
+            }),
+    }
+}
+
 /// Reads (or, for synthetic data, describes) `source`'s splits. `dir` overrides the default
 /// location; CIFAR-10 has none and needs it. Synthetic images are drawn from `seed`.
 pub fn load(source: DataSource, dir: Option<&Path>, seed: u64) -> Result<Splits, DataError> {

@@ -1,8 +1,6 @@
 //! From a checkpoint mode and a device list to a [`StepRunner`] on the matching backend type:
 //! the only place that names backend types.
 
-use std::path::Path;
-
 use burn::backend::Autodiff;
 use burn::backend::autodiff::checkpoint::strategy::BalancedCheckpointing;
 use burn::module::Module;
@@ -16,6 +14,7 @@ use super::meter::Meter;
 use super::options::{CheckpointMode, TrainOptions};
 use super::parallel::Parallel;
 use super::runner::{SingleDevice, StepRunner, load_state};
+use super::save::SavedWeights;
 use crate::seeds::{Purpose, derive};
 use crate::{DenseNet, DenseNetConfig};
 
@@ -51,7 +50,7 @@ pub fn runner<I: Backend>(
     devices: &[I::Device],
     options: &TrainOptions,
     meter: Meter,
-    resume: Option<&Path>,
+    resume: Option<&SavedWeights>,
 ) -> anyhow::Result<Built> {
     match mode {
         CheckpointMode::None => build::<Autodiff<I>>(config, devices, options, meter, resume),
@@ -73,7 +72,7 @@ fn build<B: AutodiffBackend>(
     devices: &[B::Device],
     options: &TrainOptions,
     meter: Meter,
-    resume: Option<&Path>,
+    resume: Option<&SavedWeights>,
 ) -> anyhow::Result<Built> {
     let device = devices[0].clone();
     B::seed(&device, derive(options.seed, Purpose::Init, 0));
@@ -82,8 +81,8 @@ fn build<B: AutodiffBackend>(
     let mut model: DenseNet<B> = config.init::<B>(&device).fork(&device);
     let parameters = model.num_params();
     let mut optimizer = sgd(options).init::<B, DenseNet<B>>();
-    if let Some(dir) = resume {
-        (model, optimizer) = load_state(model, optimizer, dir, &device)?;
+    if let Some(saved) = resume {
+        (model, optimizer) = load_state(model, optimizer, saved, &device)?;
     }
     let runner: Box<dyn StepRunner> = if devices.len() == 1 {
         Box::new(SingleDevice::new(model, optimizer, device, meter))

@@ -4,6 +4,7 @@
 pub mod backend;
 pub mod meter;
 pub mod options;
+pub mod outputs;
 pub mod parallel;
 pub mod progress;
 pub mod report;

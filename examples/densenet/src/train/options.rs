@@ -54,16 +54,16 @@ pub struct TrainOptions {
     #[arg(long, default_value_t = 300, value_parser = positive())]
     pub epochs: usize,
 
-    /// Initial learning rate (divided by 10 at 50% and at 75% of the epochs).
-    #[arg(long, default_value_t = 0.1)]
+    /// Initial learning rate, above 0 (divided by 10 at 50% and at 75% of the epochs).
+    #[arg(long, default_value_t = 0.1, value_parser = learning_rate)]
     pub lr: f64,
 
-    /// SGD momentum (Nesterov).
-    #[arg(long, default_value_t = 0.9)]
+    /// SGD momentum (Nesterov), from 0 (off) to below 1.
+    #[arg(long, default_value_t = 0.9, value_parser = momentum)]
     pub momentum: f64,
 
-    /// L2 weight decay.
-    #[arg(long, default_value_t = 1e-4)]
+    /// L2 weight decay, 0 (off) or more.
+    #[arg(long, default_value_t = 1e-4, value_parser = weight_decay)]
     pub weight_decay: f64,
 
     /// DenseNet-BC depth, 6n + 4 (10, 16, 22, 40, 100, …): three dense blocks of n layers.
@@ -114,6 +114,55 @@ pub struct TrainOptions {
 /// A parser of counts that must be at least 1.
 fn positive() -> clap::builder::RangedU64ValueParser<usize> {
     clap::builder::RangedU64ValueParser::<usize>::new().range(1..)
+}
+
+/// A finite number, or why `text` is not one.
+fn finite(text: &str) -> Result<f64, String> {
+    let value: f64 = text
+        .trim()
+        .parse()
+        .map_err(|_| format!("`{text}` is not a number"))?;
+    if value.is_finite() {
+        Ok(value)
+    } else {
+        Err(format!("{value} is not a finite number"))
+    }
+}
+
+/// `--lr`: finite and above 0 (0 would not train, a negative rate climbs the loss).
+fn learning_rate(text: &str) -> Result<f64, String> {
+    let lr = finite(text)?;
+    if lr > 0.0 {
+        Ok(lr)
+    } else {
+        Err(format!(
+            "the learning rate must be above 0 (a rate of {lr} does not descend the loss)"
+        ))
+    }
+}
+
+/// `--momentum`: in [0, 1); at 1 or above the velocity never decays and SGD diverges.
+fn momentum(text: &str) -> Result<f64, String> {
+    let momentum = finite(text)?;
+    if (0.0..1.0).contains(&momentum) {
+        Ok(momentum)
+    } else {
+        Err(format!(
+            "momentum must be at least 0 (0 turns it off) and below 1, not {momentum}"
+        ))
+    }
+}
+
+/// `--weight-decay`: 0 (off) or more; a negative decay would grow the weights.
+fn weight_decay(text: &str) -> Result<f64, String> {
+    let decay = finite(text)?;
+    if decay >= 0.0 {
+        Ok(decay)
+    } else {
+        Err(format!(
+            "weight decay must be at least 0 (0 turns it off), not {decay}"
+        ))
+    }
 }
 
 impl TrainOptions {
@@ -250,5 +299,35 @@ mod tests {
             TrainOptions::try_parse_from(["train", "--efficient", "--checkpoint", "none"]).is_err()
         );
         assert!(TrainOptions::try_parse_from(["train", "--resume"]).is_err());
+    }
+
+    #[test]
+    fn hyperparameters_outside_their_range_are_refused() {
+        let parse = |flag: &str, value: &str| {
+            TrainOptions::try_parse_from(["train", &format!("{flag}={value}")])
+                .map(|o| (o.lr, o.momentum, o.weight_decay))
+                .map_err(|e| e.to_string())
+        };
+        for (flag, value, says) in [
+            ("--lr", "nan", "not a finite number"),
+            ("--lr", "inf", "not a finite number"),
+            ("--lr", "-1", "above 0"),
+            ("--lr", "0", "above 0"),
+            ("--lr", "fast", "not a number"),
+            ("--momentum", "nan", "not a finite number"),
+            ("--momentum", "-0.5", "at least 0"),
+            ("--momentum", "1", "below 1"),
+            ("--momentum", "1.5", "below 1"),
+            ("--weight-decay", "nan", "not a finite number"),
+            ("--weight-decay", "-1e-4", "at least 0"),
+        ] {
+            let error = parse(flag, value).expect_err(&format!("{flag} {value}"));
+            assert!(error.contains(says), "{flag} {value}: {error}");
+            assert!(error.contains(flag), "{flag} {value}: {error}");
+        }
+        assert_eq!(parse("--lr", "0.05").unwrap().0, 0.05);
+        assert_eq!(parse("--momentum", "0").unwrap().1, 0.0);
+        assert_eq!(parse("--momentum", "0.99").unwrap().1, 0.99);
+        assert_eq!(parse("--weight-decay", "0").unwrap().2, 0.0);
     }
 }

@@ -16,6 +16,7 @@ use burn_checkpoint::parallel::{DataParallel, split_batch};
 
 use super::meter::Meter;
 use super::runner::{EvalOutput, StepOutput, StepRunner, correct, save_state};
+use super::save::Checksums;
 use crate::DenseNet;
 use crate::data::HostBatch;
 
@@ -159,7 +160,7 @@ where
             }))
     }
 
-    fn save(&mut self, dir: &Path) -> anyhow::Result<()> {
+    fn save(&mut self, dir: &Path) -> anyhow::Result<Checksums> {
         let (model, optimizer) = self.trainer.snapshot()?;
         save_state(model, &optimizer, dir)
     }

@@ -2,6 +2,9 @@
 //! ETA) on standard error, hidden when that is not a terminal, and one line per epoch on
 //! standard output.
 
+use std::io::Write;
+
+use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
 
 use super::report::EpochReport;
@@ -58,4 +61,24 @@ pub fn epoch_line(epochs: usize, report: &EpochReport) -> String {
         report.images_per_second,
         report.seconds
     )
+}
+
+/// Where the run's lines go (standard output in the binary), each flushed as it is written: a
+/// closed pipe or a full disk is an error the run handles, not a panic.
+pub struct Console<'a> {
+    out: &'a mut dyn Write,
+}
+
+impl<'a> Console<'a> {
+    /// Lines to `out`.
+    pub fn new(out: &'a mut dyn Write) -> Self {
+        Console { out }
+    }
+
+    /// Writes `text` and a newline, flushed.
+    pub fn line(&mut self, text: &str) -> anyhow::Result<()> {
+        writeln!(self.out, "{text}")
+            .and_then(|()| self.out.flush())
+            .context("cannot write to standard output")
+    }
 }

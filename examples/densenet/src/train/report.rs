@@ -1,8 +1,6 @@
 //! The trainer's results: per-epoch figures, and at the end a table in the reference's form
 //! (Method | # devices | Batch | Memory | Time per step) plus accuracy, as markdown and JSON.
 
-use std::path::Path;
-
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 
@@ -89,9 +87,19 @@ impl Report {
         )
     }
 
-    /// Writes the report as pretty JSON.
-    pub fn write_json(&self, path: &Path) -> anyhow::Result<()> {
-        let json = serde_json::to_vec_pretty(self).context("the report serialises")?;
-        std::fs::write(path, json).with_context(|| format!("cannot write {}", path.display()))
+    /// What the trainer prints at the end: the table and how its figures were measured.
+    pub fn summary(&self) -> String {
+        format!(
+            "\n{}\nwall time {:.1} s; memory: {}; time per step: median of {} steps",
+            self.markdown(),
+            self.wall_seconds,
+            self.memory_meter,
+            self.steps_measured
+        )
+    }
+
+    /// The report as pretty JSON.
+    pub fn json(&self) -> anyhow::Result<Vec<u8>> {
+        serde_json::to_vec_pretty(self).context("the report serialises")
     }
 }

@@ -1,7 +1,7 @@
 //! The training run: data, model and runner set up, then per epoch the training steps, a
 //! validation pass, the epoch's line and (with `--save`) the saved state; at the end, the report.
 
-use std::path::Path;
+use std::io::Write;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -14,10 +14,11 @@ use burn::tensor::backend::Backend;
 use super::backend;
 use super::meter::Meter;
 use super::options::{DeviceSpec, TrainOptions, parse_devices};
-use super::progress;
+use super::outputs::{ReportFile, SaveDir};
+use super::progress::{self, Console};
 use super::report::{EpochReport, Report};
 use super::runner::StepRunner;
-use super::save::{self, RunSettings, STATE_FILE, SavedState};
+use super::save::{self, RunSettings, STATE_FILE, SavedState, SavedWeights};
 use crate::DenseNetConfig;
 use crate::data::{self, Augmented, HostBatch, ImageBatcher, ImageItem, Splits};
 use crate::seeds::{Purpose, derive};
@@ -25,8 +26,15 @@ use crate::seeds::{Purpose, derive};
 /// Padding of CIFAR's random crops.
 const CROP_PADDING: usize = 4;
 
-/// Trains as `options` say and returns the report (also printing each epoch's line).
-pub fn run(options: &TrainOptions) -> anyhow::Result<Report> {
+/// Trains as `options` say, printing each epoch's line and at the end the table to `out`, and
+/// returns the report (also written to `--report`).
+///
+/// Before the first step, every output is claimed: the save directory (refused if it holds
+/// anything but a save of this trainer, locked against a second run) and the report file (its
+/// directory writable). After each epoch the state is saved before its line is printed, and the
+/// report is written before the table: a closed or full standard output stops the run with an
+/// error, but loses nothing.
+pub fn run(options: &TrainOptions, out: &mut dyn Write) -> anyhow::Result<Report> {
     let started = Instant::now();
     let devices = parse_devices(&options.devices).map_err(anyhow::Error::msg)?;
     if options.depth < 10 || !(options.depth - 4).is_multiple_of(6) {
@@ -35,20 +43,91 @@ pub fn run(options: &TrainOptions) -> anyhow::Result<Report> {
             options.depth
         );
     }
+    check_size(options, devices.len())?;
+    let save = options
+        .save
+        .as_deref()
+        .map(|root| SaveDir::claim(root, options.resume))
+        .transpose()?;
+    let report = options
+        .report
+        .as_deref()
+        .map(|path| ReportFile::claim(path, save.as_ref()))
+        .transpose()?;
+    let outputs = Outputs {
+        save,
+        report,
+        console: Console::new(out),
+        started,
+    };
     match devices[0] {
-        DeviceSpec::Cpu => on_cpu(options, devices.len(), started),
-        DeviceSpec::Cuda(_) => on_cuda(options, &devices, started),
+        DeviceSpec::Cpu => on_cpu(options, devices.len(), outputs),
+        DeviceSpec::Cuda(_) => on_cuda(options, &devices, outputs),
     }
 }
 
+/// What a run writes to, claimed before it starts.
+struct Outputs<'a> {
+    save: Option<SaveDir>,
+    report: Option<ReportFile>,
+    console: Console<'a>,
+    started: Instant,
+}
+
+/// Refuses settings whose network cannot fit in this machine's memory (its weights, gradients
+/// and momentum, on every device), before anything is allocated: a failed allocation aborts
+/// the process instead of returning an error.
+fn check_size(options: &TrainOptions, devices: usize) -> anyhow::Result<()> {
+    // The largest input the data sets have (3 channels) and their 10 classes.
+    let elements = DenseNetConfig::new(options.depth)
+        .with_growth_rate(options.growth_rate)
+        .tensor_elements();
+    let bytes = elements * 4.0 * 3.0 * devices as f64;
+    let Some(memory) = physical_memory() else {
+        return Ok(());
+    };
+    if bytes > memory as f64 {
+        let parameters = if elements.is_finite() {
+            format!("{elements:.3e} parameters")
+        } else {
+            "more than 10^18 parameters".to_string()
+        };
+        bail!(
+            "--depth {} --growth-rate {}: the network has {parameters}; its weights, gradients and \
+             momentum alone need {} on {devices} device(s), more than this machine's {} of memory",
+            options.depth,
+            options.growth_rate,
+            gib(bytes),
+            gib(memory as f64)
+        );
+    }
+    Ok(())
+}
+
+fn gib(bytes: f64) -> String {
+    if bytes.is_finite() {
+        format!("{:.1} GiB", bytes / (1u64 << 30) as f64)
+    } else {
+        "more bytes than can be counted".to_string()
+    }
+}
+
+/// The machine's memory in bytes (Linux: `MemTotal` of /proc/meminfo), if known.
+fn physical_memory() -> Option<u64> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = info.lines().find(|l| l.starts_with("MemTotal:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
 #[cfg(feature = "flex")]
-fn on_cpu(options: &TrainOptions, count: usize, started: Instant) -> anyhow::Result<Report> {
+fn on_cpu(options: &TrainOptions, count: usize, outputs: Outputs) -> anyhow::Result<Report> {
     let devices = vec![burn::backend::flex::FlexDevice; count];
-    run_on::<burn::backend::Flex>(options, &devices, Meter::Host, started)
+    run_on::<burn::backend::Flex>(options, &devices, Meter::Host, outputs)
 }
 
 #[cfg(not(feature = "flex"))]
-fn on_cpu(_: &TrainOptions, _: usize, _: Instant) -> anyhow::Result<Report> {
+fn on_cpu(_: &TrainOptions, _: usize, _: Outputs) -> anyhow::Result<Report> {
     bail!("this build has no CPU backend: build with the `flex` feature (on by default)")
 }
 
@@ -56,7 +135,7 @@ fn on_cpu(_: &TrainOptions, _: usize, _: Instant) -> anyhow::Result<Report> {
 fn on_cuda(
     options: &TrainOptions,
     devices: &[DeviceSpec],
-    started: Instant,
+    outputs: Outputs,
 ) -> anyhow::Result<Report> {
     use burn::backend::cuda::CudaDevice;
     let devices: Vec<CudaDevice> = devices
@@ -67,11 +146,11 @@ fn on_cuda(
         })
         .collect();
     let meter = Meter::Cuda(devices[0].clone());
-    run_on::<burn::backend::Cuda>(options, &devices, meter, started)
+    run_on::<burn::backend::Cuda>(options, &devices, meter, outputs)
 }
 
 #[cfg(not(feature = "cuda"))]
-fn on_cuda(_: &TrainOptions, _: &[DeviceSpec], _: Instant) -> anyhow::Result<Report> {
+fn on_cuda(_: &TrainOptions, _: &[DeviceSpec], _: Outputs) -> anyhow::Result<Report> {
     bail!("this build has no CUDA backend: build with `--features cuda`")
 }
 
@@ -169,21 +248,15 @@ fn settings(options: &TrainOptions) -> RunSettings {
     }
 }
 
-/// With `--resume`, the saved state and its weights' directory; without, a check that `--save`
-/// would not overwrite a saved run.
-fn saved_run(options: &TrainOptions) -> anyhow::Result<Option<(SavedState, std::path::PathBuf)>> {
-    let Some(root) = &options.save else {
+/// With `--resume`, the saved state and its weights, checked against this run's settings.
+fn saved_run(
+    options: &TrainOptions,
+    save: Option<&SaveDir>,
+) -> anyhow::Result<Option<(SavedState, SavedWeights)>> {
+    let Some(save) = save.filter(|_| options.resume) else {
         return Ok(None);
     };
-    if !options.resume {
-        if root.join(STATE_FILE).exists() {
-            bail!(
-                "{} holds a saved run: pass --resume to continue it, or choose another --save directory",
-                root.display()
-            );
-        }
-        return Ok(None);
-    }
+    let root = save.root();
     let (state, weights) = save::load_state(root)?;
     let differences = settings(options).differences(&state.settings);
     if !differences.is_empty() {
@@ -191,6 +264,16 @@ fn saved_run(options: &TrainOptions) -> anyhow::Result<Option<(SavedState, std::
             "--resume needs the saved run's settings ({}), but these differ:\n  {}",
             root.join(STATE_FILE).display(),
             differences.join("\n  ")
+        );
+    }
+    if state.epochs_done >= options.epochs {
+        bail!(
+            "nothing to resume: the run saved in {} is complete ({} of {} epochs, last validation \
+             accuracy {:.2}%)",
+            root.display(),
+            state.epochs_done,
+            options.epochs,
+            100.0 * state.history.last().map_or(0.0, |e| e.valid_accuracy)
         );
     }
     Ok(Some((state, weights)))
@@ -231,10 +314,10 @@ fn run_on<I: Backend>(
     options: &TrainOptions,
     devices: &[I::Device],
     meter: Meter,
-    started: Instant,
+    mut outputs: Outputs,
 ) -> anyhow::Result<Report> {
     let splits = data::load(options.data, options.data_dir.as_deref(), options.seed)?;
-    let saved = saved_run(options)?;
+    let saved = saved_run(options, outputs.save.as_ref())?;
     let mode = options.checkpoint_mode();
     let (cut, policy) = mode.cut();
     let config = DenseNetConfig::new(options.depth)
@@ -249,19 +332,23 @@ fn run_on<I: Backend>(
         devices,
         options,
         meter.clone(),
-        saved.as_ref().map(|(_, weights)| weights.as_path()),
+        saved.as_ref().map(|(_, weights)| weights),
     )?;
     let mut runner = built.runner;
     let batcher = ImageBatcher::new(splits.shape, &splits.normalisation);
     let valid = valid_loader::<I>(&splits, &batcher, options);
     let steps = steps_per_epoch(options, splits.train.len())?;
-    let mut history = saved.map(|(state, _)| state.history).unwrap_or_default();
+    let mut previous = saved.map(|(state, _)| state);
+    let mut history = previous
+        .as_ref()
+        .map(|state| state.history.clone())
+        .unwrap_or_default();
     let first = history.len();
     let last = options
         .stop_after
         .map_or(options.epochs, |n| (first + n).min(options.epochs));
     let [c, h, w] = splits.shape;
-    println!(
+    outputs.console.line(&format!(
         "DenseNet-BC-{} (growth {}, {} parameters) on {} ({c}×{h}×{w}, {} training and {} validation images), {} on {}, batch {}, {steps} steps per epoch",
         options.depth,
         options.growth_rate,
@@ -272,11 +359,17 @@ fn run_on<I: Backend>(
         mode.method(),
         built.backend,
         options.batch_size
-    );
+    ))?;
     if first > 0 {
-        println!("resuming after epoch {first} of {}", options.epochs);
+        outputs.console.line(&format!(
+            "resuming after epoch {first} of {}",
+            options.epochs
+        ))?;
     }
     let mut log = StepLog::default();
+    // A failed write to standard output stops the run after the epoch is saved and before the
+    // report is lost.
+    let mut stopped = None;
     for epoch in first..last {
         let report = train_epoch::<I>(
             runner.as_mut(),
@@ -288,22 +381,33 @@ fn run_on<I: Backend>(
             steps,
             &mut log,
         )?;
-        println!("{}", progress::epoch_line(options.epochs, &report));
-        history.push(report);
-        if let Some(root) = &options.save {
+        history.push(report.clone());
+        if let Some(save) = &outputs.save {
             let state = SavedState {
                 format: save::FORMAT,
                 epochs_done: epoch + 1,
                 weights: save::epoch_dir_name(epoch + 1),
+                files: Default::default(),
                 settings: settings(options),
                 history: history.clone(),
             };
-            save::save_epoch(root, &state, |dir| runner.save(dir)).with_context(|| {
-                format!("cannot save epoch {} in {}", epoch + 1, root.display())
-            })?;
+            let root = save.root();
+            previous = Some(
+                save::save_epoch(root, state, previous.as_ref(), |dir| runner.save(dir))
+                    .with_context(|| {
+                        format!("cannot save epoch {} in {}", epoch + 1, root.display())
+                    })?,
+            );
+        }
+        if let Err(error) = outputs
+            .console
+            .line(&progress::epoch_line(options.epochs, &report))
+        {
+            stopped = Some(stopped_after(error, epoch + 1, &outputs));
+            break;
         }
     }
-    Ok(Report {
+    let report = Report {
         method: mode.method().to_string(),
         checkpoint: mode.name().to_string(),
         backend: built.backend,
@@ -324,8 +428,52 @@ fn run_on<I: Backend>(
         steps_measured: log.times.len(),
         valid_accuracy: history.last().map_or(0.0, |e| e.valid_accuracy),
         epochs: history,
-        wall_seconds: started.elapsed().as_secs_f64(),
-    })
+        wall_seconds: outputs.started.elapsed().as_secs_f64(),
+    };
+    finish(report, outputs, stopped)
+}
+
+/// The error of a run whose standard output failed after `epochs_done` epochs.
+fn stopped_after(error: anyhow::Error, epochs_done: usize, outputs: &Outputs) -> anyhow::Error {
+    let kept = match (&outputs.save, &outputs.report) {
+        (Some(save), _) => format!(
+            "epoch {epochs_done} is saved in {} (continue with --resume)",
+            save.root().display()
+        ),
+        (None, Some(report)) => format!("the report is written to {}", report.path().display()),
+        (None, None) => "nothing was saved (no --save)".to_string(),
+    };
+    error.context(format!(
+        "training stopped after epoch {epochs_done}: standard output failed; {kept}"
+    ))
+}
+
+/// Writes the report file, then prints the table: what the run produced is on disk before
+/// anything that can fail on output.
+fn finish(
+    report: Report,
+    mut outputs: Outputs,
+    stopped: Option<anyhow::Error>,
+) -> anyhow::Result<Report> {
+    let written = match outputs.report.take() {
+        Some(file) => {
+            let path = file.path().to_path_buf();
+            file.write(&report.json()?)
+                .with_context(|| format!("the report was not written to {}", path.display()))?;
+            Some(path)
+        }
+        None => None,
+    };
+    if let Some(error) = stopped {
+        return Err(error);
+    }
+    outputs.console.line(&report.summary())?;
+    if let Some(path) = written {
+        outputs
+            .console
+            .line(&format!("report written to {}", path.display()))?;
+    }
+    Ok(report)
 }
 
 /// One epoch: training steps, then the validation pass.
@@ -409,16 +557,4 @@ fn validate<I: Backend>(
     }
     bar.finish_and_clear();
     Ok((loss, correct, images))
-}
-
-/// Checks that `path`'s parent exists before a long run writes a report there.
-pub fn check_report_path(path: &Path) -> anyhow::Result<()> {
-    match path.parent() {
-        Some(parent) if !parent.as_os_str().is_empty() && !parent.is_dir() => bail!(
-            "--report {}: the directory {} does not exist",
-            path.display(),
-            parent.display()
-        ),
-        _ => Ok(()),
-    }
 }

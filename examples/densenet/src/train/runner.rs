@@ -5,10 +5,11 @@
 //! [`SingleDevice`] runs on one device; [`Parallel`](super::parallel::Parallel) on several,
 //! through `burn_checkpoint::parallel::DataParallel`.
 
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::Path;
 
 use anyhow::Context;
-use burn::module::{AutodiffModule, Module};
+use burn::module::{AutodiffModule, Module, ModuleVisitor, Param};
 use burn::nn::loss::CrossEntropyLossConfig;
 use burn::optim::{GradientsParams, Optimizer};
 use burn::prelude::ElementConversion;
@@ -17,7 +18,7 @@ use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::{Int, Tensor};
 
 use super::meter::Meter;
-use super::save::write_atomic;
+use super::save::{Checksums, SavedWeights, sha256_hex, write_atomic};
 use crate::DenseNet;
 use crate::data::HostBatch;
 
@@ -63,8 +64,8 @@ pub trait StepRunner {
     fn evaluate(&mut self, batch: &HostBatch) -> anyhow::Result<EvalOutput>;
 
     /// Writes the model ([`MODEL_FILE`]) and the optimizer state ([`OPTIMIZER_FILE`]) into `dir`,
-    /// each file atomically.
-    fn save(&mut self, dir: &Path) -> anyhow::Result<()>;
+    /// each file atomically, and returns their checksums.
+    fn save(&mut self, dir: &Path) -> anyhow::Result<Checksums>;
 }
 
 /// The recorder of saved states: named fields (readable by other tools), full precision (a
@@ -74,46 +75,103 @@ pub fn recorder() -> NamedMpkBytesRecorder<FullPrecisionSettings> {
 }
 
 /// `model` and `optimizer` with the weights and the optimizer state saved by
-/// [`StepRunner::save`] in `dir`.
+/// [`StepRunner::save`] in `saved`: each file checked against its checksum, and every tensor of
+/// the loaded model against the shape `model` (built from this run's settings) gives it.
 pub fn load_state<B, O>(
     model: DenseNet<B>,
     optimizer: O,
-    dir: &Path,
+    saved: &SavedWeights,
     device: &B::Device,
 ) -> anyhow::Result<(DenseNet<B>, O)>
 where
     B: AutodiffBackend,
     O: Optimizer<DenseNet<B>, B>,
 {
-    let read = |name: &str| {
-        let path = dir.join(name);
-        std::fs::read(&path).with_context(|| format!("cannot read {}", path.display()))
-    };
+    let model_path = saved.dir.join(MODEL_FILE);
+    let optimizer_path = saved.dir.join(OPTIMIZER_FILE);
     let model_record = recorder()
-        .load(read(MODEL_FILE)?, device)
-        .with_context(|| {
-            format!(
-                "{} is not a saved DenseNet-BC of these settings",
-                dir.join(MODEL_FILE).display()
-            )
-        })?;
+        .load(saved.read(MODEL_FILE)?, device)
+        .with_context(|| format!("{} is not a saved DenseNet-BC", model_path.display()))?;
     let optimizer_record = recorder()
-        .load(read(OPTIMIZER_FILE)?, device)
-        .with_context(|| {
-            format!(
-                "{} is not a saved SGD state",
-                dir.join(OPTIMIZER_FILE).display()
-            )
-        })?;
-    Ok((
-        model.load_record(model_record),
-        optimizer.load_record(optimizer_record),
-    ))
+        .load(saved.read(OPTIMIZER_FILE)?, device)
+        .with_context(|| format!("{} is not a saved SGD state", optimizer_path.display()))?;
+    let expected = tensor_shapes(&model);
+    // Burn asserts (panics) where a record's structure differs from the module's, e.g. a
+    // dense block with another number of layers: that is a wrong file, reported as one.
+    let loaded = quietly(|| model.load_record(model_record))
+        .map_err(|_| not_these_settings(&model_path, "its layers differ from this network's"))?;
+    let found = tensor_shapes(&loaded);
+    if let Some(((path, want), (_, got))) = expected.iter().zip(&found).find(|(e, f)| e != f) {
+        return Err(not_these_settings(
+            &model_path,
+            &format!("{path} has shape {got:?}, this network's is {want:?}"),
+        ));
+    }
+    if expected.len() != found.len() {
+        return Err(not_these_settings(
+            &model_path,
+            &format!(
+                "it holds {} tensors, this network {}",
+                found.len(),
+                expected.len()
+            ),
+        ));
+    }
+    let optimizer = quietly(|| optimizer.load_record(optimizer_record)).map_err(|_| {
+        anyhow::anyhow!(
+            "{} does not fit this network's parameters",
+            optimizer_path.display()
+        )
+    })?;
+    Ok((loaded, optimizer))
+}
+
+/// Runs `f`, turning a panic into `Err` without the panic message on standard error (the caller
+/// reports it as an error of its own).
+fn quietly<T>(f: impl FnOnce() -> T) -> Result<T, ()> {
+    let hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
+    let result = catch_unwind(AssertUnwindSafe(f));
+    std::panic::set_hook(hook);
+    result.map_err(drop)
+}
+
+fn not_these_settings(path: &Path, why: &str) -> anyhow::Error {
+    anyhow::anyhow!(
+        "{} is not a DenseNet-BC of this run's settings (--depth, --growth-rate, the data's \
+         channels and classes): {why}",
+        path.display()
+    )
+}
+
+/// Every float tensor of `model` (parameters and BatchNorm statistics), by module path, with
+/// its shape, in the module's order.
+pub fn tensor_shapes<B: Backend>(model: &DenseNet<B>) -> Vec<(String, Vec<usize>)> {
+    #[derive(Default)]
+    struct Shapes {
+        path: Vec<String>,
+        found: Vec<(String, Vec<usize>)>,
+    }
+    impl<B: Backend> ModuleVisitor<B> for Shapes {
+        fn enter_module(&mut self, name: &str, _: &str) {
+            self.path.push(name.to_string());
+        }
+        fn exit_module(&mut self, _: &str, _: &str) {
+            self.path.pop();
+        }
+        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<B, D>>) {
+            self.found
+                .push((self.path.join("."), param.lazy_shape().to_vec()));
+        }
+    }
+    let mut shapes = Shapes::default();
+    model.visit(&mut shapes);
+    shapes.found
 }
 
 /// Writes `model` ([`MODEL_FILE`]) and `optimizer`'s state ([`OPTIMIZER_FILE`]) into `dir`, each
-/// file atomically.
-pub fn save_state<B, O>(model: DenseNet<B>, optimizer: &O, dir: &Path) -> anyhow::Result<()>
+/// file atomically, and returns their checksums.
+pub fn save_state<B, O>(model: DenseNet<B>, optimizer: &O, dir: &Path) -> anyhow::Result<Checksums>
 where
     B: AutodiffBackend,
     O: Optimizer<DenseNet<B>, B>,
@@ -121,12 +179,15 @@ where
     let model = recorder()
         .record(model.into_record(), ())
         .context("cannot serialise the model")?;
-    write_atomic(&dir.join(MODEL_FILE), &model)?;
     let optimizer = recorder()
         .record(optimizer.to_record(), ())
         .context("cannot serialise the optimizer state")?;
-    write_atomic(&dir.join(OPTIMIZER_FILE), &optimizer)?;
-    Ok(())
+    let mut files = Checksums::new();
+    for (name, bytes) in [(MODEL_FILE, model), (OPTIMIZER_FILE, optimizer)] {
+        write_atomic(&dir.join(name), &bytes)?;
+        files.insert(name.to_string(), sha256_hex(&bytes));
+    }
+    Ok(files)
 }
 
 /// Training on one device.
@@ -226,7 +287,7 @@ where
         })
     }
 
-    fn save(&mut self, dir: &Path) -> anyhow::Result<()> {
+    fn save(&mut self, dir: &Path) -> anyhow::Result<Checksums> {
         save_state(self.model().clone(), &self.optimizer, dir)
     }
 }
