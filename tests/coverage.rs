@@ -7,7 +7,7 @@
 //! - every such method is listed by the decorator (`coverage::ops()`), so that an op a later Burn
 //!   adds fails here until it is routed;
 //! - every compute-bound op has a region version, or is in `coverage::DELIBERATELY_STORED`;
-//! - every memory-bound op runs on `BalancedCheckpointing` or has a region version;
+//! - every memory-bound op has a region version (Burn's own recompute walk is not used);
 //! - the lists of `coverage` and `docs/coverage.md` agree with the code.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -78,15 +78,15 @@ fn every_op_burn_stores_is_recomputed_or_documented() {
                 }
             }
             Node::MemoryBound => {
-                if !matches!(routing, Routing::Balanced | Routing::Region) {
+                if routing != Routing::Region {
                     problems.push(format!(
                         "`{name}`: Burn builds it memory-bound, the decorator routes it \
-                         {routing:?}: route it `#[balanced]` (or give it a region version)"
+                         {routing:?}: give it a region version"
                     ));
                 }
             }
             Node::None => {
-                if matches!(routing, Routing::Stored | Routing::Balanced) {
+                if routing == Routing::Stored {
                     problems.push(format!(
                         "`{name}`: Burn builds no graph node for it, the decorator routes it \
                          {routing:?}: forward it as it is"
@@ -169,10 +169,6 @@ fn docs_list_the_routing_of_every_op() {
         (
             "## Recomputed: region versions of this crate",
             with_routing(Routing::Region),
-        ),
-        (
-            "## Recomputed: Burn's `BalancedCheckpointing`",
-            with_routing(Routing::Balanced),
         ),
         ("## Stored deliberately", with_routing(Routing::Stored)),
     ];
@@ -285,6 +281,21 @@ fn burn_autodiff_ops() -> BTreeMap<(String, String), Node> {
     ops
 }
 
+/// The host's target triple, from `rustc -vV`.
+fn host_triple() -> String {
+    let rustc = std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
+    let output = Command::new(&rustc)
+        .arg("-vV")
+        .output()
+        .unwrap_or_else(|e| panic!("running {rustc:?} -vV: {e}"));
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .find_map(|line| line.strip_prefix("host: "))
+        .expect("`rustc -vV` names the host")
+        .trim()
+        .to_string()
+}
+
 /// burn-autodiff 0.21.0's directory, from `cargo metadata` (run with the cargo that runs the
 /// tests).
 fn autodiff_dir() -> PathBuf {
@@ -294,12 +305,16 @@ fn autodiff_dir() -> PathBuf {
             .or_else(|| option_env!("CARGO").map(Into::into))
             .unwrap_or_else(|| "cargo".into());
         let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml");
+        // Only the host's packages: a fresh cargo cache holds no other platform's (windows-sys,
+        // android_system_properties, …), and `--offline` cannot fetch them.
         let output = Command::new(&cargo)
             .args([
                 "metadata",
                 "--format-version",
                 "1",
                 "--offline",
+                "--filter-platform",
+                &host_triple(),
                 "--manifest-path",
             ])
             .arg(&manifest)

@@ -168,7 +168,7 @@ fn every_recomputed_op_has_a_kind() {
         "interpolate",
     ];
     for op in coverage::ops() {
-        if matches!(op.routing, Routing::Region | Routing::Balanced) {
+        if op.routing == Routing::Region {
             let kind = OpKind::of(op.name);
             assert_eq!(
                 kind == OpKind::Other,

@@ -8,7 +8,6 @@
 //! forward_ops! {
 //!     impl<I: Backend, C: CheckpointStrategy> FloatTensorOps<Self> for Checkpointed<Autodiff<I, C>> {
 //!         fn float_zeros(shape: Shape, device: &Device<Self>, dtype: FloatDType) -> FloatTensor<Self>;
-//!         #[balanced] fn float_exp(tensor: FloatTensor<Self>) -> FloatTensor<Self>;
 //!         #[region(crate::recompute::matmul)] fn float_matmul(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>) -> FloatTensor<Self>;
 //!         #[stored] fn ctc_loss(log_probs: FloatTensor<Self>, targets: IntTensor<Self>, input_lengths: IntTensor<Self>, target_lengths: IntTensor<Self>, blank: usize) -> FloatTensor<Self>;
 //!     }
@@ -20,9 +19,6 @@
 //! - no attribute: `<X as Trait<X>>::name(args)`, nothing else (ops that build no graph node);
 //! - `#[stored]`: region outputs among the float operands are materialised first; inside a region
 //!   with a tracked operand the op is counted as a fallback (Burn stores its output);
-//! - `#[balanced]`: as `stored`, but inside a region the op runs on
-//!   `Autodiff<I, BalancedCheckpointing>` (Burn marks it memory-bound) and its output is recorded
-//!   as produced by the region;
 //! - `#[region(path)]`: inside a region, `path(args)` builds the op as a recomputed node.
 //!
 //! Next to the impl the macro emits `pub(crate) const OPS: &[crate::coverage::OpEntry]`, one entry
@@ -68,7 +64,6 @@ impl Parse for Input {
 enum Routing {
     Plain,
     Stored,
-    Balanced,
     Region(Path),
     Custom,
 }
@@ -112,8 +107,6 @@ pub fn expand(input: TokenStream) -> syn::Result<TokenStream> {
         .ok_or_else(|| syn::Error::new_spanned(&trait_path, "expected a trait"))?
         .ident;
     let target = quote!(<#decorated as #trait_ident<#decorated>>);
-    let balanced_ty = quote!(crate::backend::Balanced<#inner>);
-    let balanced = quote!(<#balanced_ty as #trait_ident<#balanced_ty>>);
     let trait_name = trait_ident.to_string();
 
     let mut methods = Vec::new();
@@ -181,40 +174,6 @@ pub fn expand(input: TokenStream) -> syn::Result<TokenStream> {
                 },
                 quote!(Stored),
             ),
-            Routing::Balanced => {
-                // Burn turns a memory-bound op compute-bound when one of its operands is
-                // untracked: count that as a fallback so that coverage reports show it.
-                let singles: Vec<_> = args
-                    .iter()
-                    .filter(|a| matches!(a.kind, ArgKind::Float))
-                    .map(|a| &a.name)
-                    .collect();
-                let mixed = if singles.len() >= 2 {
-                    let label = format!("{name_str} (untracked operand)");
-                    quote! {
-                        if #(!#singles.is_tracked())||* {
-                            crate::coverage::note_fallback(#label);
-                        }
-                    }
-                } else {
-                    quote!()
-                };
-                let call = quote!(#balanced::#name(#call_args));
-                let record = record_output(&sig.output, &inner, &name_str, call)?;
-                (
-                    quote! {
-                        #boundaries
-                        if let Some(__region) = __route.region() {
-                            if #any_tracked {
-                                #mixed
-                                return #record;
-                            }
-                        }
-                        #forward
-                    },
-                    quote!(Balanced),
-                )
-            }
             Routing::Region(path) => {
                 let record = record_output(
                     &sig.output,
@@ -297,8 +256,6 @@ fn take_routing(item: &mut TraitItemFn) -> syn::Result<Routing> {
     for attr in item.attrs.drain(..) {
         let r = if attr.path().is_ident("stored") {
             Some(Routing::Stored)
-        } else if attr.path().is_ident("balanced") {
-            Some(Routing::Balanced)
         } else if attr.path().is_ident("region") {
             Some(Routing::Region(attr.parse_args::<Path>()?))
         } else {

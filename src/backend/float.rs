@@ -1,6 +1,5 @@
-//! Float tensor ops: the family where regions act. Memory-bound ops run on Burn's
-//! `BalancedCheckpointing` inside a region, compute-bound ones are rebuilt by `crate::recompute`,
-//! the rest are stored (and counted as fallbacks).
+//! Float tensor ops: the family where regions act. Inside a region every op that builds a graph
+//! node runs as its `crate::recompute` version; the others build no node.
 
 use super::*;
 
@@ -16,43 +15,43 @@ forward_ops! {
     fn float_to_device(tensor: FloatTensor<Self>, device: &Device<Self>) -> FloatTensor<Self>;
     fn float_into_int(tensor: FloatTensor<Self>, out_dtype: IntDType) -> IntTensor<Self>;
     fn float_empty(shape: Shape, device: &Device<Self>, dtype: FloatDType) -> FloatTensor<Self>;
-    #[balanced]
+    #[region(crate::recompute::repeat_dim)]
     fn float_repeat_dim(tensor: FloatTensor<Self>, dim: usize, times: usize) -> FloatTensor<Self>;
     #[region(crate::recompute::add)]
     fn float_add(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>) -> FloatTensor<Self>;
-    #[balanced]
+    #[region(crate::recompute::add_scalar)]
     fn float_add_scalar(lhs: FloatTensor<Self>, rhs: Scalar) -> FloatTensor<Self>;
     #[region(crate::recompute::sub)]
     fn float_sub(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>) -> FloatTensor<Self>;
-    #[balanced]
+    #[region(crate::recompute::sub_scalar)]
     fn float_sub_scalar(lhs: FloatTensor<Self>, rhs: Scalar) -> FloatTensor<Self>;
     #[region(crate::recompute::mul)]
     fn float_mul(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>) -> FloatTensor<Self>;
-    #[balanced]
+    #[region(crate::recompute::mul_scalar)]
     fn float_mul_scalar(lhs: FloatTensor<Self>, rhs: Scalar) -> FloatTensor<Self>;
     #[region(crate::recompute::div)]
     fn float_div(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>) -> FloatTensor<Self>;
-    #[balanced]
+    #[region(crate::recompute::div_scalar)]
     fn float_div_scalar(lhs: FloatTensor<Self>, rhs: Scalar) -> FloatTensor<Self>;
-    #[balanced]
+    #[region(crate::recompute::remainder)]
     fn float_remainder(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>) -> FloatTensor<Self>;
-    #[balanced]
+    #[region(crate::recompute::remainder_scalar)]
     fn float_remainder_scalar(lhs: FloatTensor<Self>, rhs: Scalar) -> FloatTensor<Self>;
     #[region(crate::recompute::matmul)]
     fn float_matmul(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>) -> FloatTensor<Self>;
     #[region(crate::recompute::cross)]
     fn float_cross(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>, dim: usize) -> FloatTensor<Self>;
-    #[balanced]
+    #[region(crate::recompute::neg)]
     fn float_neg(tensor: FloatTensor<Self>) -> FloatTensor<Self>;
-    #[balanced]
+    #[region(crate::recompute::recip)]
     fn float_recip(tensor: FloatTensor<Self>) -> FloatTensor<Self>;
-    #[balanced]
+    #[region(crate::recompute::swap_dims)]
     fn float_swap_dims(tensor: FloatTensor<Self>, dim1: usize, dim2: usize) -> FloatTensor<Self>;
-    #[balanced]
+    #[region(crate::recompute::permute)]
     fn float_permute(tensor: FloatTensor<Self>, axes: &[usize]) -> FloatTensor<Self>;
-    #[balanced]
+    #[region(crate::recompute::flip)]
     fn float_flip(tensor: FloatTensor<Self>, axes: &[usize]) -> FloatTensor<Self>;
-    #[balanced]
+    #[region(crate::recompute::reshape)]
     fn float_reshape(tensor: FloatTensor<Self>, shape: Shape) -> FloatTensor<Self>;
     #[region(crate::recompute::gather)]
     fn float_gather(dim: usize, tensor: FloatTensor<Self>, indices: IntTensor<Self>) -> FloatTensor<Self>;
@@ -62,11 +61,11 @@ forward_ops! {
     fn float_scatter_nd(_data: FloatTensor<Self>, _indices: IntTensor<Self>, _values: FloatTensor<Self>, _reduction: IndexingUpdateOp) -> FloatTensor<Self>;
     #[region(crate::recompute::gather_nd)]
     fn float_gather_nd(_data: FloatTensor<Self>, _indices: IntTensor<Self>) -> FloatTensor<Self>;
-    #[balanced]
+    #[region(crate::recompute::select)]
     fn float_select(tensor: FloatTensor<Self>, dim: usize, indices: IntTensor<Self>) -> FloatTensor<Self>;
-    #[balanced]
+    #[region(crate::recompute::select_add)]
     fn float_select_add(tensor: FloatTensor<Self>, dim: usize, indices: IntTensor<Self>, value: FloatTensor<Self>) -> FloatTensor<Self>;
-    #[balanced]
+    #[region(crate::recompute::slice)]
     fn float_slice(tensor: FloatTensor<Self>, slices: &[Slice]) -> FloatTensor<Self>;
     #[region(crate::recompute::slice_assign)]
     fn float_slice_assign(tensor: FloatTensor<Self>, slices: &[Slice], value: FloatTensor<Self>) -> FloatTensor<Self>;
@@ -105,55 +104,55 @@ forward_ops! {
     fn float_cummax(tensor: FloatTensor<Self>, dim: usize) -> FloatTensor<Self>;
     #[region(crate::recompute::cast)]
     fn float_cast(tensor: FloatTensor<Self>, dtype: FloatDType) -> FloatTensor<Self>;
-    #[balanced]
+    #[region(crate::recompute::exp)]
     fn float_exp(tensor: FloatTensor<Self>) -> FloatTensor<Self>;
-    #[balanced]
+    #[region(crate::recompute::log)]
     fn float_log(tensor: FloatTensor<Self>) -> FloatTensor<Self>;
-    #[balanced]
+    #[region(crate::recompute::log1p)]
     fn float_log1p(tensor: FloatTensor<Self>) -> FloatTensor<Self>;
-    #[balanced]
+    #[region(crate::recompute::powf)]
     fn float_powf(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>) -> FloatTensor<Self>;
-    #[balanced]
+    #[region(crate::recompute::powf_scalar_impl)]
     fn float_powf_scalar_impl(tensor: FloatTensor<Self>, value: Scalar) -> FloatTensor<Self>;
-    #[balanced]
+    #[region(crate::recompute::sqrt)]
     fn float_sqrt(tensor: FloatTensor<Self>) -> FloatTensor<Self>;
-    #[balanced]
+    #[region(crate::recompute::abs)]
     fn float_abs(tensor: FloatTensor<Self>) -> FloatTensor<Self>;
-    #[balanced]
+    #[region(crate::recompute::cos)]
     fn float_cos(tensor: FloatTensor<Self>) -> FloatTensor<Self>;
-    #[balanced]
+    #[region(crate::recompute::sin)]
     fn float_sin(tensor: FloatTensor<Self>) -> FloatTensor<Self>;
-    #[balanced]
+    #[region(crate::recompute::tan)]
     fn float_tan(tensor: FloatTensor<Self>) -> FloatTensor<Self>;
-    #[balanced]
+    #[region(crate::recompute::cosh)]
     fn float_cosh(tensor: FloatTensor<Self>) -> FloatTensor<Self>;
-    #[balanced]
+    #[region(crate::recompute::sinh)]
     fn float_sinh(tensor: FloatTensor<Self>) -> FloatTensor<Self>;
-    #[balanced]
+    #[region(crate::recompute::tanh)]
     fn float_tanh(tensor: FloatTensor<Self>) -> FloatTensor<Self>;
-    #[balanced]
+    #[region(crate::recompute::acos)]
     fn float_acos(tensor: FloatTensor<Self>) -> FloatTensor<Self>;
-    #[balanced]
+    #[region(crate::recompute::acosh)]
     fn float_acosh(tensor: FloatTensor<Self>) -> FloatTensor<Self>;
-    #[balanced]
+    #[region(crate::recompute::asin)]
     fn float_asin(tensor: FloatTensor<Self>) -> FloatTensor<Self>;
-    #[balanced]
+    #[region(crate::recompute::asinh)]
     fn float_asinh(tensor: FloatTensor<Self>) -> FloatTensor<Self>;
-    #[balanced]
+    #[region(crate::recompute::atan)]
     fn float_atan(tensor: FloatTensor<Self>) -> FloatTensor<Self>;
-    #[balanced]
+    #[region(crate::recompute::atanh)]
     fn float_atanh(tensor: FloatTensor<Self>) -> FloatTensor<Self>;
-    #[balanced]
+    #[region(crate::recompute::atan2)]
     fn float_atan2(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>) -> FloatTensor<Self>;
-    #[balanced]
+    #[region(crate::recompute::round)]
     fn float_round(tensor: FloatTensor<Self>) -> FloatTensor<Self>;
-    #[balanced]
+    #[region(crate::recompute::floor)]
     fn float_floor(tensor: FloatTensor<Self>) -> FloatTensor<Self>;
-    #[balanced]
+    #[region(crate::recompute::ceil)]
     fn float_ceil(tensor: FloatTensor<Self>) -> FloatTensor<Self>;
-    #[balanced]
+    #[region(crate::recompute::trunc)]
     fn float_trunc(tensor: FloatTensor<Self>) -> FloatTensor<Self>;
-    #[balanced]
+    #[region(crate::recompute::erf)]
     fn float_erf(tensor: FloatTensor<Self>) -> FloatTensor<Self>;
     #[region(crate::recompute::cat)]
     fn float_cat(tensors: Vec<FloatTensor<Self>>, dim: usize) -> FloatTensor<Self>;
@@ -169,9 +168,9 @@ forward_ops! {
     fn float_min_dim(tensor: FloatTensor<Self>, dim: usize) -> FloatTensor<Self>;
     #[region(crate::recompute::min_dim_with_indices)]
     fn float_min_dim_with_indices(tensor: FloatTensor<Self>, dim: usize, indices_dtype: IntDType) -> (FloatTensor<Self>, IntTensor<Self>);
-    #[balanced]
+    #[region(crate::recompute::sign)]
     fn float_sign(tensor: FloatTensor<Self>) -> FloatTensor<Self>;
-    #[balanced]
+    #[region(crate::recompute::expand)]
     fn float_expand(tensor: FloatTensor<Self>, shape: Shape) -> FloatTensor<Self>;
     #[region(crate::recompute::sort)]
     fn float_sort(tensor: FloatTensor<Self>, dim: usize, descending: bool) -> FloatTensor<Self>;

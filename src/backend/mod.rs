@@ -19,7 +19,7 @@ use core::fmt;
 use core::marker::PhantomData;
 
 use burn_autodiff::Autodiff;
-use burn_autodiff::checkpoint::strategy::{BalancedCheckpointing, CheckpointStrategy};
+use burn_autodiff::checkpoint::strategy::CheckpointStrategy;
 use burn_autodiff::grads::Gradients;
 use burn_backend::backend::{AutodiffBackend, Backend, BackendTypes, ExecutionError};
 use burn_backend::ops::{
@@ -92,8 +92,6 @@ impl<B> fmt::Debug for Checkpointed<B> {
     }
 }
 
-/// The backend that runs Burn's memory-bound ops inside a region.
-pub(crate) type Balanced<I> = Autodiff<I, BalancedCheckpointing>;
 /// Plain autodiff over `I` (its tensors are the same type as every `Autodiff<I, _>`'s).
 pub(crate) type Plain<I> = Autodiff<I>;
 /// Burn's autodiff tensor over `I` (its type sits in a private module of burn-autodiff).

@@ -1,6 +1,5 @@
-//! Binary elementwise ops. Burn marks them memory-bound but turns them compute-bound when an
-//! operand is untracked (`h * dropout_mask`, `h + constant`); these versions keep the untracked
-//! operand in the recompute instead.
+//! Binary elementwise ops, with burn-autodiff 0.21's backward formulas. An untracked operand
+//! (`h * dropout_mask`, `h + constant`) is kept in the recompute as it is.
 
 use burn_backend::{Backend, Shape, TensorMetadata};
 
@@ -173,4 +172,117 @@ pub(crate) fn mul<I: Backend>(lhs: Tracked<I>, rhs: Tracked<I>) -> Tracked<I> {
 /// `lhs / rhs` in a region.
 pub(crate) fn div<I: Backend>(lhs: Tracked<I>, rhs: Tracked<I>) -> Tracked<I> {
     build::<I, _, _>(Div(Shapes::of(&lhs, &rhs)), [lhs, rhs])
+}
+
+/// The other binary elementwise ops, whose backwards read both operands: Burn's formulas.
+#[derive(Debug, Clone)]
+struct Binary {
+    kind: BinaryOp,
+    shapes: Shapes,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum BinaryOp {
+    Remainder,
+    Powf,
+    Atan2,
+}
+
+impl<I: Backend> RegionOp<I, 2> for Binary {
+    fn name(&self) -> &'static str {
+        match self.kind {
+            BinaryOp::Remainder => "remainder",
+            BinaryOp::Powf => "powf",
+            BinaryOp::Atan2 => "atan2",
+        }
+    }
+
+    fn forward(&self, [lhs, rhs]: [Primitive<I>; 2]) -> Primitive<I> {
+        match self.kind {
+            BinaryOp::Remainder => I::float_remainder(lhs, rhs),
+            BinaryOp::Powf => I::float_powf(lhs, rhs),
+            BinaryOp::Atan2 => I::float_atan2(lhs, rhs),
+        }
+    }
+
+    fn saved(&self, [lhs, rhs]: [bool; 2]) -> [bool; 2] {
+        match self.kind {
+            // The dividend's gradient is the output gradient; the divisor's reads both.
+            BinaryOp::Remainder => [rhs, rhs],
+            BinaryOp::Powf | BinaryOp::Atan2 => [lhs || rhs, lhs || rhs],
+        }
+    }
+
+    fn backward(
+        self,
+        [lhs_value, rhs_value]: [Option<Primitive<I>>; 2],
+        grad: Primitive<I>,
+        [lhs, rhs]: [bool; 2],
+    ) -> [Option<Primitive<I>>; 2] {
+        let for_rhs = rhs.then(|| grad.clone());
+        let (lhs_grad, rhs_grad) = match self.kind {
+            BinaryOp::Remainder => {
+                let lhs_grad = lhs.then_some(grad);
+                let rhs_grad = for_rhs.map(|grad| {
+                    let quotient = I::float_div(lhs_value.unwrap(), rhs_value.unwrap());
+                    I::float_mul(grad, I::float_neg(I::float_floor(quotient)))
+                });
+                (lhs_grad, rhs_grad)
+            }
+            BinaryOp::Powf => {
+                let (x, y) = (lhs_value.unwrap(), rhs_value.unwrap());
+                let for_rhs = for_rhs.map(|grad| (grad, x.clone(), y.clone()));
+                let lhs_grad = lhs.then(|| {
+                    let tmp = I::float_powf(x, I::float_sub_scalar(y.clone(), 1.0.into()));
+                    I::float_mul(grad, I::float_mul(tmp, y))
+                });
+                let rhs_grad = for_rhs.map(|(grad, x, y)| {
+                    let tmp = I::float_powf(x.clone(), y);
+                    I::float_mul(grad, I::float_mul(tmp, I::float_log(x)))
+                });
+                (lhs_grad, rhs_grad)
+            }
+            BinaryOp::Atan2 => {
+                let (y, x) = (lhs_value.unwrap(), rhs_value.unwrap());
+                let for_rhs = for_rhs.map(|grad| (grad, y.clone(), x.clone()));
+                let lhs_grad = lhs.then(|| {
+                    let x_sq = I::float_powi_scalar(x.clone(), 2.into());
+                    let y_sq = I::float_powi_scalar(y, 2.into());
+                    let value = I::float_div(x, I::float_add(x_sq, y_sq));
+                    I::float_mul(grad, value)
+                });
+                let rhs_grad = for_rhs.map(|(grad, y, x)| {
+                    let x_sq = I::float_powi_scalar(x, 2.into());
+                    let y_sq = I::float_powi_scalar(y.clone(), 2.into());
+                    let value = I::float_neg(I::float_div(y, I::float_add(x_sq, y_sq)));
+                    I::float_mul(grad, value)
+                });
+                (lhs_grad, rhs_grad)
+            }
+        };
+        [
+            lhs_grad.map(|grad| unbroadcast::<I>(grad, &self.shapes.lhs)),
+            rhs_grad.map(|grad| unbroadcast::<I>(grad, &self.shapes.rhs)),
+        ]
+    }
+}
+
+fn binary<I: Backend>(kind: BinaryOp, lhs: Tracked<I>, rhs: Tracked<I>) -> Tracked<I> {
+    let shapes = Shapes::of(&lhs, &rhs);
+    build::<I, _, _>(Binary { kind, shapes }, [lhs, rhs])
+}
+
+/// `lhs % rhs` in a region.
+pub(crate) fn remainder<I: Backend>(lhs: Tracked<I>, rhs: Tracked<I>) -> Tracked<I> {
+    binary(BinaryOp::Remainder, lhs, rhs)
+}
+
+/// `lhs ^ rhs` in a region.
+pub(crate) fn powf<I: Backend>(lhs: Tracked<I>, rhs: Tracked<I>) -> Tracked<I> {
+    binary(BinaryOp::Powf, lhs, rhs)
+}
+
+/// `atan2(y, x)` in a region.
+pub(crate) fn atan2<I: Backend>(y: Tracked<I>, x: Tracked<I>) -> Tracked<I> {
+    binary(BinaryOp::Atan2, y, x)
 }

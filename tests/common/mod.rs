@@ -1,6 +1,8 @@
 //! Shared test helpers: the two backends compared, deterministic data, gradient comparison.
 #![allow(dead_code)]
 
+pub mod transformer;
+
 use burn::backend::{Autodiff, NdArray};
 use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::{Shape, Tensor, TensorData};
