@@ -114,8 +114,22 @@ forward_ops! {
         // instead, so that inside a region every step is routed like any other op.
         burn_backend::ops::attention::attention_fallback::<Self>(query, key, value, mask, attn_bias, options)
     }
-    #[stored]
-    fn ctc_loss(log_probs: FloatTensor<Self>, targets: IntTensor<Self>, input_lengths: IntTensor<Self>, target_lengths: IntTensor<Self>, blank: usize) -> FloatTensor<Self>;
+    fn ctc_loss(log_probs: FloatTensor<Self>, targets: IntTensor<Self>, input_lengths: IntTensor<Self>, target_lengths: IntTensor<Self>, blank: usize) -> FloatTensor<Self> {
+        // Without a native CTC backward, Burn decomposes the loss into tensor ops through
+        // autodiff's; decompose it through the decorator's, so that a region recomputes each.
+        if !I::has_ctc_loss_backward() {
+            return burn_backend::ops::ctc::ctc_loss_default::<Self>(log_probs, targets, input_lengths, target_lengths, blank);
+        }
+        let route = crate::region::route();
+        let log_probs = route.boundary::<I>(log_probs);
+        if let Some(region) = route.region()
+            && log_probs.is_tracked()
+        {
+            let loss = crate::recompute::ctc_loss::<I>(log_probs, targets, input_lengths, target_lengths, blank);
+            return region.record::<I>("ctc_loss", loss);
+        }
+        <Autodiff<I, C> as ModuleOps<Autodiff<I, C>>>::ctc_loss(log_probs, targets, input_lengths, target_lengths, blank)
+    }
     fn rfft(signal: FloatTensor<Self>, dim: usize, n: Option<usize>) -> (FloatTensor<Self>, FloatTensor<Self>);
     fn irfft(spectrum_re: FloatTensor<Self>, spectrum_im: FloatTensor<Self>, dim: usize, n: Option<usize>) -> FloatTensor<Self>;
     }

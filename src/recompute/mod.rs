@@ -17,6 +17,7 @@ mod elementwise;
 mod indexing;
 mod interpolate;
 mod layout;
+mod loss;
 mod matmul;
 mod pool;
 mod reduce;
@@ -42,6 +43,7 @@ pub(crate) use interpolate::interpolate;
 pub(crate) use layout::{
     expand, flip, permute, repeat_dim, reshape, select, select_add, slice, swap_dims,
 };
+pub(crate) use loss::ctc_loss;
 pub(crate) use matmul::{linear, matmul};
 pub(crate) use pool::{
     adaptive_avg_pool1d, adaptive_avg_pool2d, avg_pool1d, avg_pool2d, max_pool1d,

@@ -1,0 +1,109 @@
+//! Every checkpoint cut of the GPT model (burn-nn attention with a causal mask, LayerNorm, GELU
+//! MLP, dropout) gives the loss and every parameter gradient of plain `Autodiff`, bit for bit, on
+//! the same weights, tokens and dropout masks; regions that span many blocks are recomputed by a
+//! walk that visits each op once.
+
+use std::sync::Mutex;
+
+use burn::backend::{Autodiff, NdArray};
+use burn::module::{Module, ModuleVisitor, Param};
+use burn::record::{BinBytesRecorder, FullPrecisionSettings, Recorder};
+use burn::tensor::backend::{AutodiffBackend, Backend};
+use burn::tensor::{Distribution, Int, Tensor, TensorData};
+use burn_checkpoint::{Checkpointed, coverage};
+use gpt::{Cut, Gpt, GptConfig};
+
+type Plain = Autodiff<NdArray>;
+type Ckpt = Checkpointed<Autodiff<NdArray>>;
+
+/// NdArray's random generator is shared by the process: dropout masks are drawn from it.
+static RANDOM: Mutex<()> = Mutex::new(());
+
+fn config(dropout: f64) -> GptConfig {
+    GptConfig::new(48, 16, 6, 2, 12).with_dropout(dropout)
+}
+
+/// The loss and the gradient of every parameter, in the module's order.
+fn run<B: AutodiffBackend>(
+    weights: &[u8],
+    cut: Cut,
+    dropout: f64,
+    tokens: &TensorData,
+) -> Vec<Vec<f32>> {
+    let device = Default::default();
+    let record = BinBytesRecorder::<FullPrecisionSettings>::default()
+        .load(weights.to_vec(), &device)
+        .unwrap();
+    let model: Gpt<B> = config(dropout)
+        .init(&device)
+        .load_record(record)
+        .with_cut(cut);
+    let tokens = Tensor::<B, 2, Int>::from_data(tokens.clone(), &device);
+    let [batch, seq] = tokens.dims();
+    let inputs = tokens.clone().slice([0..batch, 0..seq - 1]);
+    let targets = tokens.slice([0..batch, 1..seq]);
+    B::seed(&device, 7);
+    let loss = model.loss(inputs, targets);
+    let grads = loss.backward();
+    struct Collect<'a, B: AutodiffBackend>(&'a B::Gradients, Vec<Vec<f32>>);
+    impl<B: AutodiffBackend> ModuleVisitor<B> for Collect<'_, B> {
+        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<B, D>>) {
+            let grad = param
+                .val()
+                .grad(self.0)
+                .expect("every parameter has a gradient");
+            self.1.push(grad.into_data().to_vec::<f32>().unwrap());
+        }
+    }
+    let mut collect = Collect::<B>(&grads, vec![loss.into_data().to_vec::<f32>().unwrap()]);
+    model.visit(&mut collect);
+    collect.1
+}
+
+fn bits(values: &[Vec<f32>]) -> Vec<Vec<u32>> {
+    values
+        .iter()
+        .map(|v| v.iter().map(|x| x.to_bits()).collect())
+        .collect()
+}
+
+#[test]
+fn every_cut_gives_the_plain_gradients_bitwise() {
+    let _random = RANDOM.lock().unwrap();
+    let device = Default::default();
+    for dropout in [0.0, 0.1] {
+        <NdArray as Backend>::seed(&device, 1);
+        let weights = BinBytesRecorder::<FullPrecisionSettings>::default()
+            .record(config(dropout).init::<Plain>(&device).into_record(), ())
+            .unwrap();
+        let tokens =
+            Tensor::<NdArray, 2, Int>::random([3, 13], Distribution::Uniform(0.0, 48.0), &device)
+                .into_data();
+        let plain = run::<Plain>(&weights, Cut::None, dropout, &tokens);
+        // The loss, the embeddings, 6 blocks of at least 12 tensors, the head.
+        assert!(plain.len() > 1 + 2 + 6 * 12, "{} values", plain.len());
+        for cut in [
+            Cut::None,
+            Cut::Block,
+            Cut::BlockSaveCompute,
+            Cut::SequentialSqrt,
+            Cut::SequentialTwo,
+            Cut::Whole,
+        ] {
+            coverage::reset();
+            let ckpt = run::<Ckpt>(&weights, cut, dropout, &tokens);
+            assert!(
+                bits(&ckpt) == bits(&plain),
+                "{cut:?}, dropout {dropout}: loss or gradients differ"
+            );
+            let recomputed: u64 = coverage::recomputes().values().sum();
+            assert_eq!(coverage::walk_steps(), recomputed, "{cut:?}");
+            assert_eq!(recomputed > 0, cut != Cut::None, "{cut:?}: {recomputed}");
+            assert!(
+                coverage::fallbacks().is_empty(),
+                "{:?}",
+                coverage::fallbacks()
+            );
+        }
+    }
+}
