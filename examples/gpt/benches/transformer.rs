@@ -141,6 +141,8 @@ impl Method {
 /// What one measured step gives.
 struct Step {
     wall: Duration,
+    /// Process CPU time of the forward pass alone (up to the loss).
+    forward_cpu: Duration,
     /// Process CPU time: on a shared CPU it counts the step's own work, not the time it waited.
     cpu: Duration,
     peak: usize,
@@ -171,6 +173,8 @@ impl<B: AutodiffBackend, O: Optimizer<Gpt<B>, B>> Runner for Trainer<B, O> {
         reset_peak();
         let (start, cpu_start) = (Instant::now(), ProcessTime::now());
         let loss = model.loss(inputs, targets);
+        B::sync(&device).expect("the device syncs");
+        let forward_cpu = cpu_start.elapsed();
         let held = allocated().saturating_sub(base);
         let grads = GradientsParams::from_grads(loss.backward(), &model);
         let model = self.optimizer.step(1e-3, model, grads);
@@ -181,6 +185,7 @@ impl<B: AutodiffBackend, O: Optimizer<Gpt<B>, B>> Runner for Trainer<B, O> {
         self.model = Some(model);
         Step {
             wall,
+            forward_cpu,
             cpu,
             peak,
             held,
@@ -216,6 +221,8 @@ struct Row {
     held_bytes: usize,
     median_step_s: f64,
     median_step_cpu_s: f64,
+    /// Median CPU time of the forward pass alone: what recomputing a region costs at most.
+    median_forward_cpu_s: f64,
     peak_vs_plain: f64,
     cpu_vs_plain: f64,
     wall_vs_plain: f64,
@@ -274,57 +281,67 @@ fn run<I: Backend>(args: &Args, config: &GptConfig) -> Vec<Row> {
         }
     }
     let reference = args.methods.iter().position(|&m| m == Method::Plain);
-    let summary: Vec<(usize, usize, f64, f64, f32)> = measured
-        .iter()
-        .map(|steps| {
-            (
-                steps.iter().map(|s| s.peak).max().unwrap(),
-                steps.iter().map(|s| s.held).max().unwrap(),
-                median(steps.iter().map(|s| s.wall)),
-                median(steps.iter().map(|s| s.cpu)),
-                steps.last().unwrap().loss,
-            )
-        })
-        .collect();
-    let plain = reference.map(|i| summary[i]);
+    let summary: Vec<Summary> = measured.iter().map(|steps| Summary::of(steps)).collect();
+    let plain = reference.map(|i| &summary[i]);
+    let ratio = |value: f64, of: fn(&Summary) -> f64| plain.map_or(f64::NAN, |p| value / of(p));
     args.methods
         .iter()
         .zip(&summary)
-        .map(|(method, &(peak, held, wall, cpu, loss))| {
-            let ratio = |value: f64, of: fn(&(usize, usize, f64, f64, f32)) -> f64| {
-                plain.as_ref().map_or(f64::NAN, |p| value / of(p))
-            };
-            Row {
-                method: method.name(),
-                blocks: args.blocks,
-                d_model: args.d_model,
-                seq: args.seq,
-                batch: args.batch,
-                peak_bytes: peak,
-                held_bytes: held,
-                median_step_s: wall,
-                median_step_cpu_s: cpu,
-                peak_vs_plain: ratio(peak as f64, |p| p.0 as f64),
-                cpu_vs_plain: ratio(cpu, |p| p.3),
-                wall_vs_plain: ratio(wall, |p| p.2),
-                loss,
-            }
+        .map(|(method, s)| Row {
+            method: method.name(),
+            blocks: args.blocks,
+            d_model: args.d_model,
+            seq: args.seq,
+            batch: args.batch,
+            peak_bytes: s.peak,
+            held_bytes: s.held,
+            median_step_s: s.wall,
+            median_step_cpu_s: s.cpu,
+            median_forward_cpu_s: s.forward_cpu,
+            peak_vs_plain: ratio(s.peak as f64, |p| p.peak as f64),
+            cpu_vs_plain: ratio(s.cpu, |p| p.cpu),
+            wall_vs_plain: ratio(s.wall, |p| p.wall),
+            loss: s.loss,
         })
         .collect()
 }
 
+/// One method's steps, summed up: maxima of memory, medians of time.
+struct Summary {
+    peak: usize,
+    held: usize,
+    wall: f64,
+    cpu: f64,
+    forward_cpu: f64,
+    loss: f32,
+}
+
+impl Summary {
+    fn of(steps: &[Step]) -> Self {
+        Summary {
+            peak: steps.iter().map(|s| s.peak).max().unwrap(),
+            held: steps.iter().map(|s| s.held).max().unwrap(),
+            wall: median(steps.iter().map(|s| s.wall)),
+            cpu: median(steps.iter().map(|s| s.cpu)),
+            forward_cpu: median(steps.iter().map(|s| s.forward_cpu)),
+            loss: steps.last().unwrap().loss,
+        }
+    }
+}
+
 fn markdown(title: &str, rows: &[Row]) -> String {
     let mut table = format!(
-        "{title}\n\n| Method | Peak step memory | Held fwd→bwd | Step (wall) | Step (CPU) | × plain memory | × plain CPU time | × plain wall time | loss |\n|---|---|---|---|---|---|---|---|---|\n"
+        "{title}\n\n| Method | Peak step memory | Held fwd→bwd | Step (wall) | Step (CPU) | Forward (CPU) | × plain memory | × plain CPU time | × plain wall time | loss |\n|---|---|---|---|---|---|---|---|---|---|\n"
     );
     for r in rows {
         table += &format!(
-            "| {} | {:.1} MiB | {:.1} MiB | {:.3} s | {:.3} s | {:.2} | {:.2} | {:.2} | {} |\n",
+            "| {} | {:.1} MiB | {:.1} MiB | {:.3} s | {:.3} s | {:.3} s | {:.2} | {:.2} | {:.2} | {} |\n",
             r.method,
             mib(r.peak_bytes),
             mib(r.held_bytes),
             r.median_step_s,
             r.median_step_cpu_s,
+            r.median_forward_cpu_s,
             r.peak_vs_plain,
             r.cpu_vs_plain,
             r.wall_vs_plain,
@@ -437,7 +454,11 @@ fn main() {
         "json",
         &serde_json::to_string_pretty(&rows).expect("rows serialise"),
     );
-    match plot(&rows, &title, &args.out) {
+    let short = format!(
+        "GPT, {} blocks, d {}, batch {}×{}: peak memory and CPU time per step × plain",
+        args.blocks, args.d_model, args.batch, args.seq
+    );
+    match plot(&rows, &short, &args.out) {
         Ok(()) => eprintln!("plotted: {0}.svg, {0}.png", args.out.display()),
         Err(e) => eprintln!("{e}"),
     }

@@ -44,8 +44,7 @@ mod plot;
 #[global_allocator]
 static ALLOCATOR: CountingAllocator = CountingAllocator;
 
-/// Every method, by key. The whole-block cut is exponential in layers per block on
-/// burn-autodiff 0.21 (docs/regions.md), so it runs only on request (`--block`).
+/// Every method, by key.
 const METHODS: &[&str] = &[
     "plain",
     "balanced",
@@ -56,7 +55,14 @@ const METHODS: &[&str] = &[
     "layer-reduce",
     "block",
 ];
-const DEFAULT_METHODS: &[&str] = &["plain", "balanced", "bottleneck", "layer", "layer-save"];
+const DEFAULT_METHODS: &[&str] = &[
+    "plain",
+    "balanced",
+    "bottleneck",
+    "layer",
+    "layer-save",
+    "block",
+];
 
 struct Args {
     depth: usize,
@@ -96,11 +102,10 @@ impl Args {
                 "--backend" => args.backend = value(),
                 "--out" => args.out = value().into(),
                 "--methods" => args.methods = value().split(',').map(String::from).collect(),
-                "--block" => args.methods.push("block".into()),
                 "--bench" => {}
                 other => panic!(
                     "unknown flag `{other}`; flags: --depth N --growth N --batches 16,32,64 \
-                     --steps N --backend flex|ndarray|cuda --out STEM --methods {} --block",
+                     --steps N --backend flex|ndarray|cuda --out STEM --methods {}",
                     METHODS.join(",")
                 ),
             }
