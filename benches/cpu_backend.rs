@@ -28,43 +28,54 @@ use burn::tensor::module::conv2d;
 use burn::tensor::ops::{ConvOptions, FloatTensor};
 use burn::tensor::{Distribution, Tensor};
 
+/// Times Burn's NdArray and Flex CPU backends on DenseNet's convolution shapes, a matmul and an
+/// autodiff step.
+#[derive(clap::Parser)]
 struct Args {
+    /// Runs per figure (at least 5); each figure is their median.
+    #[arg(long, default_value_t = 5)]
     runs: usize,
-    /// The ops to time (all when empty): `conv2d`, `conv2d_x_backward`, `conv2d_weight_backward`,
-    /// `matmul`, `autodiff`.
+    /// Time only this op (repeatable): conv2d, conv2d_x_backward, conv2d_weight_backward,
+    /// matmul, autodiff. All when absent.
+    #[arg(long)]
     only: Vec<String>,
-    /// The backends to time: `NdArray`, `Flex`.
+    /// `--only conv2d`.
+    #[arg(long)]
+    fwd_only: bool,
+    /// Time only this backend (repeatable). Both when absent.
+    #[arg(long, value_enum)]
+    backend: Vec<CpuBackend>,
+    /// Passed by `cargo bench`.
+    #[arg(long, hide = true)]
+    bench: bool,
+    /// The backends to time, by name: `NdArray`, `Flex`.
+    #[arg(skip)]
     backends: Vec<&'static str>,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum CpuBackend {
+    #[value(alias = "NdArray")]
+    Ndarray,
+    #[value(alias = "Flex")]
+    Flex,
 }
 
 impl Args {
     fn parse() -> Args {
-        let mut args = Args {
-            runs: 5,
-            only: Vec::new(),
-            backends: Vec::new(),
-        };
-        let mut it = std::env::args().skip(1);
-        while let Some(flag) = it.next() {
-            match flag.as_str() {
-                "--runs" => {
-                    args.runs = it
-                        .next()
-                        .and_then(|v| v.parse::<usize>().ok())
-                        .expect("--runs takes a number")
-                        .max(5)
-                }
-                "--fwd-only" => args.only.push("conv2d".into()),
-                "--only" => args.only.push(it.next().expect("--only takes an op name")),
-                "--backend" => match it.next().as_deref() {
-                    Some("ndarray" | "NdArray") => args.backends.push("NdArray"),
-                    Some("flex" | "Flex") => args.backends.push("Flex"),
-                    other => panic!("--backend takes ndarray or flex, not {other:?}"),
-                },
-                // `cargo bench` passes `--bench`; other flags are not ours.
-                _ => {}
-            }
+        let mut args: Args = clap::Parser::parse();
+        args.runs = args.runs.max(5);
+        if args.fwd_only {
+            args.only.push("conv2d".into());
         }
+        args.backends = args
+            .backend
+            .iter()
+            .map(|backend| match backend {
+                CpuBackend::Ndarray => "NdArray",
+                CpuBackend::Flex => "Flex",
+            })
+            .collect();
         if args.backends.is_empty() {
             args.backends = vec!["NdArray", "Flex"];
         }

@@ -35,29 +35,40 @@
 //! assert!(block.first.weight.grad(&grads).is_some());
 //! ```
 //!
-//! How it works: inside a region, every op is built as a *memory-bound* node of Burn's own
-//! autodiff graph, which Burn recomputes when a backward step needs its output; what a region
-//! returns is stored. See the guide in `docs/` for the details.
+//! How it works: inside a region, every op is built as a node of Burn's autodiff graph that keeps
+//! a recipe instead of its output; when a backward step needs the output, the crate recomputes
+//! it (each op at most once per backward). What a region returns is stored. See the guide in
+//! `docs/` for the details.
 
 #![warn(missing_docs)]
 
 extern crate self as burn_checkpoint;
 
-mod backend;
-pub mod coverage;
-pub mod memory;
-#[cfg(feature = "parallel")]
-pub mod parallel;
+// Bottom-up: leaves first (they import nothing of the crate), then each layer uses only the
+// ones above it in this list.
+mod counters;
+mod op;
+mod types;
+
 mod policy;
 mod recompute;
 mod region;
+mod route;
+
+mod backend;
+pub mod coverage;
 mod sequential;
+
+pub mod memory;
+#[cfg(feature = "parallel")]
+pub mod parallel;
 
 pub use backend::Checkpointed;
 pub use burn_checkpoint_macros::checkpoint;
+pub use op::OpKind;
 #[cfg(feature = "parallel")]
 pub use parallel::{DataParallel, DataParallelConfig, ParallelError};
-pub use policy::{Decision, OpInfo, OpKind, Policy, SavePredicate};
+pub use policy::{Decision, OpInfo, Policy, SavePredicate};
 pub use recompute::verify_recomputes;
 pub use region::{RegionGuard, checkpoint, checkpoint_with, enter, enter_with, region_depth};
 pub use sequential::{Layer, Segments, checkpoint_sequential, checkpoint_sequential_with};

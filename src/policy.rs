@@ -15,6 +15,8 @@ use std::sync::Arc;
 
 use burn_backend::{DType, Shape};
 
+use crate::op::{Op, OpKind};
+
 /// Which ops of a region are recomputed during backward.
 ///
 /// ```
@@ -42,6 +44,7 @@ use burn_backend::{DType, Shape};
 /// assert!(w.grad(&grads).is_some());
 /// ```
 #[derive(Clone, Default)]
+#[non_exhaustive]
 pub enum Policy {
     /// Everything computed inside the region is recomputed during backward; only what the region
     /// returns is stored. `torch.utils.checkpoint`'s semantics, and the default.
@@ -77,10 +80,10 @@ impl Policy {
     ///
     /// ```
     /// use burn::tensor::{DType, Shape};
-    /// use burn_checkpoint::{Decision, OpInfo, Policy};
+    /// use burn_checkpoint::{Decision, OpInfo, Policy, coverage};
     ///
     /// let shape = Shape::new([32, 64]);
-    /// let op = OpInfo::new("float_matmul", &shape, DType::F32);
+    /// let op = OpInfo::new(coverage::op("float_matmul").unwrap(), &shape, DType::F32);
     /// assert_eq!(Policy::SaveComputeBound.decide(&op), Decision::Save);
     /// assert_eq!(Policy::RecomputeAll.decide(&op), Decision::Recompute);
     /// ```
@@ -127,26 +130,26 @@ pub enum Decision {
 /// The op a policy is asked about: what it is and what it produced.
 #[derive(Clone, Copy, Debug)]
 pub struct OpInfo<'a> {
-    name: &'static str,
+    op: &'static Op,
     shape: &'a Shape,
     dtype: DType,
 }
 
 impl<'a> OpInfo<'a> {
-    /// Describes the op Burn names `name` (a method of its backend traits, as listed by
-    /// [`coverage::ops`](crate::coverage::ops)) whose output has `shape` and `dtype`.
-    pub fn new(name: &'static str, shape: &'a Shape, dtype: DType) -> Self {
-        OpInfo { name, shape, dtype }
+    /// Describes a run of `op` (see [`coverage::op`](crate::coverage::op)) whose output has
+    /// `shape` and `dtype`: how a policy can be tried out of a region.
+    pub fn new(op: &'static Op, shape: &'a Shape, dtype: DType) -> Self {
+        OpInfo { op, shape, dtype }
     }
 
     /// The op as Burn's backend traits name it: `float_matmul`, `conv2d`, `relu`, ...
     pub fn name(&self) -> &'static str {
-        self.name
+        self.op.name()
     }
 
     /// The family the op belongs to.
     pub fn kind(&self) -> OpKind {
-        OpKind::of(self.name)
+        self.op.kind()
     }
 
     /// The shape of the op's output.
@@ -162,79 +165,5 @@ impl<'a> OpInfo<'a> {
     /// The size of the op's output in bytes.
     pub fn bytes(&self) -> usize {
         self.shape.num_elements() * self.dtype.size()
-    }
-}
-
-/// Families of ops, for policies.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum OpKind {
-    /// Matrix products: `float_matmul`, `linear`.
-    Matmul,
-    /// Convolutions of every dimension, their transposes, deformable convolution.
-    Conv,
-    /// Pooling of every kind.
-    Pool,
-    /// Reductions over all or one dimension: sum, mean, max, min (with or without indices).
-    Reduce,
-    /// Cumulative ops: cumsum, cumprod, cummin, cummax.
-    Scan,
-    /// Indexing: gather, scatter, select, slice and their assigns, masks, embedding.
-    Index,
-    /// Concatenation (`float_cat`).
-    Concat,
-    /// Reshapes and moves of the same values: reshape, permute, swap dims, flip, expand, repeat,
-    /// unfold.
-    Layout,
-    /// Elementwise arithmetic and functions, activations, casts.
-    Elementwise,
-    /// Anything else: sort, cross product, interpolation, losses, device transfer.
-    Other,
-}
-
-impl OpKind {
-    /// The family of the op Burn names `name`.
-    ///
-    /// ```
-    /// use burn_checkpoint::OpKind;
-    ///
-    /// assert_eq!(OpKind::of("conv2d"), OpKind::Conv);
-    /// assert_eq!(OpKind::of("float_exp"), OpKind::Elementwise);
-    /// ```
-    pub fn of(name: &str) -> OpKind {
-        let op = name.strip_prefix("float_").unwrap_or(name);
-        match op {
-            "matmul" | "linear" => OpKind::Matmul,
-            _ if op.starts_with("conv") || op.starts_with("deform_conv") => OpKind::Conv,
-            _ if op.contains("pool") => OpKind::Pool,
-            "sum"
-            | "sum_dim"
-            | "mean"
-            | "mean_dim"
-            | "prod"
-            | "prod_dim"
-            | "max"
-            | "max_dim"
-            | "max_dim_with_indices"
-            | "min"
-            | "min_dim"
-            | "min_dim_with_indices"
-            | "max_abs"
-            | "max_abs_dim" => OpKind::Reduce,
-            "cumsum" | "cumprod" | "cummin" | "cummax" => OpKind::Scan,
-            "gather" | "scatter_add" | "scatter_nd" | "gather_nd" | "select" | "select_add"
-            | "slice" | "slice_assign" | "mask_where" | "mask_fill" | "embedding" => OpKind::Index,
-            "cat" => OpKind::Concat,
-            "reshape" | "permute" | "swap_dims" | "flip" | "expand" | "repeat_dim" | "unfold" => {
-                OpKind::Layout
-            }
-            "add" | "add_scalar" | "sub" | "sub_scalar" | "mul" | "mul_scalar" | "div"
-            | "div_scalar" | "remainder" | "remainder_scalar" | "neg" | "recip" | "exp" | "log"
-            | "log1p" | "powf" | "powf_scalar_impl" | "sqrt" | "abs" | "cos" | "sin" | "tan"
-            | "cosh" | "sinh" | "tanh" | "acos" | "acosh" | "asin" | "asinh" | "atan" | "atanh"
-            | "atan2" | "round" | "floor" | "ceil" | "trunc" | "erf" | "sign" | "cast" | "relu"
-            | "gelu" | "sigmoid" | "log_sigmoid" => OpKind::Elementwise,
-            _ => OpKind::Other,
-        }
     }
 }

@@ -18,9 +18,10 @@ use std::sync::{Arc, Weak};
 use burn_autodiff::NodeId;
 use burn_backend::{Backend, Shape, TensorMetadata};
 
-use crate::backend::Tracked;
+use crate::op::Op;
 use crate::policy::{Decision, OpInfo, Policy};
 use crate::recompute;
+use crate::types::Tracked;
 
 /// Runs `f` as a checkpoint region and returns what it returns.
 ///
@@ -283,7 +284,7 @@ pub(crate) fn route() -> Route {
 }
 
 impl Route {
-    /// Whether the op runs inside a region (asked by ops routed `#[stored]`; none is, today).
+    /// Whether the op runs inside a region (asked by `route::stored_op`, which no op uses today).
     #[allow(dead_code)]
     pub(crate) fn in_region(&self) -> bool {
         self.root.is_some()
@@ -347,7 +348,7 @@ pub(crate) struct Region<'a> {
 impl Region<'_> {
     /// Returns the output `tensor` of the op `op`, recorded as made in this region, or stored if
     /// the region's policy keeps it.
-    pub(crate) fn record<I: Backend>(&self, op: &'static str, tensor: Tracked<I>) -> Tracked<I> {
+    pub(crate) fn record<I: Backend>(&self, op: &'static Op, tensor: Tracked<I>) -> Tracked<I> {
         if let Some(policy) = self.policy.filter(|_| tensor.is_tracked()) {
             let shape = tensor.primitive.shape();
             let info = OpInfo::new(op, &shape, tensor.primitive.dtype());

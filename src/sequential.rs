@@ -82,34 +82,31 @@ impl<B: Backend> Layer<Tensor<B, 4>> for nn::conv::Conv2d<B> {
 
 /// How many segments [`checkpoint_sequential`] cuts a stack into.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Segments {
     /// √n segments for n layers, rounded (Chen et al. 2016): stored boundaries and one
     /// segment's recomputed activations then cost about the same, and their sum is smallest.
     #[default]
     Sqrt,
-    /// This many segments (at most one per layer; at least one).
+    /// This many segments, clamped to the stack: at most one per layer, at least one (so
+    /// `Count(0)` is one segment, as `Count(1)`).
     Count(usize),
 }
 
 impl Segments {
-    /// The number of segments for `layers` layers.
+    /// The number of segments for `layers` layers: between 1 and `layers` (1 for an empty
+    /// stack).
     ///
     /// ```
     /// use burn_checkpoint::Segments;
     ///
     /// assert_eq!(Segments::Sqrt.count(16), 4);
     /// assert_eq!(Segments::Count(32).count(16), 16);
+    /// assert_eq!(Segments::Count(0).count(16), 1);
     /// ```
-    ///
-    /// # Panics
-    ///
-    /// On `Segments::Count(0)`.
     pub fn count(self, layers: usize) -> usize {
         let wanted = match self {
             Segments::Sqrt => (layers as f64).sqrt().round() as usize,
-            Segments::Count(0) => panic!(
-                "checkpoint_sequential: Segments::Count(0): a stack has at least one segment"
-            ),
             Segments::Count(count) => count,
         };
         wanted.clamp(1, layers.max(1))
@@ -152,10 +149,6 @@ impl Segments {
 /// let grads = y.sum().backward();
 /// assert!(blocks[0].linear.weight.grad(&grads).is_some());
 /// ```
-///
-/// # Panics
-///
-/// On `Segments::Count(0)`.
 pub fn checkpoint_sequential<T, L: Layer<T>>(layers: &[L], segments: Segments, input: T) -> T {
     checkpoint_sequential_with(Policy::RecomputeAll, layers, segments, input)
 }
@@ -177,10 +170,6 @@ pub fn checkpoint_sequential<T, L: Layer<T>>(layers: &[L], segments: Segments, i
 /// let y = checkpoint_sequential_with(Policy::SaveComputeBound, &layers, Segments::Sqrt, x);
 /// # let _ = y.sum().backward();
 /// ```
-///
-/// # Panics
-///
-/// On `Segments::Count(0)`.
 pub fn checkpoint_sequential_with<T, L: Layer<T>>(
     policy: Policy,
     layers: &[L],
@@ -245,8 +234,7 @@ mod tests {
     }
 
     #[test]
-    #[should_panic(expected = "Segments::Count(0)")]
-    fn zero_segments_is_an_error() {
-        depths(4, Segments::Count(0));
+    fn zero_segments_are_one() {
+        assert_eq!(depths(4, Segments::Count(0)), depths(4, Segments::Count(1)));
     }
 }

@@ -290,6 +290,7 @@ fn transformer_block(policy: Policy) {
         Policy::RecomputeAll => &["linear", "matmul", "mean_dim"],
         Policy::SaveComputeBound => &["mean_dim"],
         Policy::Custom(_) => &["linear", "matmul"],
+        other => panic!("no expectation for {other:?}"),
     };
     for op in expected {
         assert!(

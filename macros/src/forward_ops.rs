@@ -1,34 +1,38 @@
-//! `forward_ops!`: the bodies of the decorator's backend-trait methods, generated from their
-//! signatures.
+//! `forward_ops!`: the decorator's backend-trait methods, generated from their signatures.
 //!
 //! Input: one trait impl whose items are signatures (`fn name(args) -> Ret;`), each with at most
-//! one routing attribute, or whole methods with a body (copied as they are):
+//! one routing attribute, or whole methods with a body:
 //!
 //! ```text
 //! forward_ops! {
 //!     impl<I: Backend, C: CheckpointStrategy> FloatTensorOps<Self> for Checkpointed<Autodiff<I, C>> {
 //!         fn float_zeros(shape: Shape, device: &Device<Self>, dtype: FloatDType) -> FloatTensor<Self>;
-//!         #[region(crate::recompute::matmul)] fn float_matmul(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>) -> FloatTensor<Self>;
-//!         #[stored] fn ctc_loss(log_probs: FloatTensor<Self>, targets: IntTensor<Self>, input_lengths: IntTensor<Self>, target_lengths: IntTensor<Self>, blank: usize) -> FloatTensor<Self>;
+//!         #[region(matmul, Matmul)] fn float_matmul(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>) -> FloatTensor<Self>;
+//!         #[stored(Other, "why")] fn float_op(tensor: FloatTensor<Self>) -> FloatTensor<Self>;
+//!         #[by_hand(Plain, Other, "what it does")] fn op(..) -> .. { body }
 //!     }
 //! }
 //! ```
 //!
-//! Routing (the decorated backend `X` is the type argument of `Checkpointed<X>`, the inner backend
-//! `I` the first type parameter of the impl):
-//! - no attribute: `<X as Trait<X>>::name(args)`, nothing else (ops that build no graph node);
-//! - `#[stored]`: region outputs among the float operands are materialised first; inside a region
-//!   with a tracked operand the op is counted as a fallback (Burn stores its output);
-//! - `#[region(path)]`: inside a region, `path(args)` builds the op as a recomputed node.
+//! The signature line is the op's one source of truth; the macro writes one call per method and
+//! one `Op` entry, and the routing protocol itself is ordinary Rust in the crate (`route.rs`):
+//! - no attribute: `<X as Trait<X>>::name(args)` (an op that builds no graph node; `X` is the
+//!   type argument of `Checkpointed<X>`);
+//! - `#[region(f, Kind)]`: `crate::route::region_op` with the region version
+//!   `crate::recompute::f::<I>(args)` (`I`, the inner backend, is the impl's first type
+//!   parameter) and Burn's own op; `Kind` is the op's `OpKind`;
+//! - `#[stored(Kind, "reason")]`: `crate::route::stored_op` with Burn's own op;
+//! - `#[by_hand(Routing, Kind, "what it does")]` on a method with a body: the body as it is; it
+//!   sees `OP`, the method's `&'static Op`.
 //!
-//! Next to the impl the macro emits `pub(crate) const OPS: &[crate::coverage::OpEntry]`, one entry
-//! per listed method, so that the crate can report and test its coverage.
+//! Next to the impl the macro emits `pub(crate) const OPS: &[crate::op::Op]`, one entry per
+//! method, so that the crate can report and test its coverage.
 
 use proc_macro2::TokenStream;
 use quote::{format_ident, quote};
 use syn::parse::{Parse, ParseStream};
 use syn::{
-    FnArg, GenericArgument, GenericParam, Generics, Ident, Pat, Path, PathArguments, Token,
+    FnArg, GenericArgument, GenericParam, Generics, Ident, LitStr, Pat, Path, PathArguments, Token,
     TraitItemFn, Type, braced,
 };
 
@@ -63,9 +67,19 @@ impl Parse for Input {
 
 enum Routing {
     Plain,
-    Stored,
-    Region(Path),
-    Custom,
+    Stored {
+        kind: Ident,
+        reason: LitStr,
+    },
+    Region {
+        function: Ident,
+        kind: Ident,
+    },
+    ByHand {
+        routing: Ident,
+        kind: Ident,
+        note: LitStr,
+    },
 }
 
 enum ArgKind {
@@ -119,80 +133,91 @@ pub fn expand(input: TokenStream) -> syn::Result<TokenStream> {
         let attrs = &item.attrs;
         let args = args_of(sig)?;
         let arg_names: Vec<_> = args.iter().map(|a| &a.name).collect();
-        let call_args = quote!(#(#arg_names),*);
         let forward = if sig.asyncness.is_some() {
-            quote!(#target::#name(#call_args).await)
+            quote!(#target::#name(#(#arg_names),*).await)
         } else {
-            quote!(#target::#name(#call_args))
+            quote!(#target::#name(#(#arg_names),*))
         };
-
-        let boundaries = args.iter().map(|a| {
-            let n = &a.name;
-            match a.kind {
-                ArgKind::Float => quote!(let #n = __route.boundary::<#inner>(#n);),
-                ArgKind::OptionFloat => quote!(let #n = #n.map(|t| __route.boundary::<#inner>(t));),
-                ArgKind::VecFloat => quote! {
-                    let #n = #n.into_iter().map(|t| __route.boundary::<#inner>(t)).collect::<::std::vec::Vec<_>>();
-                },
-                ArgKind::Other => quote!(),
-            }
-        });
-        let boundaries = quote!(let __route = crate::region::route(); #(#boundaries)*);
-        let tracked: Vec<_> = args
+        // The float operands and the other arguments, each as a tuple in the signature's order.
+        let floats: Vec<_> = args
             .iter()
             .filter_map(|a| {
                 let n = &a.name;
                 match a.kind {
-                    ArgKind::Float => Some(quote!(#n.is_tracked())),
-                    ArgKind::OptionFloat => {
-                        Some(quote!(#n.as_ref().is_some_and(|t| t.is_tracked())))
-                    }
-                    ArgKind::VecFloat => Some(quote!(#n.iter().any(|t| t.is_tracked()))),
+                    ArgKind::Float => Some(quote!(crate::route::Float(#n))),
+                    ArgKind::OptionFloat => Some(quote!(crate::route::OptionalFloat(#n))),
+                    ArgKind::VecFloat => Some(quote!(crate::route::Floats(#n))),
                     ArgKind::Other => None,
                 }
             })
             .collect();
-        let any_tracked = if tracked.is_empty() {
-            quote!(false)
-        } else {
-            quote!(#(#tracked)||*)
-        };
+        let rest: Vec<_> = args
+            .iter()
+            .filter(|a| matches!(a.kind, ArgKind::Other))
+            .map(|a| &a.name)
+            .collect();
+        let floats = quote!((#(#floats,)*));
+        let rest = quote!((#(#rest,)*));
 
-        let (body, kind) = match routing {
-            Routing::Plain => (quote!(#forward), quote!(Plain)),
-            Routing::Custom => {
-                let block = item.default.as_ref().expect("custom methods have a body");
-                (quote!(#block), quote!(Custom))
-            }
-            Routing::Stored => (
+        let (entry_routing, kind, note) = match &routing {
+            Routing::Plain => (quote!(Plain), quote!(Other), quote!("")),
+            Routing::Stored { kind, reason } => (quote!(Stored), quote!(#kind), quote!(#reason)),
+            Routing::Region { kind, .. } => (quote!(Region), quote!(#kind), quote!("")),
+            Routing::ByHand {
+                routing,
+                kind,
+                note,
+            } => (quote!(#routing), quote!(#kind), quote!(#note)),
+        };
+        let entry = quote! {
+            crate::op::Op::new(
+                #trait_name,
+                #name_str,
+                crate::op::Routing::#entry_routing,
+                crate::op::OpKind::#kind,
+                #note,
+            )
+        };
+        let body = match routing {
+            Routing::Plain => quote!(#forward),
+            Routing::ByHand { .. } => {
+                let block = item.default.as_ref().expect("by-hand methods have a body");
                 quote! {
-                    #boundaries
-                    if __route.in_region() && (#any_tracked) {
-                        crate::coverage::note_fallback(#name_str);
-                    }
-                    #forward
-                },
-                quote!(Stored),
-            ),
-            Routing::Region(path) => {
-                let record = record_output(
-                    &sig.output,
-                    &inner,
-                    &name_str,
-                    quote!(#path::<#inner>(#call_args)),
-                )?;
-                (
-                    quote! {
-                        #boundaries
-                        if let Some(__region) = __route.region() {
-                            if #any_tracked {
-                                return #record;
-                            }
-                        }
-                        #forward
-                    },
-                    quote!(Region),
-                )
+                    #[allow(unused)]
+                    const OP: &crate::op::Op = &#entry;
+                    #block
+                }
+            }
+            Routing::Stored { .. } => {
+                if sig.asyncness.is_some() {
+                    return Err(syn::Error::new_spanned(sig, "a routed op is not async"));
+                }
+                quote! {
+                    const OP: &crate::op::Op = &#entry;
+                    crate::route::stored_op::<#inner, _, _, _>(
+                        OP, #floats, #rest, |#floats, #rest| #forward,
+                    )
+                }
+            }
+            Routing::Region { function, .. } => {
+                if sig.asyncness.is_some() {
+                    return Err(syn::Error::new_spanned(sig, "a routed op is not async"));
+                }
+                let route = if returns_pair(&sig.output) {
+                    quote!(crate::route::region_op_with::<#inner, _, _, _>)
+                } else {
+                    quote!(crate::route::region_op::<#inner, _, _>)
+                };
+                quote! {
+                    const OP: &crate::op::Op = &#entry;
+                    #route(
+                        OP,
+                        #floats,
+                        #rest,
+                        |#floats, #rest| crate::recompute::#function::<#inner>(#(#arg_names),*),
+                        |#floats, #rest| #forward,
+                    )
+                }
             }
         };
         methods.push(quote! {
@@ -201,13 +226,7 @@ pub fn expand(input: TokenStream) -> syn::Result<TokenStream> {
                 #body
             }
         });
-        entries.push(quote! {
-            crate::coverage::OpEntry {
-                family: #trait_name,
-                name: #name_str,
-                routing: crate::coverage::Routing::#kind,
-            }
-        });
+        entries.push(entry);
     }
 
     let (impl_generics, _, where_clause) = generics.split_for_impl();
@@ -218,35 +237,64 @@ pub fn expand(input: TokenStream) -> syn::Result<TokenStream> {
         }
 
         /// Every method this file lists, with how the decorator routes it inside a region.
-        pub(crate) const #ops_const: &[crate::coverage::OpEntry] = &[#(#entries),*];
+        pub(crate) const #ops_const: &[crate::op::Op] = &[#(#entries),*];
     })
 }
 
-/// Records the float output(s) of `call` as produced by the current region.
-fn record_output(
-    output: &syn::ReturnType,
-    inner: &Ident,
-    name: &str,
-    call: TokenStream,
-) -> syn::Result<TokenStream> {
-    let ty = match output {
-        syn::ReturnType::Type(_, ty) => &**ty,
-        syn::ReturnType::Default => return Ok(call),
-    };
-    match ty {
-        Type::Tuple(tuple) if matches!(tuple.elems.first().map(kind_of), Some(ArgKind::Float)) => {
-            Ok(quote! {{
-                let (__output, __rest) = #call;
-                (__region.record::<#inner>(#name, __output), __rest)
-            }})
-        }
-        _ => match kind_of(ty) {
-            ArgKind::Float => Ok(quote!(__region.record::<#inner>(#name, #call))),
-            _ => Err(syn::Error::new_spanned(
-                ty,
-                "a routed op returns a float tensor, or a tuple that starts with one",
-            )),
-        },
+/// Whether an op returns a tuple (a float tensor and its indices) rather than a float tensor.
+fn returns_pair(output: &syn::ReturnType) -> bool {
+    matches!(output, syn::ReturnType::Type(_, ty) if matches!(**ty, Type::Tuple(_)))
+}
+
+/// `#[region(function, Kind)]`.
+struct RegionArgs {
+    function: Ident,
+    kind: Ident,
+}
+
+impl Parse for RegionArgs {
+    fn parse(input: ParseStream) -> syn::Result<Self> {
+        let function = input.parse()?;
+        input.parse::<Token![,]>()?;
+        let kind = input.parse()?;
+        Ok(RegionArgs { function, kind })
+    }
+}
+
+/// `#[stored(Kind, "reason")]`.
+struct StoredArgs {
+    kind: Ident,
+    reason: LitStr,
+}
+
+impl Parse for StoredArgs {
+    fn parse(input: ParseStream) -> syn::Result<Self> {
+        let kind = input.parse()?;
+        input.parse::<Token![,]>()?;
+        let reason = input.parse()?;
+        Ok(StoredArgs { kind, reason })
+    }
+}
+
+/// `#[by_hand(Routing, Kind, "what it does")]`.
+struct ByHandArgs {
+    routing: Ident,
+    kind: Ident,
+    note: LitStr,
+}
+
+impl Parse for ByHandArgs {
+    fn parse(input: ParseStream) -> syn::Result<Self> {
+        let routing = input.parse()?;
+        input.parse::<Token![,]>()?;
+        let kind = input.parse()?;
+        input.parse::<Token![,]>()?;
+        let note = input.parse()?;
+        Ok(ByHandArgs {
+            routing,
+            kind,
+            note,
+        })
     }
 }
 
@@ -255,9 +303,22 @@ fn take_routing(item: &mut TraitItemFn) -> syn::Result<Routing> {
     let mut kept = Vec::new();
     for attr in item.attrs.drain(..) {
         let r = if attr.path().is_ident("stored") {
-            Some(Routing::Stored)
+            let StoredArgs { kind, reason } = attr.parse_args()?;
+            Some(Routing::Stored { kind, reason })
         } else if attr.path().is_ident("region") {
-            Some(Routing::Region(attr.parse_args::<Path>()?))
+            let RegionArgs { function, kind } = attr.parse_args()?;
+            Some(Routing::Region { function, kind })
+        } else if attr.path().is_ident("by_hand") {
+            let ByHandArgs {
+                routing,
+                kind,
+                note,
+            } = attr.parse_args()?;
+            Some(Routing::ByHand {
+                routing,
+                kind,
+                note,
+            })
         } else {
             None
         };
@@ -274,11 +335,15 @@ fn take_routing(item: &mut TraitItemFn) -> syn::Result<Routing> {
     }
     item.attrs = kept;
     match (routing, &item.default) {
-        (Some(_), Some(block)) => Err(syn::Error::new_spanned(
+        (Some(r @ Routing::ByHand { .. }), Some(_)) => Ok(r),
+        (_, Some(block)) => Err(syn::Error::new_spanned(
             block,
-            "a method with a body is copied as it is: drop the routing attribute",
+            "a method with a body says what it does: `#[by_hand(Routing, Kind, \"what it does\")]`",
         )),
-        (None, Some(_)) => Ok(Routing::Custom),
+        (Some(Routing::ByHand { .. }), None) => Err(syn::Error::new_spanned(
+            &item.sig,
+            "`#[by_hand]` goes on a method with a body",
+        )),
         (r, None) => Ok(r.unwrap_or(Routing::Plain)),
     }
 }

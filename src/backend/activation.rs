@@ -5,13 +5,13 @@ use super::*;
 
 forward_ops! {
     impl<I: Backend, C: CheckpointStrategy> ActivationOps<Self> for Checkpointed<Autodiff<I, C>> {
-    #[region(crate::recompute::relu)]
+    #[region(relu, Elementwise)]
     fn relu(tensor: FloatTensor<Self>) -> FloatTensor<Self>;
-    #[region(crate::recompute::gelu)]
+    #[region(gelu, Elementwise)]
     fn gelu(tensor: FloatTensor<Self>) -> FloatTensor<Self>;
-    #[region(crate::recompute::sigmoid)]
+    #[region(sigmoid, Elementwise)]
     fn sigmoid(tensor: FloatTensor<Self>) -> FloatTensor<Self>;
-    #[region(crate::recompute::log_sigmoid)]
+    #[region(log_sigmoid, Elementwise)]
     fn log_sigmoid(tensor: FloatTensor<Self>) -> FloatTensor<Self>;
     }
 }

@@ -40,7 +40,8 @@ use burn_checkpoint_macros::forward_ops;
 use core::future::Future;
 use core::ops::Range;
 
-pub(crate) use crate::coverage::OpEntry;
+use crate::op::Op;
+use crate::types::Tracked;
 
 /// A Burn backend that adds checkpoint regions to an autodiff backend.
 ///
@@ -91,17 +92,6 @@ impl<B> fmt::Debug for Checkpointed<B> {
         write!(f, "Checkpointed<{}>", core::any::type_name::<B>())
     }
 }
-
-/// Plain autodiff over `I` (its tensors are the same type as every `Autodiff<I, _>`'s).
-pub(crate) type Plain<I> = Autodiff<I>;
-/// Burn's autodiff tensor over `I` (its type sits in a private module of burn-autodiff).
-pub(crate) type Tracked<I> = <Plain<I> as BackendTypes>::FloatTensorPrimitive;
-/// The inner backend's float tensor.
-pub(crate) type Primitive<I> = <I as BackendTypes>::FloatTensorPrimitive;
-/// The inner backend's int tensor.
-pub(crate) type IntPrimitive<I> = <I as BackendTypes>::IntTensorPrimitive;
-/// The inner backend's bool tensor.
-pub(crate) type BoolPrimitive<I> = <I as BackendTypes>::BoolTensorPrimitive;
 
 impl<I: Backend, C: CheckpointStrategy> BackendTypes for Checkpointed<Autodiff<I, C>> {
     type Device = I::Device;
@@ -228,7 +218,7 @@ impl<I: Backend, C: CheckpointStrategy> AutodiffBackend for Checkpointed<Autodif
 }
 
 /// Every op the decorator lists, by family, with its routing.
-pub(crate) fn listed_ops() -> impl Iterator<Item = &'static OpEntry> {
+pub(crate) fn listed_ops() -> impl Iterator<Item = &'static Op> {
     [
         float::OPS,
         module::OPS,

@@ -5,6 +5,7 @@ use super::*;
 forward_ops! {
     impl<I: Backend, C: CheckpointStrategy> QTensorOps<Self> for Checkpointed<Autodiff<I, C>> {
     fn q_from_data(data: TensorData, device: &Device<Self>) -> QuantizedTensor<Self>;
+    #[by_hand(Plain, Other, "forwarded (no graph node), its parameters struct converted")]
     fn quantize(tensor: FloatTensor<Self>, scheme: &QuantScheme, qparams: QuantizationParametersPrimitive<Self>) -> QuantizedTensor<Self> {
         <Autodiff<I, C> as QTensorOps<Autodiff<I, C>>>::quantize(
             tensor,

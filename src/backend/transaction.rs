@@ -4,6 +4,7 @@ use super::*;
 
 forward_ops! {
     impl<I: Backend, C: CheckpointStrategy> TransactionOps<Self> for Checkpointed<Autodiff<I, C>> {
+    #[by_hand(Plain, Other, "forwarded (reads data: no graph node), its transaction struct converted")]
     fn tr_execute(transaction: TransactionPrimitive<Self>) -> impl Future<Output = Result<TransactionPrimitiveData, ExecutionError>> + Send {
         <Autodiff<I, C> as TransactionOps<Autodiff<I, C>>>::tr_execute(TransactionPrimitive::new(
             transaction.read_floats,

@@ -12,7 +12,7 @@ use burn::tensor::backend::AutodiffBackend;
 
 use super::bucket::Layout;
 use super::session::Session;
-use super::worker::{self, Command, EvalJob, Inner, Job, Report, Setup};
+use super::worker::{self, Command, EvalJob, Inner, Job, Setup, replies};
 use super::workers::{Asked, Handle, Workers};
 use super::{DataParallelConfig, IntoLoss, ParallelError, Shard, StepStats};
 
@@ -153,14 +153,7 @@ where
 
         let all = vec![Asked::Reached; n];
         let layouts = workers
-            .gather(
-                &all,
-                |r| match r {
-                    Report::Ready(r) => Some(r),
-                    _ => None,
-                },
-                || {},
-            )
+            .gather::<replies::Ready>(&all, || {})
             .into_values()?;
         let layout = layouts[0].clone();
         if let Some(worker) = layouts.iter().position(|l| *l != layout) {
@@ -169,14 +162,7 @@ where
         // Every worker is ready, so every one reaches `register`, which waits for all of them.
         let asked = workers.send(0..n, |_| Command::<B, M>::Register(collective.clone()));
         workers
-            .gather(
-                &asked,
-                |r| match r {
-                    Report::Registered(r) => Some(r),
-                    _ => None,
-                },
-                || {},
-            )
+            .gather::<replies::Registered>(&asked, || {})
             .into_values()?;
 
         Ok(DataParallel {
@@ -227,27 +213,13 @@ where
         let asked = self.workers.send(0..n, |i| {
             Command::Compute(jobs[i].take().expect("one job per worker"))
         });
-        let computed = self.workers.gather(
-            &asked,
-            |r| match r {
-                Report::Computed(r) => Some(r),
-                _ => None,
-            },
-            || {},
-        );
+        let computed = self.workers.gather::<replies::Computed>(&asked, || {});
         let computed = match computed.into_values() {
             Ok(computed) => computed,
             Err(error) => {
                 // Nobody has entered the collective: everyone drops this step.
                 let asked = self.workers.send(0..n, |_| Command::Abort);
-                let aborted = self.workers.gather(
-                    &asked,
-                    |r| match r {
-                        Report::Aborted(r) => Some(r),
-                        _ => None,
-                    },
-                    || {},
-                );
+                let aborted = self.workers.gather::<replies::Aborted>(&asked, || {});
                 if aborted.first_failure.is_some() {
                     self.poisoned = true;
                 }
@@ -267,18 +239,11 @@ where
             lr,
             present: present.clone(),
         });
-        let applied = self.workers.gather(
-            &asked,
-            |r| match r {
-                Report::Applied(r) => Some(r),
-                _ => None,
-            },
-            || {
-                // Peers still inside an all-reduce wait for the failed one forever; resetting the
-                // collective drops their pending calls, which then return an error.
-                reset_collective::<Inner<B>>();
-            },
-        );
+        let applied = self.workers.gather::<replies::Applied>(&asked, || {
+            // Peers still inside an all-reduce wait for the failed one forever; resetting the
+            // collective drops their pending calls, which then return an error.
+            reset_collective::<Inner<B>>();
+        });
         let applied = match applied.into_values() {
             Ok(applied) => applied,
             Err(error) => {
@@ -339,14 +304,7 @@ where
         });
         let results = self
             .workers
-            .gather(
-                &asked,
-                |r| match r {
-                    Report::Evaluated(r) => Some(r),
-                    _ => None,
-                },
-                || {},
-            )
+            .gather::<replies::Evaluated>(&asked, || {})
             .into_values()?;
         Ok(results
             .into_iter()
@@ -389,14 +347,7 @@ where
         let asked = self.workers.send([0], |_| Command::<B, M>::Snapshot);
         let mut models = self
             .workers
-            .gather(
-                &asked,
-                |r| match r {
-                    Report::Snapshot(r) => Some(r),
-                    _ => None,
-                },
-                || {},
-            )
+            .gather::<replies::Snapshot>(&asked, || {})
             .into_values()?;
         Ok(models.remove(0))
     }

@@ -8,6 +8,7 @@ use std::time::Duration;
 /// worker has finished its backward pass, so `all_reduce` is communication, not waiting for a
 /// straggler.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
+#[non_exhaustive]
 pub struct StepStats {
     /// All-reduce calls each worker made (one per bucket).
     pub all_reduce_calls: usize,

@@ -97,6 +97,55 @@ pub(crate) enum Report<M, O> {
     Exited,
 }
 
+/// The kinds of [`Report`] the coordinator waits for, one marker type each, so that
+/// `Workers::gather::<replies::Computed>` takes the expected variant and its value is typed.
+pub(crate) mod replies {
+    use std::any::Any;
+
+    use super::{Failure, Layout, Report};
+
+    /// A kind of report and the value it carries.
+    pub(crate) trait Reply<M, O> {
+        type Value;
+        /// The report's value if it is of this kind.
+        fn take(report: Report<M, O>) -> Option<Result<Self::Value, Failure>>;
+    }
+
+    macro_rules! replies {
+        ($($(#[$doc:meta])* $kind:ident => $value:ty,)*) => {$(
+            $(#[$doc])*
+            pub(crate) struct $kind;
+
+            impl<M, O> Reply<M, O> for $kind {
+                type Value = $value;
+                fn take(report: Report<M, O>) -> Option<Result<$value, Failure>> {
+                    match report {
+                        Report::$kind(value) => Some(value),
+                        _ => None,
+                    }
+                }
+            }
+        )*};
+    }
+
+    replies! {
+        /// The worker has its replica: its gradient layout.
+        Ready => Layout,
+        /// The worker joined the collective.
+        Registered => (),
+        /// Forward, backward and packing done.
+        Computed => super::Computed,
+        /// Gradients exchanged and the optimizer step applied.
+        Applied => super::Applied,
+        /// The step dropped.
+        Aborted => (),
+        /// An evaluation's output.
+        Evaluated => Box<dyn Any + Send>,
+        /// A copy of the replica and optimizer.
+        Snapshot => (M, O),
+    }
+}
+
 /// What a worker thread starts from.
 pub(crate) struct Setup<B: AutodiffBackend, M: AutodiffModule<B>, O> {
     pub peer: PeerId,

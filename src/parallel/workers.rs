@@ -8,6 +8,7 @@ use burn::module::AutodiffModule;
 use burn::tensor::backend::AutodiffBackend;
 
 use super::ParallelError;
+use super::worker::replies::Reply;
 use super::worker::{Command, Failure, Report};
 
 /// A worker thread as the coordinator sees it.
@@ -95,20 +96,20 @@ impl<B: AutodiffBackend, M: AutodiffModule<B>, O> Workers<B, M, O> {
         asked
     }
 
-    /// Waits for one report from each worker in `asked`, `pick`ing the expected kind;
-    /// a worker whose thread ended counts as failed. `on_first_failure` runs as soon as the
-    /// first failure arrives, while other workers may still be busy.
-    pub fn gather<T>(
+    /// Waits for one report of kind `R` from each worker in `asked`; a worker whose thread
+    /// ended counts as failed. `on_first_failure` runs as soon as the first failure arrives,
+    /// while other workers may still be busy.
+    pub fn gather<R: Reply<M, O>>(
         &mut self,
         asked: &[Asked],
-        pick: impl Fn(Report<M, O>) -> Option<Result<T, Failure>>,
         mut on_first_failure: impl FnMut(),
-    ) -> Gathered<T> {
+    ) -> Gathered<R::Value> {
         let n = self.len();
-        let mut results: Vec<Option<Result<T, ParallelError>>> = (0..n).map(|_| None).collect();
+        let mut results: Vec<Option<Result<R::Value, ParallelError>>> =
+            (0..n).map(|_| None).collect();
         let mut first_failure = None;
         let mut waiting: usize = asked.iter().filter(|a| **a == Asked::Reached).count();
-        let mut fail = |results: &mut Vec<Option<Result<T, ParallelError>>>,
+        let mut fail = |results: &mut Vec<Option<Result<R::Value, ParallelError>>>,
                         worker: usize,
                         error: ParallelError| {
             results[worker] = Some(Err(error));
@@ -144,7 +145,7 @@ impl<B: AutodiffBackend, M: AutodiffModule<B>, O> Workers<B, M, O> {
                 continue;
             }
             waiting -= 1;
-            match pick(report) {
+            match R::take(report) {
                 Some(Ok(value)) => results[worker] = Some(Ok(value)),
                 Some(Err(failure)) => fail(&mut results, worker, error(worker, failure)),
                 None => fail(

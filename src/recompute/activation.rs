@@ -3,7 +3,7 @@
 use burn_backend::Backend;
 
 use super::{RegionOp, build};
-use crate::backend::{Primitive, Tracked};
+use crate::types::{Primitive, Tracked};
 
 #[derive(Debug, Clone, Copy)]
 enum Activation {

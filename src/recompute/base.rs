@@ -39,7 +39,7 @@ use burn_backend::Backend;
 use burn_backend::backend::AutodiffBackend;
 
 use super::check;
-use crate::backend::{Plain, Primitive, Tracked};
+use crate::types::{Plain, Primitive, Tracked};
 
 /// An op rebuilt to be recomputed on backward, written against the inner backend `I` only.
 ///
@@ -311,7 +311,7 @@ fn compute<I: Backend>(root: &Arc<Recipe<I>>, checkpointer: &mut Checkpointer) {
             continue;
         }
         if !operands_ready {
-            crate::coverage::note_walk_step();
+            crate::counters::note_walk_step();
             let pending: Vec<_> = slot
                 .operands
                 .iter()
@@ -343,7 +343,7 @@ fn compute<I: Backend>(root: &Arc<Recipe<I>>, checkpointer: &mut Checkpointer) {
             .into_iter()
             .map(|operand| operand.get(checkpointer))
             .collect();
-        crate::coverage::note_recompute(recipe.name());
+        crate::counters::note_recompute(recipe.name());
         let output = recipe.op.forward(inputs);
         if let Some(expected) = &recipe.expected {
             expected.verify::<I>(recipe.name(), &output);

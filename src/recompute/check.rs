@@ -10,7 +10,7 @@ use std::sync::{Arc, OnceLock};
 
 use burn_backend::{Backend, DType, Shape, TensorMetadata};
 
-use crate::backend::Primitive;
+use crate::types::Primitive;
 
 /// Unset: decided on first use from the build and the environment.
 const UNSET: u8 = 0;
@@ -88,7 +88,7 @@ mod tests {
     use burn::tensor::{Tensor, TensorPrimitive};
 
     use super::super::{RegionOp, build_with};
-    use crate::backend::Primitive;
+    use crate::types::Primitive;
     use crate::{Checkpointed, checkpoint, verify_recomputes};
 
     type I = NdArray;

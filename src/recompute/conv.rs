@@ -4,7 +4,7 @@ use burn_backend::Backend;
 use burn_backend::ops::{ConvOptions, ConvTransposeOptions};
 
 use super::{RegionOp, build};
-use crate::backend::{Primitive, Tracked};
+use crate::types::{Primitive, Tracked};
 
 /// Which operands a convolution's backward reads: every gradient reads `x`; those of `x` and the
 /// weight read the weight; the bias gradient reads the bias.

@@ -7,7 +7,7 @@
 use burn_backend::{Backend, Shape, Slice, TensorMetadata, get_device_settings};
 
 use super::{RegionOp, build};
-use crate::backend::{Primitive, Tracked};
+use crate::types::{Primitive, Tracked};
 
 #[derive(Debug, Clone, Copy)]
 enum Kind {

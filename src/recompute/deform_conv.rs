@@ -4,7 +4,7 @@ use burn_backend::Backend;
 use burn_backend::ops::DeformConvOptions;
 
 use super::{RegionOp, build};
-use crate::backend::{Primitive, Tracked};
+use crate::types::{Primitive, Tracked};
 
 /// Operands `[x, offset, weight]`, then `mask` if `mask`, then `bias` if `bias`: `N` is 3, 4 or 5.
 #[derive(Debug, Clone)]

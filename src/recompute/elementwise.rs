@@ -4,7 +4,7 @@
 use burn_backend::{Backend, Shape, TensorMetadata};
 
 use super::{RegionOp, build, unbroadcast};
-use crate::backend::{Primitive, Tracked};
+use crate::types::{Primitive, Tracked};
 
 /// The shapes of both operands, to reduce broadcast gradients.
 #[derive(Debug, Clone)]

@@ -10,7 +10,7 @@ use burn_backend::tensor::IndexingUpdateOp;
 use burn_backend::{Backend, Shape, TensorMetadata, get_device_settings};
 
 use super::{RegionOp, build};
-use crate::backend::{IntPrimitive, Primitive, Tracked};
+use crate::types::{IntPrimitive, Primitive, Tracked};
 
 /// `scatter_add(dim, tensor, indices, value)`: operands `[tensor, value]`.
 #[derive(Clone)]

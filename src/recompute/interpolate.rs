@@ -4,7 +4,7 @@ use burn_backend::Backend;
 use burn_backend::ops::InterpolateOptions;
 
 use super::{RegionOp, build};
-use crate::backend::{Primitive, Tracked};
+use crate::types::{Primitive, Tracked};
 
 #[derive(Debug, Clone)]
 struct Interpolate {

@@ -4,7 +4,7 @@
 use burn_backend::{Backend, Shape, Slice, TensorMetadata};
 
 use super::{RegionOp, build};
-use crate::backend::{IntPrimitive, Primitive, Tracked};
+use crate::types::{IntPrimitive, Primitive, Tracked};
 
 /// A layout op of one tensor.
 #[derive(Debug, Clone)]

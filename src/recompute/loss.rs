@@ -3,7 +3,7 @@
 use burn_backend::Backend;
 
 use super::{RegionOp, build};
-use crate::backend::{IntPrimitive, Primitive, Tracked};
+use crate::types::{IntPrimitive, Primitive, Tracked};
 
 /// CTC loss on a backend with a native CTC backward (`has_ctc_loss_backward`): the backward reads
 /// the log-probabilities, as Burn's does. (Elsewhere the decorator decomposes the loss into

@@ -3,7 +3,7 @@
 use burn_backend::{Backend, Shape, TensorMetadata};
 
 use super::{RegionOp, build, unbroadcast};
-use crate::backend::{Primitive, Tracked};
+use crate::types::{Primitive, Tracked};
 
 #[derive(Debug, Clone)]
 struct Matmul {

@@ -5,7 +5,7 @@
 use burn_backend::Backend;
 
 use super::{RegionOp, build, build_with};
-use crate::backend::{IntPrimitive, Primitive, Tracked};
+use crate::types::{IntPrimitive, Primitive, Tracked};
 
 /// Every pooling backward reads the input.
 const SAVED: [bool; 1] = [true];

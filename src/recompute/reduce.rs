@@ -3,7 +3,7 @@
 use burn_backend::{Backend, IntDType, Shape, TensorMetadata, get_device_settings};
 
 use super::{RegionOp, build, build_with};
-use crate::backend::{IntPrimitive, Primitive, Tracked};
+use crate::types::{IntPrimitive, Primitive, Tracked};
 
 /// Reshapes a reduced gradient to the rank of `shape` by adding leading unit dimensions.
 fn unsqueeze_like<I: Backend>(tensor: Primitive<I>, shape: &Shape) -> Primitive<I> {

@@ -1,17 +1,26 @@
 //! Indexing and selection: gather, mask_where, mask_fill and cat.
 
+use core::fmt;
+
 use burn_backend::{Backend, Scalar, Shape, Slice, TensorMetadata};
 
 use super::{RegionOp, build, unbroadcast};
-use crate::backend::{BoolPrimitive, IntPrimitive, Primitive, Tracked};
+use crate::types::{BoolPrimitive, IntPrimitive, Primitive, Tracked};
 
 /// `gather(dim, tensor, indices)`: the indices are not computed by the region's float ops, so the
 /// op holds them (a handle), as Burn does.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 struct Gather<I: Backend> {
     dim: usize,
     indices: IntPrimitive<I>,
     shape: Shape,
+}
+
+// By hand, as every op holding a tensor: a derive would print the tensor's data.
+impl<I: Backend> fmt::Debug for Gather<I> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Gather(dim {}, {:?})", self.dim, self.shape)
+    }
 }
 
 impl<I: Backend> RegionOp<I, 1> for Gather<I> {
@@ -61,11 +70,17 @@ pub(crate) fn gather<I: Backend>(
 }
 
 /// `mask_where(tensor, mask, value)`: `value` where `mask`, else `tensor`.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 struct MaskWhere<I: Backend> {
     mask: BoolPrimitive<I>,
     tensor: Shape,
     value: Shape,
+}
+
+impl<I: Backend> fmt::Debug for MaskWhere<I> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "MaskWhere({:?}, {:?})", self.tensor, self.value)
+    }
 }
 
 impl<I: Backend> RegionOp<I, 2> for MaskWhere<I> {
@@ -119,10 +134,16 @@ pub(crate) fn mask_where<I: Backend>(
 }
 
 /// `mask_fill(tensor, mask, value)`: a scalar where `mask`.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 struct MaskFill<I: Backend> {
     mask: BoolPrimitive<I>,
     value: Scalar,
+}
+
+impl<I: Backend> fmt::Debug for MaskFill<I> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "MaskFill({:?})", self.value)
+    }
 }
 
 impl<I: Backend> RegionOp<I, 1> for MaskFill<I> {

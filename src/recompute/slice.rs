@@ -6,7 +6,7 @@
 use burn_backend::{Backend, Shape, Slice, TensorMetadata};
 
 use super::{RegionOp, build};
-use crate::backend::{Primitive, Tracked};
+use crate::types::{Primitive, Tracked};
 
 /// `slice_assign(tensor, slices, value)`: operands `[tensor, value]`.
 #[derive(Debug, Clone)]

@@ -5,7 +5,7 @@
 use burn_backend::{Backend, IntDType, TensorMetadata, get_device_settings};
 
 use super::{RegionOp, build, build_with};
-use crate::backend::{IntPrimitive, Primitive, Tracked};
+use crate::types::{IntPrimitive, Primitive, Tracked};
 
 #[derive(Debug, Clone)]
 struct Sort {

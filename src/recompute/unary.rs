@@ -4,7 +4,7 @@
 use burn_backend::{Backend, Scalar, Shape, TensorMetadata};
 
 use super::{RegionOp, build};
-use crate::backend::{Primitive, Tracked};
+use crate::types::{Primitive, Tracked};
 
 /// Declares a unary region op and its builder.
 ///

@@ -4,7 +4,7 @@ use burn_backend::ops::unfold::calculate_unfold_windows;
 use burn_backend::{Backend, Shape, Slice, TensorMetadata};
 
 use super::{RegionOp, build};
-use crate::backend::{Primitive, Tracked};
+use crate::types::{Primitive, Tracked};
 
 #[derive(Debug, Clone)]
 struct Unfold {

@@ -32,75 +32,70 @@ use burn_checkpoint::parallel::{
 use cpu_time::ProcessTime;
 use densenet_bc::{Cut, DenseNet, DenseNetConfig, RegionPolicy};
 
+/// DenseNet-BC trained data-parallel: time per step and all-reduce cost of each method.
+#[derive(clap::Parser)]
 struct Args {
+    /// DenseNet-BC depth.
+    #[arg(long, default_value_t = 100)]
     depth: usize,
+    /// Growth rate.
+    #[arg(long, default_value_t = 12)]
     growth: usize,
+    /// Images per step, split among the workers.
+    #[arg(long, default_value_t = 32)]
     batch: usize,
+    /// Worker threads (one Flex device each).
+    #[arg(long, default_value_t = 2)]
     workers: usize,
-    steps: usize,
-    rounds: usize,
-    /// Keys of the methods to run (`plain` always runs: the ratios' base).
+    /// Timed steps per round.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..))]
+    steps: u64,
+    /// Rounds (methods interleaved).
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..))]
+    rounds: u64,
+    /// Keys of the methods to run (`plain` always runs: the ratios' base): plain, per-tensor,
+    /// bottleneck, bottleneck-save, bottleneck-reduce, layer, layer-reduce, layer-save.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "plain,per-tensor,bottleneck,bottleneck-reduce,layer,layer-reduce"
+    )]
     methods: Vec<String>,
-    strategy: AllReduceStrategy,
+    /// All-reduce strategy.
+    #[arg(long, value_enum, default_value_t = Strategy::Tree)]
+    strategy: Strategy,
+    /// Passed by `cargo bench`.
+    #[arg(long, hide = true)]
+    bench: bool,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum Strategy {
+    Centralized,
+    /// A tree of arity 2.
+    Tree,
+    Ring,
 }
 
 impl Args {
     fn parse() -> Args {
-        let mut args = Args {
-            depth: 100,
-            growth: 12,
-            batch: 32,
-            workers: 2,
-            steps: 3,
-            rounds: 3,
-            methods: [
-                "plain",
-                "per-tensor",
-                "bottleneck",
-                "bottleneck-reduce",
-                "layer",
-                "layer-reduce",
-            ]
-            .map(String::from)
-            .to_vec(),
-            strategy: AllReduceStrategy::Tree(2),
-        };
-        let mut it = std::env::args().skip(1);
-        while let Some(flag) = it.next() {
-            let mut value = || it.next().unwrap_or_else(|| panic!("{flag} takes a value"));
-            let number = |v: String| -> usize {
-                v.parse()
-                    .unwrap_or_else(|_| panic!("expected a number, got `{v}`"))
-            };
-            match flag.as_str() {
-                "--depth" => args.depth = number(value()),
-                "--growth" => args.growth = number(value()),
-                "--batch" => args.batch = number(value()),
-                "--workers" => args.workers = number(value()),
-                "--steps" => args.steps = number(value()).max(1),
-                "--rounds" => args.rounds = number(value()).max(1),
-                "--methods" => args.methods = value().split(',').map(String::from).collect(),
-                "--strategy" => {
-                    args.strategy = match value().as_str() {
-                        "centralized" => AllReduceStrategy::Centralized,
-                        "tree" => AllReduceStrategy::Tree(2),
-                        "ring" => AllReduceStrategy::Ring,
-                        other => panic!("unknown strategy `{other}`: centralized, tree or ring"),
-                    }
-                }
-                "--bench" => {}
-                other => panic!(
-                    "unknown flag `{other}`; flags: --depth N --growth N --batch N --workers N \
-                     --steps N --rounds N --strategy centralized|tree|ring \
-                     --methods plain,per-tensor,bottleneck,bottleneck-save,bottleneck-reduce,layer,layer-reduce,layer-save"
-                ),
-            }
+        let args: Args = clap::Parser::parse();
+        if !args.batch.is_multiple_of(args.workers) {
+            clap::Error::raw(
+                clap::error::ErrorKind::ValueValidation,
+                "--batch must be a multiple of --workers\n",
+            )
+            .exit();
         }
-        assert!(
-            args.batch.is_multiple_of(args.workers),
-            "--batch must be a multiple of --workers"
-        );
         args
+    }
+
+    fn strategy(&self) -> AllReduceStrategy {
+        match self.strategy {
+            Strategy::Centralized => AllReduceStrategy::Centralized,
+            Strategy::Tree => AllReduceStrategy::Tree(2),
+            Strategy::Ring => AllReduceStrategy::Ring,
+        }
     }
 }
 
@@ -154,7 +149,7 @@ fn run<B: AutodiffBackend<InnerBackend = I>>(
         .init::<B, DenseNet<B>>();
     let devices = vec![device.clone(); args.workers];
     let config = DataParallelConfig::new()
-        .with_strategy(args.strategy)
+        .with_strategy(args.strategy())
         .with_bucket_bytes(method.bucket_bytes);
     let mut dp = DataParallel::with_config(devices.clone(), model, optimizer, 0.1, config)
         .expect("workers start");
@@ -303,7 +298,7 @@ fn main() {
         args.batch,
         args.workers,
         args.batch / args.workers,
-        args.strategy,
+        args.strategy(),
         args.rounds * args.steps
     );
     println!(

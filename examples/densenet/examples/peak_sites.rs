@@ -29,17 +29,36 @@ type I = burn::backend::Flex;
 type I = burn::backend::NdArray;
 type B = Checkpointed<Autodiff<I, BalancedCheckpointing>>;
 
+/// Profiles one DenseNet-BC training step and prints the allocation sites live at its peak.
+#[derive(clap::Parser)]
+struct Args {
+    /// Which regions the network has (`none`: Burn's BalancedCheckpointing alone).
+    #[arg(value_enum, default_value_t = CutArg::Layer)]
+    cut: CutArg,
+    /// DenseNet-BC depth.
+    #[arg(default_value_t = 40)]
+    depth: usize,
+    /// Images in the step.
+    #[arg(default_value_t = 16)]
+    batch: usize,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum CutArg {
+    None,
+    Bottleneck,
+    Layer,
+    Block,
+}
+
 fn main() {
-    let mut args = std::env::args().skip(1);
-    let cut = match args.next().as_deref().unwrap_or("layer") {
-        "none" => Cut::None,
-        "bottleneck" => Cut::Bottleneck,
-        "layer" => Cut::Layer,
-        "block" => Cut::Block,
-        other => panic!("cut: none|bottleneck|layer|block, not {other}"),
+    let Args { cut, depth, batch } = clap::Parser::parse();
+    let cut = match cut {
+        CutArg::None => Cut::None,
+        CutArg::Bottleneck => Cut::Bottleneck,
+        CutArg::Layer => Cut::Layer,
+        CutArg::Block => Cut::Block,
     };
-    let depth: usize = args.next().map_or(40, |d| d.parse().unwrap());
-    let batch: usize = args.next().map_or(16, |d| d.parse().unwrap());
     let device = Default::default();
     I::seed(&device, 1);
     let model = DenseNetConfig::new(depth).with_cut(cut).init::<B>(&device);

@@ -64,52 +64,41 @@ const DEFAULT_METHODS: &[&str] = &[
     "block",
 ];
 
+/// DenseNet-BC training steps with every checkpoint method: peak memory and time per step
+/// against plain autodiff and Burn's BalancedCheckpointing.
+#[derive(clap::Parser)]
 struct Args {
+    /// DenseNet-BC depth.
+    #[arg(long, default_value_t = 100)]
     depth: usize,
+    /// Growth rate.
+    #[arg(long, default_value_t = 12)]
     growth: usize,
+    /// Batch sizes, one table each.
+    #[arg(long, value_delimiter = ',', default_value = "16,32,64")]
     batches: Vec<usize>,
+    /// Measured steps per method (at least 5).
+    #[arg(long, default_value_t = 5)]
     steps: usize,
+    /// flex, ndarray (`--features ndarray`) or cuda (`--features cuda`).
+    #[arg(long, default_value = "flex")]
     backend: String,
+    /// Methods to run, comma-separated: plain, balanced, bottleneck, layer, layer-save,
+    /// bottleneck-reduce, layer-reduce, block.
+    #[arg(long, value_delimiter = ',', default_values_t = DEFAULT_METHODS.iter().map(|m| m.to_string()))]
     methods: Vec<String>,
+    /// Where the table, JSON and plots go (`<out>.md`, `.json`, `.svg`, `.png`).
+    #[arg(long, default_value = "densenet-bench")]
     out: PathBuf,
+    /// Passed by `cargo bench`.
+    #[arg(long, hide = true)]
+    bench: bool,
 }
 
 impl Args {
     fn parse() -> Args {
-        let mut args = Args {
-            depth: 100,
-            growth: 12,
-            batches: vec![16, 32, 64],
-            steps: 5,
-            backend: "flex".into(),
-            methods: DEFAULT_METHODS.iter().map(|m| m.to_string()).collect(),
-            out: "densenet-bench".into(),
-        };
-        let mut it = std::env::args().skip(1);
-        while let Some(flag) = it.next() {
-            let mut value = || it.next().unwrap_or_else(|| panic!("{flag} takes a value"));
-            let number = |v: String| -> usize {
-                v.parse()
-                    .unwrap_or_else(|_| panic!("expected a number, got `{v}`"))
-            };
-            match flag.as_str() {
-                "--depth" => args.depth = number(value()),
-                "--growth" => args.growth = number(value()),
-                "--batches" => {
-                    args.batches = value().split(',').map(|v| number(v.into())).collect()
-                }
-                "--steps" => args.steps = number(value()).max(5),
-                "--backend" => args.backend = value(),
-                "--out" => args.out = value().into(),
-                "--methods" => args.methods = value().split(',').map(String::from).collect(),
-                "--bench" => {}
-                other => panic!(
-                    "unknown flag `{other}`; flags: --depth N --growth N --batches 16,32,64 \
-                     --steps N --backend flex|ndarray|cuda --out STEM --methods {}",
-                    METHODS.join(",")
-                ),
-            }
-        }
+        let mut args: Args = clap::Parser::parse();
+        args.steps = args.steps.max(5);
         args
     }
 }

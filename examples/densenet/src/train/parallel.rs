@@ -7,15 +7,13 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use anyhow::{Context, bail};
 use burn::module::AutodiffModule;
-use burn::nn::loss::CrossEntropyLossConfig;
 use burn::optim::Optimizer;
-use burn::prelude::ElementConversion;
 use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::{Int, Tensor};
 use burn_checkpoint::parallel::{DataParallel, split_batch};
 
 use super::meter::Meter;
-use super::runner::{EvalOutput, StepOutput, StepRunner, correct, save_state};
+use super::runner::{EvalOutput, StepOutput, StepRunner, evaluate_batch, save_state, train_loss};
 use super::save::Checksums;
 use crate::DenseNet;
 use crate::data::HostBatch;
@@ -100,11 +98,8 @@ where
         let loss = self.trainer.step(
             shards,
             move |model: &DenseNet<B>, (images, labels): (Tensor<B, 4>, Tensor<B, 1, Int>)| {
-                let logits = model.forward(images);
-                let loss = CrossEntropyLossConfig::new()
-                    .init(&logits.device())
-                    .forward(logits.clone(), labels.clone());
-                counter.fetch_add(correct(logits.inner(), labels.inner()), Ordering::Relaxed);
+                let (loss, correct) = train_loss(model, images, labels);
+                counter.fetch_add(correct, Ordering::Relaxed);
                 loss
             },
         )?;
@@ -135,19 +130,7 @@ where
              parts: Vec<EvalPart<B::InnerBackend>>| {
                 parts
                     .into_iter()
-                    .map(|(images, labels)| {
-                        let images_in_part = labels.dims()[0] as f64;
-                        let logits = model.forward(images);
-                        let loss = CrossEntropyLossConfig::new()
-                            .init(&logits.device())
-                            .forward(logits.clone(), labels.clone())
-                            .into_scalar()
-                            .elem::<f64>();
-                        EvalOutput {
-                            loss_sum: loss * images_in_part,
-                            correct: correct(logits, labels),
-                        }
-                    })
+                    .map(|(images, labels)| evaluate_batch(model, images, labels))
                     .collect::<Vec<_>>()
             },
         )?;

@@ -226,7 +226,7 @@ where
 }
 
 /// Images whose largest logit is at their label's index.
-pub fn correct<B: Backend>(logits: Tensor<B, 2>, labels: Tensor<B, 1, Int>) -> usize {
+fn correct<B: Backend>(logits: Tensor<B, 2>, labels: Tensor<B, 1, Int>) -> usize {
     let predicted = logits.argmax(1).squeeze_dim::<1>(1);
     predicted
         .equal(labels)
@@ -234,6 +234,39 @@ pub fn correct<B: Backend>(logits: Tensor<B, 2>, labels: Tensor<B, 1, Int>) -> u
         .sum()
         .into_scalar()
         .elem::<i64>() as usize
+}
+
+/// The training loss of a batch (mean cross-entropy, in the graph) and its right answers
+/// (counted on the values, outside the graph): what every training step computes.
+pub fn train_loss<B: AutodiffBackend>(
+    model: &DenseNet<B>,
+    images: Tensor<B, 4>,
+    labels: Tensor<B, 1, Int>,
+) -> (Tensor<B, 1>, usize) {
+    let logits = model.forward(images);
+    let loss = CrossEntropyLossConfig::new()
+        .init(&logits.device())
+        .forward(logits.clone(), labels.clone());
+    (loss, correct(logits.inner(), labels.inner()))
+}
+
+/// A validation batch's summed loss and right answers.
+pub fn evaluate_batch<B: Backend>(
+    model: &DenseNet<B>,
+    images: Tensor<B, 4>,
+    labels: Tensor<B, 1, Int>,
+) -> EvalOutput {
+    let images_in_batch = labels.dims()[0] as f64;
+    let logits = model.forward(images);
+    let loss = CrossEntropyLossConfig::new()
+        .init(&logits.device())
+        .forward(logits.clone(), labels.clone())
+        .into_scalar()
+        .elem::<f64>();
+    EvalOutput {
+        loss_sum: loss * images_in_batch,
+        correct: correct(logits, labels),
+    }
 }
 
 impl<B, O> StepRunner for SingleDevice<B, O>
@@ -253,11 +286,7 @@ where
         let measure = self.meter.start();
         let (images, labels) = self.tensors(batch);
         let model = self.model.take().expect("a model between steps");
-        let logits = model.forward(images);
-        let loss = CrossEntropyLossConfig::new()
-            .init(&self.device)
-            .forward(logits.clone(), labels.clone());
-        let correct = correct(logits.inner(), labels.inner());
+        let (loss, correct) = train_loss(&model, images, labels);
         let grads = GradientsParams::from_grads(loss.backward(), &model);
         self.model = Some(self.optimizer.step(lr, model, grads));
         let loss = loss.into_scalar().elem::<f32>();
@@ -275,16 +304,7 @@ where
         let device = self.device.clone();
         let images = Tensor::<B::InnerBackend, 4>::from_data(batch.images.clone(), &device);
         let labels = Tensor::<B::InnerBackend, 1, Int>::from_data(batch.labels.clone(), &device);
-        let logits = model.forward(images);
-        let loss = CrossEntropyLossConfig::new()
-            .init(&device)
-            .forward(logits.clone(), labels.clone())
-            .into_scalar()
-            .elem::<f64>();
-        Ok(EvalOutput {
-            loss_sum: loss * batch.len() as f64,
-            correct: correct(logits, labels),
-        })
+        Ok(evaluate_batch(&model, images, labels))
     }
 
     fn save(&mut self, dir: &Path) -> anyhow::Result<Checksums> {
