@@ -14,7 +14,7 @@
 //!     --batch 1 --vocab 50257                                             # GPT-2-small shapes
 //! ```
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use burn::backend::Autodiff;
@@ -351,71 +351,49 @@ fn markdown(title: &str, rows: &[Row]) -> String {
     table
 }
 
-/// Where PNG text comes from: plotters draws text with a TTF font it is given.
-const FONT_PATHS: &[&str] = &[
-    "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",
-    "/usr/share/fonts/TTF/DejaVuSans.ttf",
-    "/usr/share/fonts/dejavu/DejaVuSans.ttf",
-];
+#[path = "../../common/figure.rs"]
+mod figure;
 
 /// Peak memory against CPU time, both × plain, one labelled point per method.
-fn plot(rows: &[Row], title: &str, stem: &Path) -> Result<(), String> {
-    let font = FONT_PATHS
-        .iter()
-        .find_map(|path| std::fs::read(path).ok())
-        .ok_or("no plot: DejaVu Sans not found (Debian: apt-get install fonts-dejavu-core)")?;
-    plotters::style::register_font("sans-serif", FontStyle::Normal, Box::leak(font.into()))
-        .map_err(|_| "DejaVu Sans is not a font plotters can read".to_string())?;
-    let svg = stem.with_extension("svg");
-    draw(
-        &SVGBackend::new(&svg, (960, 600)).into_drawing_area(),
-        rows,
-        title,
-    )
-    .map_err(|e| format!("cannot draw {}: {e}", svg.display()))?;
-    let png = stem.with_extension("png");
-    draw(
-        &BitMapBackend::new(&png, (960, 600)).into_drawing_area(),
-        rows,
-        title,
-    )
-    .map_err(|e| format!("cannot draw {}: {e}", png.display()))
+struct MemoryAgainstTime<'a> {
+    rows: &'a [Row],
+    title: &'a str,
 }
 
-fn draw<D: DrawingBackend>(
-    area: &DrawingArea<D, plotters::coord::Shift>,
-    rows: &[Row],
-    title: &str,
-) -> Result<(), Box<dyn std::error::Error>>
-where
-    D::ErrorType: 'static,
-{
-    area.fill(&WHITE)?;
-    let max_time = rows.iter().map(|r| r.cpu_vs_plain).fold(1.0, f64::max) * 1.1;
-    let mut chart = ChartBuilder::on(area)
-        .caption(title, ("sans-serif", 20))
-        .margin(20)
-        .x_label_area_size(45)
-        .y_label_area_size(60)
-        .build_cartesian_2d(0.8..max_time, 0.0..1.1)?;
-    chart
-        .configure_mesh()
-        .x_desc("CPU time per step × plain Autodiff")
-        .y_desc("peak step memory × plain Autodiff")
-        .label_style(("sans-serif", 14))
-        .draw()?;
-    for (i, row) in rows.iter().enumerate() {
-        let color = Palette99::pick(i).to_rgba();
-        let point = (row.cpu_vs_plain, row.peak_vs_plain);
-        chart.draw_series([Circle::new(point, 6, color.filled())])?;
-        chart.draw_series([Text::new(
-            row.method.to_string(),
-            (point.0 + 0.01, point.1 + 0.02),
-            ("sans-serif", 13),
-        )])?;
+impl figure::Figure for MemoryAgainstTime<'_> {
+    fn draw<D: DrawingBackend>(
+        &self,
+        area: &DrawingArea<D, plotters::coord::Shift>,
+    ) -> Result<(), Box<dyn std::error::Error>>
+    where
+        D::ErrorType: 'static,
+    {
+        let Self { rows, title } = *self;
+        let max_time = rows.iter().map(|r| r.cpu_vs_plain).fold(1.0, f64::max) * 1.1;
+        let mut chart = ChartBuilder::on(area)
+            .caption(title, ("sans-serif", 20))
+            .margin(20)
+            .x_label_area_size(45)
+            .y_label_area_size(60)
+            .build_cartesian_2d(0.8..max_time, 0.0..1.1)?;
+        chart
+            .configure_mesh()
+            .x_desc("CPU time per step × plain Autodiff")
+            .y_desc("peak step memory × plain Autodiff")
+            .label_style(("sans-serif", 14))
+            .draw()?;
+        for (i, row) in rows.iter().enumerate() {
+            let color = Palette99::pick(i).to_rgba();
+            let point = (row.cpu_vs_plain, row.peak_vs_plain);
+            chart.draw_series([Circle::new(point, 6, color.filled())])?;
+            chart.draw_series([Text::new(
+                row.method.to_string(),
+                (point.0 + 0.01, point.1 + 0.02),
+                ("sans-serif", 13),
+            )])?;
+        }
+        Ok(())
     }
-    area.present()?;
-    Ok(())
 }
 
 fn main() {
@@ -458,7 +436,11 @@ fn main() {
         "GPT, {} blocks, d {}, batch {}×{}: peak memory and CPU time per step × plain",
         args.blocks, args.d_model, args.batch, args.seq
     );
-    match plot(&rows, &short, &args.out) {
+    let figure = MemoryAgainstTime {
+        rows: &rows,
+        title: &short,
+    };
+    match figure::write(&figure, &args.out) {
         Ok(()) => eprintln!("plotted: {0}.svg, {0}.png", args.out.display()),
         Err(e) => eprintln!("{e}"),
     }

@@ -367,20 +367,18 @@ fn run_on<I: Backend>(
         ))?;
     }
     let mut log = StepLog::default();
+    let plan = EpochPlan {
+        splits: &splits,
+        batcher: &batcher,
+        valid: valid.as_ref(),
+        options,
+        steps,
+    };
     // A failed write to standard output stops the run after the epoch is saved and before the
     // report is lost.
     let mut stopped = None;
     for epoch in first..last {
-        let report = train_epoch::<I>(
-            runner.as_mut(),
-            &splits,
-            &batcher,
-            valid.as_ref(),
-            options,
-            epoch,
-            steps,
-            &mut log,
-        )?;
+        let report = plan.train(runner.as_mut(), epoch, &mut log)?;
         history.push(report.clone());
         if let Some(save) = &outputs.save {
             let state = SavedState {
@@ -476,68 +474,83 @@ fn finish(
     Ok(report)
 }
 
-/// One epoch: training steps, then the validation pass.
-#[allow(clippy::too_many_arguments)]
-fn train_epoch<I: Backend>(
-    runner: &mut dyn StepRunner,
-    splits: &Splits,
-    batcher: &ImageBatcher,
-    valid: &dyn DataLoader<I, HostBatch>,
-    options: &TrainOptions,
-    epoch: usize,
+/// What every epoch of a run reads: the data, how it is batched, the validation loader, the
+/// options and the number of steps.
+struct EpochPlan<'a, I: Backend> {
+    splits: &'a Splits,
+    batcher: &'a ImageBatcher,
+    valid: &'a dyn DataLoader<I, HostBatch>,
+    options: &'a TrainOptions,
     steps: usize,
-    log: &mut StepLog,
-) -> anyhow::Result<EpochReport> {
-    let epoch_start = Instant::now();
-    runner.seed(derive(options.seed, Purpose::Backend, epoch));
-    let lr = learning_rate(options.lr, epoch, options.epochs);
-    let loader = train_loader::<I>(splits, batcher, options, epoch, steps);
-    let bar = progress::epoch_bar(epoch, options.epochs, steps);
-    let (mut loss_sum, mut images, mut done) = (0.0f64, 0usize, 0usize);
-    // Stays `Some` while every step reports its correct predictions.
-    let mut correct = Some(0usize);
-    let mut train_time = Duration::ZERO;
-    for batch in loader.iter() {
-        let start = Instant::now();
-        let step = runner.train_step(&batch, lr)?;
-        let time = start.elapsed();
-        if !step.loss.is_finite() {
-            bar.abandon();
-            bail!(
-                "the loss is {} at epoch {}, step {}: training diverged (try a lower --lr)",
-                step.loss,
-                epoch + 1,
-                done + 1
-            );
+}
+
+impl<I: Backend> EpochPlan<'_, I> {
+    /// One epoch: training steps, then the validation pass.
+    fn train(
+        &self,
+        runner: &mut dyn StepRunner,
+        epoch: usize,
+        log: &mut StepLog,
+    ) -> anyhow::Result<EpochReport> {
+        let Self {
+            splits,
+            batcher,
+            valid,
+            options,
+            steps,
+        } = *self;
+        let epoch_start = Instant::now();
+        runner.seed(derive(options.seed, Purpose::Backend, epoch));
+        let lr = learning_rate(options.lr, epoch, options.epochs);
+        let loader = train_loader::<I>(splits, batcher, options, epoch, steps);
+        let bar = progress::epoch_bar(epoch, options.epochs, steps);
+        let (mut loss_sum, mut images, mut done) = (0.0f64, 0usize, 0usize);
+        // Stays `Some` while every step reports its correct predictions.
+        let mut correct = Some(0usize);
+        let mut train_time = Duration::ZERO;
+        for batch in loader.iter() {
+            let start = Instant::now();
+            let step = runner.train_step(&batch, lr)?;
+            let time = start.elapsed();
+            if !step.loss.is_finite() {
+                bar.abandon();
+                bail!(
+                    "the loss is {} at epoch {}, step {}: training diverged (try a lower --lr)",
+                    step.loss,
+                    epoch + 1,
+                    done + 1
+                );
+            }
+            log.times.push(time);
+            log.peaks.push(step.peak_bytes);
+            train_time += time;
+            done += 1;
+            loss_sum += step.loss as f64;
+            correct = correct.zip(step.correct).map(|(sum, c)| sum + c);
+            images += batch.len();
+            bar.set_message(progress::step_message(
+                loss_sum / done as f64,
+                correct.map(|c| c as f64 / images as f64),
+                images as f64 / train_time.as_secs_f64(),
+            ));
+            bar.inc(1);
         }
-        log.times.push(time);
-        log.peaks.push(step.peak_bytes);
-        train_time += time;
-        done += 1;
-        loss_sum += step.loss as f64;
-        correct = correct.zip(step.correct).map(|(sum, c)| sum + c);
-        images += batch.len();
-        bar.set_message(progress::step_message(
-            loss_sum / done as f64,
-            correct.map(|c| c as f64 / images as f64),
-            images as f64 / train_time.as_secs_f64(),
-        ));
-        bar.inc(1);
+        bar.finish_and_clear();
+        let (valid_loss, valid_correct, valid_images) =
+            validate(runner, valid, options.batch_size)?;
+        Ok(EpochReport {
+            epoch: epoch + 1,
+            lr,
+            steps: done,
+            train_loss: loss_sum / done.max(1) as f64,
+            train_accuracy: correct.map(|c| c as f64 / images.max(1) as f64),
+            valid_loss: valid_loss / valid_images.max(1) as f64,
+            valid_accuracy: valid_correct as f64 / valid_images.max(1) as f64,
+            valid_images,
+            images_per_second: images as f64 / train_time.as_secs_f64().max(f64::MIN_POSITIVE),
+            seconds: epoch_start.elapsed().as_secs_f64(),
+        })
     }
-    bar.finish_and_clear();
-    let (valid_loss, valid_correct, valid_images) = validate(runner, valid, options.batch_size)?;
-    Ok(EpochReport {
-        epoch: epoch + 1,
-        lr,
-        steps: done,
-        train_loss: loss_sum / done.max(1) as f64,
-        train_accuracy: correct.map(|c| c as f64 / images.max(1) as f64),
-        valid_loss: valid_loss / valid_images.max(1) as f64,
-        valid_accuracy: valid_correct as f64 / valid_images.max(1) as f64,
-        valid_images,
-        images_per_second: images as f64 / train_time.as_secs_f64().max(f64::MIN_POSITIVE),
-        seconds: epoch_start.elapsed().as_secs_f64(),
-    })
 }
 
 /// The validation pass: summed loss, correct predictions, images.
