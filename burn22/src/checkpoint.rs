@@ -1,0 +1,126 @@
+//! The function form of a region: [`checkpoint`].
+
+use std::sync::{Arc, Mutex};
+
+use burn::module::Module;
+use burn::tensor::{Device, Distribution, Int, Tensor};
+
+use crate::dispatch::{self, Body, Pass};
+use crate::params;
+use crate::tensors::RegionTensors;
+
+/// Runs `forward(module, inputs)` as a checkpoint region: what it computes is not held between
+/// forward and backward; backward runs it again from `inputs` and computes its gradients then.
+///
+/// `module` must hold every parameter the region uses (as fairscale's `checkpoint_wrapper`
+/// wraps a module): the region's gradient flows to `inputs` and to `module`'s trainable
+/// parameters, and to nothing else. A tracked tensor the closure captures instead is refused
+/// with a panic, since it would silently get no gradient.
+///
+/// Inside the region, layers see a training device: dropout draws its masks (the recompute
+/// draws the same ones, see [`region_seed`]) and batch norm uses and updates its batch
+/// statistics, once: the recompute runs on a copy of the running statistics.
+///
+/// On tensors without autodiff, a region is just `forward(module, inputs)`.
+///
+/// ```
+/// use burn::module::Module;
+/// use burn::nn::{Linear, LinearConfig};
+/// use burn::tensor::{Device, Tensor};
+/// use burn_checkpoint_22::checkpoint;
+///
+/// #[derive(Module, Debug)]
+/// struct Block {
+///     up: Linear,
+///     down: Linear,
+/// }
+///
+/// let device = Device::flex().autodiff();
+/// let block = Block {
+///     up: LinearConfig::new(16, 64).init(&device),
+///     down: LinearConfig::new(64, 16).init(&device),
+/// };
+/// let x = Tensor::<2>::ones([4, 16], &device);
+///
+/// let y = checkpoint(&block, x, |block, x| {
+///     block.down.forward(burn::tensor::activation::gelu(block.up.forward(x)))
+/// });
+/// let grads = y.sum().backward();
+/// assert!(block.up.weight.val().grad(&grads).is_some());
+/// ```
+pub fn checkpoint<M, I, O, F>(module: &M, inputs: I, forward: F) -> O
+where
+    M: Module + Sync + 'static,
+    I: RegionTensors,
+    O: RegionTensors,
+    F: Fn(&M, I) -> O + Send + Sync + 'static,
+{
+    let mut tensors = Vec::new();
+    let input_layout = inputs.layout();
+    inputs.flatten(&mut tensors);
+    assert!(
+        !tensors.is_empty(),
+        "a checkpoint region needs at least one input tensor"
+    );
+    let device = Tensor::<1>::from_dispatch(tensors[0].clone()).device();
+    let seed = region_seed(&device);
+    let input_count = tensors.len();
+    tensors.extend(params::trainable(module));
+    let template = module.clone();
+    // The outputs' arrangement, known once the forward ran.
+    let output_layout: Arc<Mutex<Option<O::Layout>>> = Arc::default();
+    let layout_slot = output_layout.clone();
+    let body = Body(Arc::new(move |mut tensors, pass| {
+        let params = tensors.split_off(input_count);
+        let module = match pass {
+            Pass::Forward => template.clone(),
+            // Running statistics of its own: the recompute's updates are dropped.
+            Pass::Recompute => template.clone().train(),
+        };
+        let module = params::with_trainable(module, params);
+        let inputs = I::unflatten(&input_layout, &mut tensors.into_iter());
+        device.seed(seed);
+        let outputs = forward(&module, inputs);
+        if pass == Pass::Forward {
+            *layout_slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(outputs.layout());
+        }
+        let mut flat = Vec::new();
+        outputs.flatten(&mut flat);
+        assert!(
+            !flat.is_empty(),
+            "a checkpoint region must give at least one tensor"
+        );
+        flat
+    }));
+    let outputs = dispatch::run(tensors, body);
+    let layout = output_layout
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .take()
+        .expect("the forward ran");
+    O::unflatten(&layout, &mut outputs.into_iter())
+}
+
+/// What a region does to the device's random generator before its body: it draws a seed (two
+/// numbers) and seeds the device with it, in forward and again in the recompute, so that
+/// dropout draws the same masks twice. Burn 0.22 has no way to read or restore a generator's
+/// state, which is what PyTorch does instead.
+///
+/// Public so that a reference computation outside a region can draw the same numbers:
+///
+/// ```
+/// use burn::tensor::Device;
+///
+/// let device = Device::flex();
+/// device.seed(7);
+/// let first = burn_checkpoint_22::region_seed(&device);
+/// device.seed(7);
+/// assert_eq!(burn_checkpoint_22::region_seed(&device), first);
+/// ```
+pub fn region_seed(device: &Device) -> u64 {
+    // 30 bits a draw: Burn's default int is i32.
+    let draw = Tensor::<1, Int>::random([2], Distribution::Uniform(0.0, 2f64.powi(30)), device);
+    let values = draw.into_data().convert::<i64>();
+    let values = values.as_slice::<i64>().expect("i64 values");
+    ((values[0] as u64) << 30) | values[1] as u64
+}

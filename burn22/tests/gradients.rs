@@ -1,0 +1,168 @@
+//! A region recomputed in backward gives the gradients of plain autodiff, bit for bit.
+
+mod common;
+
+use burn::tensor::{Distribution, Tensor};
+use burn_checkpoint_22::{Segments, checkpoint, checkpoint_sequential};
+use common::{Mlp, Stack, assert_close, device, grad_of, param_grads};
+
+#[test]
+fn a_region_per_block_gives_the_gradients_of_plain_autodiff() {
+    let device = device();
+    device.seed(7);
+    let stack = Stack::new(3, 16, &device);
+    let x = Tensor::<2>::random([4, 16], Distribution::Default, &device).require_grad();
+
+    let plain = stack.forward(x.clone(), false).powf_scalar(2.0).sum();
+    let plain_grads = plain.backward();
+    let regions = stack.forward(x.clone(), true).powf_scalar(2.0).sum();
+    let region_grads = regions.backward();
+
+    assert_eq!(plain.into_data(), regions.into_data(), "same loss");
+    assert_eq!(grad_of(&x, &plain_grads), grad_of(&x, &region_grads));
+    let plain = param_grads(&stack, &plain_grads);
+    assert_eq!(plain.len(), 12);
+    assert!(plain.iter().all(Option::is_some));
+    assert_eq!(plain, param_grads(&stack, &region_grads));
+}
+
+#[test]
+fn regions_nest() {
+    let device = device();
+    device.seed(3);
+    let stack = Stack::new(2, 8, &device);
+    let x = Tensor::<2>::random([3, 8], Distribution::Default, &device).require_grad();
+
+    let plain = stack.forward(x.clone(), false).sum();
+    let plain_grads = plain.backward();
+    let nested = checkpoint(&stack, x.clone(), |stack, x| stack.forward(x, true)).sum();
+    let nested_grads = nested.backward();
+
+    assert_eq!(plain.into_data(), nested.into_data());
+    assert_eq!(grad_of(&x, &plain_grads), grad_of(&x, &nested_grads));
+    assert_eq!(
+        param_grads(&stack, &plain_grads),
+        param_grads(&stack, &nested_grads)
+    );
+}
+
+#[test]
+fn several_inputs_and_outputs_an_unused_output_and_a_used_one_twice() {
+    let device = device();
+    device.seed(5);
+    let block = Mlp::new(6, &device);
+    let x = Tensor::<2>::random([3, 6], Distribution::Default, &device).require_grad();
+    let y = Tensor::<2>::random([3, 6], Distribution::Default, &device).require_grad();
+    let body = |block: &Mlp, (x, y): (Tensor<2>, Tensor<2>)| {
+        let h = block.forward(x.clone() * y.clone());
+        (h.clone().exp(), vec![h.clone() - y, h], x.sin())
+    };
+    let loss = |(a, b, _unused): (Tensor<2>, Vec<Tensor<2>>, Tensor<2>)| {
+        (a.clone() * b[0].clone()).sum() + b[1].clone().sum() + a.mean()
+    };
+
+    let plain = loss(body(&block, (x.clone(), y.clone())));
+    let plain_grads = plain.backward();
+    let region = loss(checkpoint(&block, (x.clone(), y.clone()), body));
+    let region_grads = region.backward();
+
+    assert_eq!(plain.into_data(), region.into_data());
+    // Paths from several outputs meet inside the region: their contributions add in another
+    // order than plain autodiff's.
+    assert_close(grad_of(&x, &plain_grads), grad_of(&x, &region_grads), "x");
+    assert_close(grad_of(&y, &plain_grads), grad_of(&y, &region_grads), "y");
+    let plain = param_grads(&block, &plain_grads);
+    for (index, (p, r)) in plain
+        .into_iter()
+        .zip(param_grads(&block, &region_grads))
+        .enumerate()
+    {
+        assert!(p.is_some(), "parameter {index} has a gradient");
+        assert_close(p, r, &format!("parameter {index}"));
+    }
+}
+
+#[test]
+fn checkpoint_sequential_gives_the_gradients_of_plain_autodiff() {
+    let device = device();
+    device.seed(9);
+    let stack = Stack::new(7, 8, &device);
+    let x = Tensor::<2>::random([5, 8], Distribution::Default, &device).require_grad();
+
+    let plain = stack.forward(x.clone(), false).sum();
+    let plain_grads = plain.backward();
+    for segments in [Segments::Sqrt, Segments::Count(1), Segments::Count(7)] {
+        let cut = checkpoint_sequential(&stack.blocks, segments, x.clone()).sum();
+        let grads = cut.backward();
+        assert_eq!(plain.clone().into_data(), cut.into_data(), "{segments:?}");
+        assert_eq!(
+            grad_of(&x, &plain_grads),
+            grad_of(&x, &grads),
+            "{segments:?}"
+        );
+        assert_eq!(
+            param_grads(&stack, &plain_grads),
+            param_grads(&stack, &grads),
+            "{segments:?}"
+        );
+    }
+}
+
+#[test]
+fn regions_work_under_burns_balanced_checkpointing() {
+    let device = device().gradient_checkpointing();
+    device.seed(2);
+    let stack = Stack::new(3, 8, &device);
+    let x = Tensor::<2>::random([4, 8], Distribution::Default, &device).require_grad();
+
+    let plain_grads = stack.forward(x.clone(), false).sum().backward();
+    let region_grads = stack.forward(x.clone(), true).sum().backward();
+
+    assert_eq!(grad_of(&x, &plain_grads), grad_of(&x, &region_grads));
+    assert_eq!(
+        param_grads(&stack, &plain_grads),
+        param_grads(&stack, &region_grads)
+    );
+}
+
+#[test]
+fn frozen_parameters_and_inputs_without_gradient_get_none() {
+    let device = device();
+    device.seed(4);
+    let block = Mlp::new(8, &device);
+    let frozen = Mlp {
+        a: burn::module::Module::no_grad(block.a.clone()),
+        b: block.b.clone(),
+    };
+    let x = Tensor::<2>::random([3, 8], Distribution::Default, &device);
+
+    let plain_grads = frozen.forward(x.clone()).sum().backward();
+    let region_grads = checkpoint(&frozen, x.clone(), |m, x| m.forward(x))
+        .sum()
+        .backward();
+    let grads = param_grads(&frozen, &region_grads);
+    assert_eq!(grads, param_grads(&frozen, &plain_grads));
+    assert!(grads[0].is_none() && grads[1].is_none(), "frozen layer");
+    assert!(grads[2].is_some() && grads[3].is_some());
+    assert_eq!(grad_of(&x, &region_grads), None);
+}
+
+#[test]
+fn without_autodiff_a_region_is_its_body() {
+    let device = burn::tensor::Device::flex();
+    device.seed(6);
+    let block = Mlp::new(4, &device);
+    let x = Tensor::<2>::random([2, 4], Distribution::Default, &device);
+    let region = checkpoint(&block, x.clone(), |m, x| m.forward(x));
+    assert_eq!(block.forward(x).into_data(), region.into_data());
+}
+
+#[test]
+#[should_panic(expected = "used a tracked tensor it was not given")]
+fn a_captured_tracked_tensor_is_refused() {
+    let device = device();
+    let block = Mlp::new(4, &device);
+    let outside = Tensor::<2>::ones([2, 4], &device).require_grad();
+    let x = Tensor::<2>::ones([2, 4], &device);
+    let _ = checkpoint(&block, x, move |m, x| m.forward(x) * outside.clone());
+}
