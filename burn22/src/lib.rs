@@ -7,7 +7,8 @@
 //! without recording, its backward runs the body again on fresh leaves and calls a nested
 //! backward (which Burn 0.22 allows inside a backward step). See `docs/burn-0.22.md`.
 //!
-//! - [`checkpoint`]: a region over a module and its inputs.
+//! - [`checkpoint()`]: a region over a module and its inputs; [`macro@checkpoint`] makes a
+//!   module's `&self` method one.
 //! - [`checkpoint_sequential`]: a stack of layers cut into regions.
 //! - [`region_seed`]: how regions keep dropout's masks.
 //! - [`memory`]: the counting allocator the tests and benchmarks measure with.
@@ -19,6 +20,7 @@ mod params;
 mod sequential;
 mod tensors;
 
+pub use burn_checkpoint_22_macros::checkpoint;
 pub use checkpoint::{checkpoint, region_seed};
 pub use sequential::{Layer, Segments, checkpoint_sequential};
 pub use tensors::RegionTensors;
