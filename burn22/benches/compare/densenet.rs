@@ -1,0 +1,129 @@
+//! DenseNet-BC (Huang et al.) on Burn 0.22, with the layer cut: each dense layer a region.
+
+use burn::module::Module;
+use burn::nn::conv::{Conv2d, Conv2dConfig};
+use burn::nn::pool::{AdaptiveAvgPool2d, AdaptiveAvgPool2dConfig, AvgPool2d, AvgPool2dConfig};
+use burn::nn::{BatchNorm, BatchNormConfig, Linear, LinearConfig, PaddingConfig2d, Relu};
+use burn::tensor::{Device, Tensor};
+use burn_checkpoint_22::checkpoint;
+
+/// One bottleneck layer: BN, ReLU, 1×1 conv to 4k channels, BN, ReLU, 3×3 conv to k channels.
+#[derive(Module, Debug)]
+pub struct DenseLayer {
+    norm1: BatchNorm,
+    conv1: Conv2d,
+    norm2: BatchNorm,
+    conv2: Conv2d,
+    relu: Relu,
+}
+
+impl DenseLayer {
+    fn new(channels: usize, growth: usize, device: &Device) -> Self {
+        let width = 4 * growth;
+        Self {
+            norm1: BatchNormConfig::new(channels).init(device),
+            conv1: Conv2dConfig::new([channels, width], [1, 1])
+                .with_bias(false)
+                .init(device),
+            norm2: BatchNormConfig::new(width).init(device),
+            conv2: Conv2dConfig::new([width, growth], [3, 3])
+                .with_padding(PaddingConfig2d::Explicit(1, 1, 1, 1))
+                .with_bias(false)
+                .init(device),
+            relu: Relu::new(),
+        }
+    }
+
+    fn forward(&self, features: Vec<Tensor<4>>) -> Tensor<4> {
+        let x = Tensor::cat(features, 1);
+        let x = self.conv1.forward(self.relu.forward(self.norm1.forward(x)));
+        self.conv2.forward(self.relu.forward(self.norm2.forward(x)))
+    }
+}
+
+/// Between blocks: BN, ReLU, 1×1 conv (compression ½), 2×2 average pooling.
+#[derive(Module, Debug)]
+pub struct Transition {
+    norm: BatchNorm,
+    conv: Conv2d,
+    pool: AvgPool2d,
+    relu: Relu,
+}
+
+/// DenseNet-BC for 32×32 images: stem, three dense blocks with transitions, head.
+#[derive(Module, Debug)]
+pub struct DenseNet {
+    stem: Conv2d,
+    blocks: Vec<Vec<DenseLayer>>,
+    transitions: Vec<Transition>,
+    norm: BatchNorm,
+    pool: AdaptiveAvgPool2d,
+    classifier: Linear,
+    relu: Relu,
+}
+
+impl DenseNet {
+    /// DenseNet-BC-`depth` with growth rate `growth`, for 3-channel images and 10 classes.
+    pub fn new(depth: usize, growth: usize, device: &Device) -> Self {
+        let layers = (depth - 4) / 6;
+        let mut channels = 2 * growth;
+        let stem = Conv2dConfig::new([3, channels], [3, 3])
+            .with_padding(PaddingConfig2d::Explicit(1, 1, 1, 1))
+            .with_bias(false)
+            .init(device);
+        let (mut blocks, mut transitions) = (Vec::new(), Vec::new());
+        for block in 0..3 {
+            blocks.push(
+                (0..layers)
+                    .map(|j| DenseLayer::new(channels + j * growth, growth, device))
+                    .collect(),
+            );
+            channels += layers * growth;
+            if block < 2 {
+                let out = channels / 2;
+                transitions.push(Transition {
+                    norm: BatchNormConfig::new(channels).init(device),
+                    conv: Conv2dConfig::new([channels, out], [1, 1])
+                        .with_bias(false)
+                        .init(device),
+                    pool: AvgPool2dConfig::new([2, 2]).init(),
+                    relu: Relu::new(),
+                });
+                channels = out;
+            }
+        }
+        Self {
+            stem,
+            blocks,
+            transitions,
+            norm: BatchNormConfig::new(channels).init(device),
+            pool: AdaptiveAvgPool2dConfig::new([1, 1]).init(),
+            classifier: LinearConfig::new(channels, 10).init(device),
+            relu: Relu::new(),
+        }
+    }
+
+    /// Class logits `[batch, 10]`; with `regions`, each dense layer is a checkpoint region.
+    pub fn forward(&self, images: Tensor<4>, regions: bool) -> Tensor<2> {
+        let mut x = self.stem.forward(images);
+        for (index, block) in self.blocks.iter().enumerate() {
+            let mut features = vec![x];
+            for layer in block {
+                let new = if regions {
+                    checkpoint(layer, features.clone(), |layer, f| layer.forward(f))
+                } else {
+                    layer.forward(features.clone())
+                };
+                features.push(new);
+            }
+            x = Tensor::cat(features, 1);
+            if let Some(t) = self.transitions.get(index) {
+                x = t
+                    .pool
+                    .forward(t.conv.forward(t.relu.forward(t.norm.forward(x))));
+            }
+        }
+        let x = self.pool.forward(self.relu.forward(self.norm.forward(x)));
+        self.classifier.forward(x.flatten(1, 3))
+    }
+}

@@ -1,0 +1,112 @@
+//! A GPT-style language model on Burn 0.22 (pre-LayerNorm blocks of causal self-attention and
+//! a GELU MLP), with one region per block.
+
+use burn::module::Module;
+use burn::nn::attention::{
+    MhaInput, MultiHeadAttention, MultiHeadAttentionConfig, generate_autoregressive_mask,
+};
+use burn::nn::loss::CrossEntropyLossConfig;
+use burn::nn::{
+    Embedding, EmbeddingConfig, Gelu, LayerNorm, LayerNormConfig, Linear, LinearConfig,
+};
+use burn::tensor::{Device, Int, Tensor};
+use burn_checkpoint_22::checkpoint;
+
+/// A pre-LayerNorm transformer block.
+#[derive(Module, Debug)]
+pub struct Block {
+    norm1: LayerNorm,
+    attention: MultiHeadAttention,
+    norm2: LayerNorm,
+    up: Linear,
+    down: Linear,
+    gelu: Gelu,
+}
+
+impl Block {
+    #[checkpoint]
+    fn region(&self, x: Tensor<3>) -> Tensor<3> {
+        self.forward(x)
+    }
+
+    fn forward(&self, x: Tensor<3>) -> Tensor<3> {
+        let [batch, seq, _] = x.dims();
+        let mask = generate_autoregressive_mask(batch, seq, &x.device());
+        let input = MhaInput::self_attn(self.norm1.forward(x.clone())).mask_attn(mask);
+        let x = x + self.attention.forward(input).context;
+        let h = self
+            .gelu
+            .forward(self.up.forward(self.norm2.forward(x.clone())));
+        x + self.down.forward(h)
+    }
+}
+
+/// Embeddings, blocks, final LayerNorm, output projection.
+#[derive(Module, Debug)]
+pub struct Gpt {
+    tokens: Embedding,
+    positions: Embedding,
+    blocks: Vec<Block>,
+    norm: LayerNorm,
+    head: Linear,
+}
+
+impl Gpt {
+    /// `blocks` blocks of width `d_model` with `heads` heads, over `vocab` tokens and `context`
+    /// positions.
+    pub fn new(
+        vocab: usize,
+        d_model: usize,
+        blocks: usize,
+        heads: usize,
+        context: usize,
+        device: &Device,
+    ) -> Self {
+        Self {
+            tokens: EmbeddingConfig::new(vocab, d_model).init(device),
+            positions: EmbeddingConfig::new(context, d_model).init(device),
+            blocks: (0..blocks)
+                .map(|_| Block {
+                    norm1: LayerNormConfig::new(d_model).init(device),
+                    attention: MultiHeadAttentionConfig::new(d_model, heads).init(device),
+                    norm2: LayerNormConfig::new(d_model).init(device),
+                    up: LinearConfig::new(d_model, 4 * d_model).init(device),
+                    down: LinearConfig::new(4 * d_model, d_model).init(device),
+                    gelu: Gelu::new(),
+                })
+                .collect(),
+            norm: LayerNormConfig::new(d_model).init(device),
+            head: LinearConfig::new(d_model, vocab)
+                .with_bias(false)
+                .init(device),
+        }
+    }
+
+    /// Mean next-token cross-entropy; with `regions`, each block is a checkpoint region.
+    pub fn loss(
+        &self,
+        tokens: Tensor<2, Int>,
+        targets: Tensor<2, Int>,
+        regions: bool,
+    ) -> Tensor<1> {
+        let [batch, seq] = tokens.dims();
+        let device = tokens.device();
+        let positions = Tensor::<1, Int>::arange(0..seq as i64, &device)
+            .reshape([1, seq])
+            .repeat_dim(0, batch);
+        let mut x = self.tokens.forward(tokens) + self.positions.forward(positions);
+        for block in &self.blocks {
+            x = if regions {
+                block.region(x)
+            } else {
+                block.forward(x)
+            };
+        }
+        let logits = self.head.forward(self.norm.forward(x));
+        let [batch, seq, vocab] = logits.dims();
+        CrossEntropyLossConfig::new().init(&device).forward(
+            logits.reshape([batch * seq, vocab]),
+            targets.reshape([batch * seq]),
+        )
+    }
+}

@@ -1,0 +1,225 @@
+//! Regions against Burn 0.22's own checkpointing, on the CPU (Flex): peak step memory and time
+//! per step of plain autodiff, `device.autodiff().gradient_checkpointing()` (Balanced) and one
+//! region per block, on DenseNet-BC (the layer cut) and a GPT-style model (per-block regions).
+//!
+//! `cargo bench --manifest-path burn22/Cargo.toml --bench compare -- --help`. Methods run
+//! interleaved, one step each per round after a warm-up round; memory is the counting
+//! allocator's peak above the step's start (forward, loss, backward); time the median step.
+
+mod densenet;
+mod gpt;
+
+use std::time::{Duration, Instant};
+
+use burn::module::{Module, ModuleVisitor, Param};
+use burn::tensor::{Device, Distribution, Int, Tensor};
+use burn_checkpoint_22::memory::{CountingAllocator, allocated, mib, peak, reset_peak};
+use clap::{Parser, ValueEnum};
+
+#[global_allocator]
+static ALLOCATOR: CountingAllocator = CountingAllocator;
+
+#[derive(Parser, Debug)]
+#[command(about = "Regions against Burn 0.22's checkpointing: memory and time per step")]
+struct Args {
+    /// Which models.
+    #[arg(long, value_enum, default_value = "all")]
+    model: Which,
+    /// Measured steps per method (after one warm-up step each).
+    #[arg(long, default_value_t = 3)]
+    steps: usize,
+    /// DenseNet-BC depth (6n + 4).
+    #[arg(long, default_value_t = 100)]
+    depth: usize,
+    /// DenseNet-BC growth rate.
+    #[arg(long, default_value_t = 12)]
+    growth: usize,
+    /// DenseNet batch sizes (32×32 images).
+    #[arg(long, value_delimiter = ',', default_value = "16,64")]
+    batches: Vec<usize>,
+    /// GPT: blocks, width, heads, vocabulary, sequence length, batch.
+    #[arg(long, value_delimiter = ',', default_value = "8,128,4,512,128,16")]
+    gpt: Vec<usize>,
+    /// Passed by `cargo bench`.
+    #[arg(long, hide = true)]
+    bench: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum Which {
+    All,
+    Densenet,
+    Gpt,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Method {
+    Plain,
+    Balanced,
+    Regions,
+}
+
+impl Method {
+    const ALL: [Method; 3] = [Method::Plain, Method::Balanced, Method::Regions];
+
+    fn name(self) -> &'static str {
+        match self {
+            Method::Plain => "plain autodiff",
+            Method::Balanced => "Burn's gradient_checkpointing() (Balanced)",
+            Method::Regions => "regions",
+        }
+    }
+
+    fn device(self) -> Device {
+        let device = Device::flex().autodiff();
+        match self {
+            Method::Balanced => device.gradient_checkpointing(),
+            _ => device,
+        }
+    }
+}
+
+/// One measured step: peak bytes above its start, and its time.
+fn measure(step: impl FnOnce()) -> (usize, Duration) {
+    let start = allocated();
+    reset_peak();
+    let clock = Instant::now();
+    step();
+    (peak() - start, clock.elapsed())
+}
+
+/// Initialises a module's lazy parameters now, so that every method's copy holds the same
+/// weights.
+fn initialised<M: Module>(module: M) -> M {
+    struct Touch;
+    impl ModuleVisitor for Touch {
+        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+            let _ = param.val();
+        }
+    }
+    module.visit(&mut Touch);
+    module
+}
+
+struct Row {
+    model: String,
+    method: Method,
+    peak: usize,
+    time: Duration,
+}
+
+/// Runs `steps` measured rounds (after a warm-up) of `step(method)` for every method,
+/// interleaved.
+fn compare(model: &str, steps: usize, mut step: impl FnMut(Method)) -> Vec<Row> {
+    let mut samples: Vec<(Vec<usize>, Vec<Duration>)> = vec![Default::default(); 3];
+    for round in 0..=steps {
+        for (index, method) in Method::ALL.into_iter().enumerate() {
+            let (bytes, time) = measure(|| step(method));
+            if round > 0 {
+                samples[index].0.push(bytes);
+                samples[index].1.push(time);
+            }
+        }
+    }
+    Method::ALL
+        .into_iter()
+        .zip(samples)
+        .map(|(method, (peaks, mut times))| {
+            times.sort();
+            Row {
+                model: model.to_string(),
+                method,
+                peak: peaks.into_iter().max().unwrap_or(0),
+                time: times[times.len() / 2],
+            }
+        })
+        .collect()
+}
+
+fn densenet(args: &Args, batch: usize) -> Vec<Row> {
+    let models: Vec<_> = Method::ALL
+        .into_iter()
+        .map(|method| {
+            let device = method.device();
+            device.seed(1);
+            initialised(densenet::DenseNet::new(args.depth, args.growth, &device))
+        })
+        .collect();
+    let name = format!(
+        "DenseNet-BC-{} (k={}), batch {batch}",
+        args.depth, args.growth
+    );
+    compare(&name, args.steps, |method| {
+        let index = Method::ALL.iter().position(|m| *m == method).unwrap();
+        let device = method.device();
+        device.seed(2);
+        let images = Tensor::<4>::random([batch, 3, 32, 32], Distribution::Default, &device);
+        let logits = models[index].forward(images, method == Method::Regions);
+        let grads = logits.powf_scalar(2.0).mean().backward();
+        drop(grads);
+    })
+}
+
+fn gpt(args: &Args) -> Vec<Row> {
+    let [blocks, d_model, heads, vocab, seq, batch] = args.gpt[..] else {
+        panic!("--gpt takes blocks,width,heads,vocabulary,sequence,batch");
+    };
+    let models: Vec<_> = Method::ALL
+        .into_iter()
+        .map(|method| {
+            let device = method.device();
+            device.seed(1);
+            initialised(gpt::Gpt::new(vocab, d_model, blocks, heads, seq, &device))
+        })
+        .collect();
+    let name =
+        format!("GPT {blocks}×{d_model} ({heads} heads), vocab {vocab}, batch {batch}×{seq}");
+    compare(&name, args.steps, |method| {
+        let index = Method::ALL.iter().position(|m| *m == method).unwrap();
+        let device = method.device();
+        device.seed(2);
+        let tokens = Tensor::<2, Int>::random(
+            [batch, seq + 1],
+            Distribution::Uniform(0.0, vocab as f64),
+            &device,
+        );
+        let inputs = tokens.clone().slice([0..batch, 0..seq]);
+        let targets = tokens.slice([0..batch, 1..seq + 1]);
+        let loss = models[index].loss(inputs, targets, method == Method::Regions);
+        drop(loss.backward());
+    })
+}
+
+fn main() {
+    let args = Args::parse();
+    let mut rows = Vec::new();
+    if args.model != Which::Gpt {
+        for &batch in &args.batches {
+            rows.extend(densenet(&args, batch));
+        }
+    }
+    if args.model != Which::Densenet {
+        rows.extend(gpt(&args));
+    }
+    println!(
+        "| Model | Method | Peak step memory | × plain | × Balanced | Time per step (median of {}) | × plain | × Balanced |",
+        args.steps
+    );
+    println!("|---|---|---|---|---|---|---|---|");
+    for group in rows.chunks(3) {
+        let (plain, balanced) = (&group[0], &group[1]);
+        for row in group {
+            println!(
+                "| {} | {} | {:.1} MiB | {:.2} | {:.2} | {:.3} s | {:.2} | {:.2} |",
+                row.model,
+                row.method.name(),
+                mib(row.peak),
+                row.peak as f64 / plain.peak as f64,
+                row.peak as f64 / balanced.peak as f64,
+                row.time.as_secs_f64(),
+                row.time.as_secs_f64() / plain.time.as_secs_f64(),
+                row.time.as_secs_f64() / balanced.time.as_secs_f64(),
+            );
+        }
+    }
+}
