@@ -57,6 +57,7 @@ mod route;
 
 mod backend;
 pub mod coverage;
+mod segments;
 mod sequential;
 
 pub mod memory;
@@ -71,7 +72,8 @@ pub use parallel::{DataParallel, DataParallelConfig, ParallelError};
 pub use policy::{Decision, OpInfo, Policy, SavePredicate};
 pub use recompute::verify_recomputes;
 pub use region::{RegionGuard, checkpoint, checkpoint_with, enter, enter_with, region_depth};
-pub use sequential::{Layer, Segments, checkpoint_sequential, checkpoint_sequential_with};
+pub use segments::Segments;
+pub use sequential::{Layer, checkpoint_sequential, checkpoint_sequential_with};
 
 #[doc(hidden)]
 pub mod __private {

@@ -6,6 +6,7 @@ use burn::tensor::backend::Backend;
 
 use crate::policy::Policy;
 use crate::region::checkpoint_with;
+use crate::segments::Segments;
 
 /// A layer of a stack run by [`checkpoint_sequential`]: takes the previous layer's output and
 /// returns its own, of the same type.
@@ -80,39 +81,6 @@ impl<B: Backend> Layer<Tensor<B, 4>> for nn::conv::Conv2d<B> {
     }
 }
 
-/// How many segments [`checkpoint_sequential`] cuts a stack into.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Segments {
-    /// √n segments for n layers, rounded (Chen et al. 2016): stored boundaries and one
-    /// segment's recomputed activations then cost about the same, and their sum is smallest.
-    #[default]
-    Sqrt,
-    /// This many segments, clamped to the stack: at most one per layer, at least one (so
-    /// `Count(0)` is one segment, as `Count(1)`).
-    Count(usize),
-}
-
-impl Segments {
-    /// The number of segments for `layers` layers: between 1 and `layers` (1 for an empty
-    /// stack).
-    ///
-    /// ```
-    /// use burn_checkpoint::Segments;
-    ///
-    /// assert_eq!(Segments::Sqrt.count(16), 4);
-    /// assert_eq!(Segments::Count(32).count(16), 16);
-    /// assert_eq!(Segments::Count(0).count(16), 1);
-    /// ```
-    pub fn count(self, layers: usize) -> usize {
-        let wanted = match self {
-            Segments::Sqrt => (layers as f64).sqrt().round() as usize,
-            Segments::Count(count) => count,
-        };
-        wanted.clamp(1, layers.max(1))
-    }
-}
-
 /// Runs `layers` one after the other on `input`, cut into `segments` contiguous segments of
 /// (nearly) equal length; every segment but the last is a checkpoint region.
 ///
@@ -178,12 +146,8 @@ pub fn checkpoint_sequential_with<T, L: Layer<T>>(
 ) -> T {
     let count = segments.count(layers.len());
     let mut x = input;
-    let mut start = 0;
-    for segment in 0..count {
-        // The first `len % count` segments take one layer more.
-        let len = layers.len() / count + usize::from(segment < layers.len() % count);
-        let run = &layers[start..start + len];
-        start += len;
+    for (segment, range) in segments.ranges(layers.len()).enumerate() {
+        let run = &layers[range];
         let forward = |x| run.iter().fold(x, |x, layer| layer.forward(x));
         x = if segment + 1 < count {
             checkpoint_with(policy.clone(), || forward(x))

@@ -22,8 +22,13 @@ mod tensors;
 
 pub use burn_checkpoint_22_macros::checkpoint;
 pub use checkpoint::{checkpoint, region_seed};
-pub use sequential::{Layer, Segments, checkpoint_sequential};
+pub use segments::Segments;
+pub use sequential::{Layer, checkpoint_sequential};
 pub use tensors::RegionTensors;
 
 #[path = "../../src/memory/host.rs"]
 pub mod memory;
+
+// Shared with the crate for Burn 0.21: std only.
+#[path = "../../src/segments.rs"]
+mod segments;
