@@ -6,15 +6,18 @@
 //! interleaved, one step each per round after a warm-up round; memory is the counting
 //! allocator's peak above the step's start (forward, loss, backward); time the median step.
 
+// The tests' helpers: `initialised`, so that every method's copy holds the same weights.
+#[path = "../../tests/common/mod.rs"]
+mod common;
 mod densenet;
 mod gpt;
 
 use std::time::{Duration, Instant};
 
-use burn::module::{Module, ModuleVisitor, Param};
 use burn::tensor::{Device, Distribution, Int, Tensor};
 use burn_checkpoint_22::memory::{CountingAllocator, allocated, mib, peak, reset_peak};
 use clap::{Parser, ValueEnum};
+use common::initialised;
 
 #[global_allocator]
 static ALLOCATOR: CountingAllocator = CountingAllocator;
@@ -86,19 +89,6 @@ fn measure(step: impl FnOnce()) -> (usize, Duration) {
     let clock = Instant::now();
     step();
     (peak() - start, clock.elapsed())
-}
-
-/// Initialises a module's lazy parameters now, so that every method's copy holds the same
-/// weights.
-fn initialised<M: Module>(module: M) -> M {
-    struct Touch;
-    impl ModuleVisitor for Touch {
-        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
-            let _ = param.val();
-        }
-    }
-    module.visit(&mut Touch);
-    module
 }
 
 struct Row {
