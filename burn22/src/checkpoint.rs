@@ -101,6 +101,39 @@ where
     O::unflatten(&layout, &mut outputs.into_iter())
 }
 
+/// [`checkpoint`] for a body that uses no parameters (an attention core, a chain of activations):
+/// its gradient flows to `inputs` only. A tracked tensor the closure captures is refused as in
+/// [`checkpoint`].
+///
+/// ```
+/// use burn::tensor::{Device, Tensor, activation::softmax};
+/// use burn_checkpoint_22::checkpoint_fn;
+///
+/// let device = Device::flex().autodiff();
+/// let q = Tensor::<3>::ones([2, 8, 16], &device).require_grad();
+/// let k = Tensor::<3>::ones([2, 8, 16], &device).require_grad();
+/// let v = Tensor::<3>::ones([2, 8, 16], &device).require_grad();
+///
+/// // The 8×8 attention weights are not kept: backward recomputes them.
+/// let out = checkpoint_fn((q.clone(), k, v), |(q, k, v)| {
+///     softmax(q.matmul(k.swap_dims(1, 2)).div_scalar(4.0), 2).matmul(v)
+/// });
+/// let grads = out.sum().backward();
+/// assert!(q.grad(&grads).is_some());
+/// ```
+pub fn checkpoint_fn<I, O, F>(inputs: I, forward: F) -> O
+where
+    I: RegionTensors,
+    O: RegionTensors,
+    F: Fn(I) -> O + Send + Sync + 'static,
+{
+    checkpoint(&NoParameters, inputs, move |_, inputs| forward(inputs))
+}
+
+/// The module of a region without parameters.
+#[derive(Module, Debug)]
+struct NoParameters;
+
 /// What a region does to the device's random generator before its body: it draws a seed (two
 /// numbers) and seeds the device with it, in forward and again in the recompute, so that
 /// dropout draws the same masks twice. Burn 0.22 has no way to read or restore a generator's

@@ -8,7 +8,7 @@
 //! backward (which Burn 0.22 allows inside a backward step). See `docs/burn-0.22.md`.
 //!
 //! - [`checkpoint()`]: a region over a module and its inputs; [`macro@checkpoint`] makes a
-//!   module's `&self` method one.
+//!   module's `&self` method one; [`checkpoint_fn`] a body without parameters.
 //! - [`checkpoint_sequential`]: a stack of layers cut into regions.
 //! - [`region_seed`]: how regions keep dropout's masks.
 //! - [`memory`]: the counting allocator the tests and benchmarks measure with.
@@ -21,7 +21,7 @@ mod sequential;
 mod tensors;
 
 pub use burn_checkpoint_22_macros::checkpoint;
-pub use checkpoint::{checkpoint, region_seed};
+pub use checkpoint::{checkpoint, checkpoint_fn, region_seed};
 pub use segments::Segments;
 pub use sequential::{Layer, checkpoint_sequential};
 pub use tensors::RegionTensors;

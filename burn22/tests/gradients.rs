@@ -3,7 +3,7 @@
 mod common;
 
 use burn::tensor::{Distribution, Tensor};
-use burn_checkpoint_22::{Segments, checkpoint, checkpoint_sequential};
+use burn_checkpoint_22::{Segments, checkpoint, checkpoint_fn, checkpoint_sequential};
 use common::{Mlp, Stack, assert_close, device, grad_of, param_grads};
 
 #[test]
@@ -165,4 +165,30 @@ fn a_captured_tracked_tensor_is_refused() {
     let outside = Tensor::<2>::ones([2, 4], &device).require_grad();
     let x = Tensor::<2>::ones([2, 4], &device);
     let _ = checkpoint(&block, x, move |m, x| m.forward(x) * outside.clone());
+}
+
+#[test]
+fn a_region_without_parameters_gives_its_inputs_their_gradients() {
+    let device = device();
+    device.seed(10);
+    let [q, k, v] = [0, 1, 2]
+        .map(|_| Tensor::<3>::random([2, 5, 4], Distribution::Default, &device).require_grad());
+    let attention = |(q, k, v): (Tensor<3>, Tensor<3>, Tensor<3>)| {
+        burn::tensor::activation::softmax(q.matmul(k.swap_dims(1, 2)).div_scalar(2.0), 2).matmul(v)
+    };
+
+    let plain_grads = attention((q.clone(), k.clone(), v.clone()))
+        .sum()
+        .backward();
+    let region_grads = checkpoint_fn((q.clone(), k.clone(), v.clone()), attention)
+        .sum()
+        .backward();
+    for (name, x) in [("q", &q), ("k", &k), ("v", &v)] {
+        assert!(grad_of(x, &plain_grads).is_some(), "{name}");
+        assert_eq!(
+            grad_of(x, &plain_grads),
+            grad_of(x, &region_grads),
+            "{name}"
+        );
+    }
 }
