@@ -48,6 +48,7 @@ extern crate self as burn_checkpoint;
 // ones above it in this list.
 mod counters;
 mod op;
+mod region_name;
 mod types;
 
 mod policy;
@@ -71,11 +72,15 @@ pub use op::OpKind;
 pub use parallel::{DataParallel, DataParallelConfig, ParallelError};
 pub use policy::{Decision, OpInfo, Policy, SavePredicate};
 pub use recompute::verify_recomputes;
-pub use region::{RegionGuard, checkpoint, checkpoint_with, enter, enter_with, region_depth};
+pub use region::{
+    RegionGuard, checkpoint, checkpoint_named, checkpoint_with, current_region, enter, enter_named,
+    enter_with, region_depth,
+};
+pub use region_name::{RegionId, RegionName};
 pub use segments::Segments;
 pub use sequential::{Layer, checkpoint_sequential, checkpoint_sequential_with};
 
 #[doc(hidden)]
 pub mod __private {
-    pub use crate::region::{enter, enter_on, remembered_outputs};
+    pub use crate::region::{enter, enter_on, method_region_name, remembered_outputs};
 }

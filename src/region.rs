@@ -9,6 +9,7 @@
 //! recomputes one region at a time from stored boundaries.
 
 use std::any::Any;
+use std::borrow::Cow;
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::marker::PhantomData;
@@ -18,9 +19,11 @@ use std::sync::{Arc, Weak};
 use burn_autodiff::NodeId;
 use burn_backend::{Backend, Shape, TensorMetadata};
 
+use crate::counters;
 use crate::op::Op;
 use crate::policy::{Decision, OpInfo, Policy};
 use crate::recompute;
+use crate::region_name::{RegionId, RegionName, method_name};
 use crate::types::Tracked;
 
 /// Runs `f` as a checkpoint region and returns what it returns.
@@ -50,8 +53,28 @@ use crate::types::Tracked;
 /// let grads = (y + z).backward();
 /// assert!(w.grad(&grads).is_some());
 /// ```
+#[track_caller]
 pub fn checkpoint<R>(f: impl FnOnce() -> R) -> R {
-    checkpoint_with(Policy::RecomputeAll, f)
+    let _region = open(None, Policy::RecomputeAll, RegionName::caller());
+    f()
+}
+
+/// [`checkpoint`] with a name of its own (see [`RegionName`]), rather than the place it is
+/// called from.
+///
+/// ```
+/// use burn_checkpoint::{checkpoint_named, current_region};
+///
+/// for index in 0..2 {
+///     checkpoint_named("attention", || {
+///         let region = current_region().unwrap();
+///         assert_eq!(region.to_string(), format!("attention#{index}"));
+///     });
+/// }
+/// ```
+pub fn checkpoint_named<R>(name: impl Into<Cow<'static, str>>, f: impl FnOnce() -> R) -> R {
+    let _region = open(None, Policy::RecomputeAll, RegionName::new(name));
+    f()
 }
 
 /// Runs `f` as a checkpoint region with `policy` deciding, op by op, what is recomputed.
@@ -75,9 +98,25 @@ pub fn checkpoint<R>(f: impl FnOnce() -> R) -> R {
 /// let grads = y.sum().backward();
 /// assert!(x.grad(&grads).is_some());
 /// ```
+#[track_caller]
 pub fn checkpoint_with<R>(policy: Policy, f: impl FnOnce() -> R) -> R {
-    let _region = enter_with(policy);
+    let _region = open(None, policy, RegionName::caller());
     f()
+}
+
+/// The innermost open region on this thread: its name and index.
+///
+/// ```
+/// use burn_checkpoint::{checkpoint, current_region};
+///
+/// assert!(current_region().is_none());
+/// checkpoint(|| {
+///     let here = current_region().unwrap().name.to_string();
+///     assert!(here.contains(".rs:"), "the function form is named by its caller's place");
+/// });
+/// ```
+pub fn current_region() -> Option<RegionId> {
+    STATE.with(|state| state.borrow().stack.last().map(|frame| frame.id.clone()))
 }
 
 /// How many regions are open on this thread.
@@ -113,8 +152,9 @@ pub struct RegionGuard {
 /// drop(region);
 /// assert_eq!(region_depth(), 0);
 /// ```
+#[track_caller]
 pub fn enter() -> RegionGuard {
-    enter_with(Policy::RecomputeAll)
+    open(None, Policy::RecomputeAll, RegionName::caller())
 }
 
 /// Opens a region with `policy` on this thread until the returned guard is dropped.
@@ -126,24 +166,43 @@ pub fn enter() -> RegionGuard {
 /// assert_eq!(region_depth(), 1);
 /// drop(region);
 /// ```
+#[track_caller]
 pub fn enter_with(policy: Policy) -> RegionGuard {
-    open(None, policy)
+    open(None, policy, RegionName::caller())
+}
+
+/// Opens a region named `name` with `policy` on this thread until the returned guard is dropped.
+pub fn enter_named(name: impl Into<Cow<'static, str>>, policy: Policy) -> RegionGuard {
+    open(None, policy, RegionName::new(name))
 }
 
 /// Opens a region for code generic over the backend `B`, so that a region on a backend that is
 /// not `Checkpointed` can name it in its warning. Used by `#[checkpoint]`.
 #[doc(hidden)]
-pub fn enter_on<B: ?Sized>(policy: Policy) -> RegionGuard {
-    open(Some(core::any::type_name::<B>()), policy)
+pub fn enter_on<B: ?Sized>(policy: Policy, name: &'static str) -> RegionGuard {
+    open(
+        Some(core::any::type_name::<B>()),
+        policy,
+        RegionName::new(name),
+    )
 }
 
-fn open(backend: Option<&'static str>, policy: Policy) -> RegionGuard {
+/// The name `#[checkpoint]` gives a method of `T`: `path::Type::method`, generics left out.
+/// Made once per method (the attribute keeps it in a static).
+#[doc(hidden)]
+pub fn method_region_name<T: ?Sized>(method: &str) -> &'static str {
+    method_name(core::any::type_name::<T>(), method).leak()
+}
+
+pub(crate) fn open(backend: Option<&'static str>, policy: Policy, name: RegionName) -> RegionGuard {
+    let id = counters::next_region(name);
     STATE.with(|state| {
         let mut state = state.borrow_mut();
         state.next_instance += 1;
         let instance = state.next_instance;
         state.stack.push(Frame {
             instance,
+            id,
             backend,
             decorated_ops: 0,
             policy,
@@ -200,6 +259,8 @@ fn warn_not_decorated(backend: Option<&'static str>) {
 
 struct Frame {
     instance: u64,
+    /// The region's name and index.
+    id: RegionId,
     backend: Option<&'static str>,
     /// Ops of a `Checkpointed` backend run in this region (nested regions included once closed).
     decorated_ops: u64,

@@ -5,7 +5,8 @@ use burn::tensor::Tensor;
 use burn::tensor::backend::Backend;
 
 use crate::policy::Policy;
-use crate::region::checkpoint_with;
+use crate::region;
+use crate::region_name::RegionName;
 use crate::segments::Segments;
 
 /// A layer of a stack run by [`checkpoint_sequential`]: takes the previous layer's output and
@@ -117,6 +118,7 @@ impl<B: Backend> Layer<Tensor<B, 4>> for nn::conv::Conv2d<B> {
 /// let grads = y.sum().backward();
 /// assert!(blocks[0].linear.weight.grad(&grads).is_some());
 /// ```
+#[track_caller]
 pub fn checkpoint_sequential<T, L: Layer<T>>(layers: &[L], segments: Segments, input: T) -> T {
     checkpoint_sequential_with(Policy::RecomputeAll, layers, segments, input)
 }
@@ -138,6 +140,7 @@ pub fn checkpoint_sequential<T, L: Layer<T>>(layers: &[L], segments: Segments, i
 /// let y = checkpoint_sequential_with(Policy::SaveComputeBound, &layers, Segments::Sqrt, x);
 /// # let _ = y.sum().backward();
 /// ```
+#[track_caller]
 pub fn checkpoint_sequential_with<T, L: Layer<T>>(
     policy: Policy,
     layers: &[L],
@@ -145,12 +148,15 @@ pub fn checkpoint_sequential_with<T, L: Layer<T>>(
     input: T,
 ) -> T {
     let count = segments.count(layers.len());
+    // Every segment is an instance of one name: the place the stack is run from.
+    let name = RegionName::caller();
     let mut x = input;
     for (segment, range) in segments.ranges(layers.len()).enumerate() {
         let run = &layers[range];
         let forward = |x| run.iter().fold(x, |x, layer| layer.forward(x));
         x = if segment + 1 < count {
-            checkpoint_with(policy.clone(), || forward(x))
+            let _region = region::open(None, policy.clone(), name.clone());
+            forward(x)
         } else {
             forward(x)
         };

@@ -5,36 +5,42 @@ use quote::quote;
 use syn::parse::{Parse, ParseStream};
 use syn::{Expr, FnArg, GenericArgument, ItemFn, PathArguments, Token, Type};
 
-/// The attribute's arguments: nothing, or `policy = <expression>`.
+/// The attribute's arguments, each optional, in any order: `name = "..."`, `policy = <expression>`.
 struct Args {
+    name: Option<syn::LitStr>,
     policy: Option<Expr>,
 }
 
 impl Parse for Args {
     fn parse(input: ParseStream) -> syn::Result<Self> {
-        if input.is_empty() {
-            return Ok(Args { policy: None });
+        let mut args = Args {
+            name: None,
+            policy: None,
+        };
+        while !input.is_empty() {
+            let key: syn::Ident = input.parse()?;
+            input.parse::<Token![=]>()?;
+            if key == "name" && args.name.is_none() {
+                args.name = Some(input.parse()?);
+            } else if key == "policy" && args.policy.is_none() {
+                args.policy = Some(input.parse()?);
+            } else {
+                return Err(syn::Error::new_spanned(
+                    key,
+                    "#[checkpoint] takes `name = \"...\"` and `policy = <expression>`, each once, \
+                     e.g. #[checkpoint(name = \"attention\", policy = Policy::SaveComputeBound)]",
+                ));
+            }
+            if !input.is_empty() {
+                input.parse::<Token![,]>()?;
+            }
         }
-        let key: syn::Ident = input.parse()?;
-        if key != "policy" {
-            return Err(syn::Error::new_spanned(
-                key,
-                "expected `policy = <expression>`, e.g. #[checkpoint(policy = Policy::SaveComputeBound)]",
-            ));
-        }
-        input.parse::<Token![=]>()?;
-        let policy = input.parse()?;
-        if !input.is_empty() {
-            return Err(input.error("#[checkpoint] takes one argument: `policy = <expression>`"));
-        }
-        Ok(Args {
-            policy: Some(policy),
-        })
+        Ok(args)
     }
 }
 
 pub fn expand(attr: TokenStream, item: TokenStream) -> syn::Result<TokenStream> {
-    let Args { policy } = syn::parse2(attr)?;
+    let Args { name, policy } = syn::parse2(attr)?;
     let policy = match policy {
         Some(policy) => quote!(#policy),
         None => quote!(::burn_checkpoint::Policy::RecomputeAll),
@@ -46,10 +52,23 @@ pub fn expand(attr: TokenStream, item: TokenStream) -> syn::Result<TokenStream> 
         block,
     } = syn::parse2::<ItemFn>(item)?;
 
+    // The region's name: given, else `Type::method` for a method (made once, kept in a static),
+    // else `module::function`.
+    let function = sig.ident.to_string();
+    let name = match name {
+        Some(name) => quote!(#name),
+        None if matches!(sig.inputs.first(), Some(FnArg::Receiver(_))) => quote! {{
+            static NAME: ::std::sync::OnceLock<&'static str> = ::std::sync::OnceLock::new();
+            *NAME.get_or_init(|| ::burn_checkpoint::__private::method_region_name::<Self>(#function))
+        }},
+        None => quote!(::core::concat!(::core::module_path!(), "::", #function)),
+    };
     // Naming the backend lets a region on a backend that is not `Checkpointed` say which one.
     let guard = match backend_of(&sig) {
-        Some(backend) => quote!(::burn_checkpoint::__private::enter_on::<#backend>(#policy)),
-        None => quote!(::burn_checkpoint::enter_with(#policy)),
+        Some(backend) => {
+            quote!(::burn_checkpoint::__private::enter_on::<#backend>(#policy, #name))
+        }
+        None => quote!(::burn_checkpoint::enter_named(#name, #policy)),
     };
     Ok(quote! {
         #(#attrs)*

@@ -28,6 +28,10 @@ mod forward_ops;
 ///
 /// `#[checkpoint(policy = <expression>)]` chooses the region's `burn_checkpoint::Policy` (the
 /// default is `Policy::RecomputeAll`); the expression is evaluated each time the function runs.
+///
+/// The region is named (`burn_checkpoint::RegionName`) after the method, `path::Type::method`
+/// without generic arguments, or the function, `module::function`; `#[checkpoint(name = "..")]`
+/// names it otherwise. Both arguments can be given, in any order.
 #[proc_macro_attribute]
 pub fn checkpoint(attr: TokenStream, item: TokenStream) -> TokenStream {
     checkpoint_attr::expand(attr.into(), item.into())

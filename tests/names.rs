@@ -1,0 +1,107 @@
+//! Region names and indices: what `#[checkpoint]`, the function forms and `checkpoint_sequential`
+//! call their regions.
+
+use burn::backend::{Autodiff, NdArray};
+use burn::tensor::Tensor;
+use burn::tensor::backend::Backend;
+use burn_checkpoint::{
+    Checkpointed, Layer, RegionId, Segments, checkpoint, checkpoint_named, checkpoint_sequential,
+    coverage, current_region,
+};
+
+type B = Checkpointed<Autodiff<NdArray>>;
+
+fn here() -> RegionId {
+    current_region().expect("inside a region")
+}
+
+struct Block;
+
+impl Block {
+    #[checkpoint]
+    fn forward<B2: Backend>(&self, x: Tensor<B2, 2>) -> (Tensor<B2, 2>, RegionId) {
+        (x, here())
+    }
+
+    #[checkpoint(name = "mlp", policy = burn_checkpoint::Policy::SaveComputeBound)]
+    fn named(&self) -> RegionId {
+        here()
+    }
+}
+
+#[checkpoint]
+fn free_function() -> RegionId {
+    here()
+}
+
+#[test]
+fn checkpointed_methods_are_named_by_their_type_and_count_their_calls() {
+    coverage::reset();
+    let x = Tensor::<B, 2>::ones([2, 2], &Default::default());
+    let (_, first) = Block.forward(x.clone());
+    let (_, second) = Block.forward(x);
+    assert_eq!(first.name.to_string(), "names::Block::forward");
+    assert_eq!((first.index, second.index), (0, 1));
+    assert_eq!(second.to_string(), "names::Block::forward#1");
+
+    assert_eq!(Block.named().to_string(), "mlp#0");
+    assert_eq!(free_function().to_string(), "names::free_function#0");
+
+    coverage::reset();
+    assert_eq!(
+        Block.named().to_string(),
+        "mlp#0",
+        "reset starts the indices again"
+    );
+}
+
+#[test]
+fn function_forms_are_named_by_their_place_or_their_name() {
+    coverage::reset();
+    let line = line!() + 1;
+    let place = checkpoint(here);
+    assert_eq!(place.name.to_string(), format!("tests/names.rs:{line}:17"));
+    let (outer, inner) = checkpoint_named("outer", || (here(), checkpoint_named("inner", here)));
+    assert_eq!(
+        (outer.to_string(), inner.to_string()),
+        ("outer#0".into(), "inner#0".into())
+    );
+    assert!(current_region().is_none());
+}
+
+struct Probe;
+
+impl Layer<Vec<Option<RegionId>>> for Probe {
+    fn forward(&self, mut seen: Vec<Option<RegionId>>) -> Vec<Option<RegionId>> {
+        seen.push(current_region());
+        seen
+    }
+}
+
+#[test]
+fn a_sequential_stack_names_its_segments_after_its_place() {
+    coverage::reset();
+    let probes: Vec<Probe> = (0..9).map(|_| Probe).collect();
+    let line = line!() + 1;
+    let seen = checkpoint_sequential(&probes, Segments::Count(3), Vec::new());
+    let name = format!("tests/names.rs:{line}:16");
+    let seen: Vec<Option<String>> = seen
+        .into_iter()
+        .map(|id| id.map(|id| id.to_string()))
+        .collect();
+    let segment = |index| Some(format!("{name}#{index}"));
+    assert_eq!(
+        seen,
+        [
+            segment(0),
+            segment(0),
+            segment(0),
+            segment(1),
+            segment(1),
+            segment(1),
+            None,
+            None,
+            None
+        ]
+    );
+}
