@@ -103,50 +103,34 @@ where
     let tensors = tensors
         .into_iter()
         .map(|t| match t.autodiff {
-            DispatchAutodiffContext::Enabled(_) => from_dispatch::<B, C>(t),
+            DispatchAutodiffContext::Enabled(_) => from_dispatch::<Autodiff<B, C>>(t),
             DispatchAutodiffContext::Disabled => {
-                Autodiff::<B, C>::from_inner(plain_from_dispatch::<B>(t))
+                Autodiff::<B, C>::from_inner(from_dispatch::<B>(t))
             }
         })
         .collect();
     graph::autodiff_region::<B, C>(tensors, body)
         .into_iter()
-        .map(to_dispatch::<B, C>)
+        .map(to_dispatch::<Autodiff<B, C>>)
         .collect()
 }
 
-/// An autodiff tensor as a dispatch tensor carrying strategy `C`.
-pub(crate) fn to_dispatch<B: Backend, C: CheckpointStrategy>(
-    tensor: FloatTensor<Autodiff<B, C>>,
-) -> DispatchTensor
+/// A float tensor of backend `X` as a dispatch tensor (with `X = Autodiff<B, C>`: carrying
+/// strategy `C`).
+pub(crate) fn to_dispatch<X: Backend>(tensor: FloatTensor<X>) -> DispatchTensor
 where
-    DispatchTensor: DispatchKindConversion<Autodiff<B, C>>,
+    DispatchTensor: DispatchKindConversion<X>,
 {
-    <DispatchTensor as DispatchKindConversion<Autodiff<B, C>>>::from_backend(BackendTensor::Float(
-        tensor,
-    ))
+    <DispatchTensor as DispatchKindConversion<X>>::from_backend(BackendTensor::Float(tensor))
 }
 
-/// A dispatch tensor with autodiff as an autodiff tensor of backend `B`, strategy `C`.
-pub(crate) fn from_dispatch<B: Backend, C: CheckpointStrategy>(
-    tensor: DispatchTensor,
-) -> FloatTensor<Autodiff<B, C>>
+/// A dispatch tensor as a float tensor of backend `X` (`B`, or `Autodiff<B, C>` for a tensor
+/// with autodiff).
+pub(crate) fn from_dispatch<X: Backend>(tensor: DispatchTensor) -> FloatTensor<X>
 where
-    DispatchTensor: DispatchKindConversion<Autodiff<B, C>>,
+    DispatchTensor: DispatchKindConversion<X>,
 {
-    match <DispatchTensor as DispatchKindConversion<Autodiff<B, C>>>::try_into_backend(tensor) {
-        Ok(BackendTensor::Float(t)) => t,
-        Ok(_) => panic!("a checkpoint region takes and gives float tensors only"),
-        Err(e) => panic!("a checkpoint region's tensor is not on the region's backend: {e}"),
-    }
-}
-
-/// A dispatch tensor without autodiff as a tensor of backend `B`.
-fn plain_from_dispatch<B: Backend>(tensor: DispatchTensor) -> FloatTensor<B>
-where
-    DispatchTensor: DispatchKindConversion<B>,
-{
-    match <DispatchTensor as DispatchKindConversion<B>>::try_into_backend(tensor) {
+    match <DispatchTensor as DispatchKindConversion<X>>::try_into_backend(tensor) {
         Ok(BackendTensor::Float(t)) => t,
         Ok(_) => panic!("a checkpoint region takes and gives float tensors only"),
         Err(e) => panic!("a checkpoint region's tensor is not on the region's backend: {e}"),

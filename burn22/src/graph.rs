@@ -1,6 +1,7 @@
 //! A region in Burn's autodiff graph.
 //!
-//! Forward runs the body on the inner backend: no tape is recorded. The graph gets:
+//! Forward runs the body on untracked autodiff tensors: layers see a training device, nothing is
+//! recorded. The graph gets:
 //! - a chain of *join* nodes whose parents are the region's tensors (inputs and parameters), so
 //!   that every tensor keeps its place in Burn's traversal order and its count of consumers
 //!   (which Burn's data parallelism reads to know when a gradient is complete);
@@ -194,12 +195,16 @@ where
             }
         })
         .collect();
-    let inputs = leaves.iter().cloned().map(to_dispatch::<B, C>).collect();
+    let inputs = leaves
+        .iter()
+        .cloned()
+        .map(to_dispatch::<Ad<B, C>>)
+        .collect();
     let outputs = (body.0)(inputs, Pass::Recompute);
     check_recompute(expected, &outputs);
     let mut objective: Option<FloatTensor<Ad<B, C>>> = None;
     for (output, grad) in outputs.into_iter().zip(output_grads) {
-        let output = from_dispatch::<B, C>(output);
+        let output = from_dispatch::<Ad<B, C>>(output);
         if !output.is_tracked() {
             // An output that depends on no tracked tensor has no gradient to give.
             continue;
@@ -274,65 +279,63 @@ pub(crate) fn autodiff_region<B: Backend, C: CheckpointStrategy>(
 where
     DispatchTensor: DispatchKindConversion<Autodiff<B, C>>,
 {
-    {
-        let wanted: Vec<bool> = tensors.iter().map(|t| t.is_tracked()).collect();
-        let inner: Vec<FloatTensor<B>> = tensors.iter().map(|t| t.primitive().clone()).collect();
-        // Forward on untracked autodiff tensors: layers still see a training device (dropout,
-        // batch statistics), but nothing inside the region is recorded.
-        let outputs = run_untracked::<B, C>(&inner, &body);
-        if !wanted.iter().any(|&w| w) {
-            return outputs
-                .into_iter()
-                .map(Autodiff::<B, C>::from_inner)
-                .collect();
-        }
-        let (device, dtype) = (inner[0].device(), inner[0].dtype());
-        let input_stash = Stash::<B>::new(tensors.len());
-        let joined = join_all::<B, C>(tensors, &input_stash);
-        let several = outputs.len() > 1;
-        let output_stash = several.then(|| Stash::<B>::new(outputs.len()));
-        let state = RegionState {
-            body,
-            tensors: inner,
-            wanted,
-            input_stash,
-            outputs: outputs.iter().map(|o| (o.shape(), o.dtype())).collect(),
-            output_stash: output_stash.clone(),
-        };
-        let guard = joined.node();
-        let node_output = if several {
-            placeholder::<B>(&device, dtype)
-        } else {
-            outputs[0].clone()
-        };
-        let region = match RegionStep::<C>(PhantomData)
-            .prepare::<C>([guard])
-            .compute_bound()
-            .stateful()
-        {
-            OpsKind::Tracked(prep) => prep.finish(state, node_output),
-            OpsKind::UnTracked(prep) => prep.finish(node_output),
-        };
-        drop(joined);
-        let Some(stash) = output_stash else {
-            return vec![region];
-        };
-        outputs
+    let wanted: Vec<bool> = tensors.iter().map(|t| t.is_tracked()).collect();
+    let inner: Vec<FloatTensor<B>> = tensors.iter().map(|t| t.primitive().clone()).collect();
+    // Forward on untracked autodiff tensors: layers still see a training device (dropout,
+    // batch statistics), but nothing inside the region is recorded.
+    let outputs = run_untracked::<B, C>(&inner, &body);
+    if !wanted.iter().any(|&w| w) {
+        return outputs
             .into_iter()
-            .enumerate()
-            .map(|(index, output)| {
-                let state = (stash.clone(), index, device.clone(), output.dtype());
-                match Pick
-                    .prepare::<C>([region.node()])
-                    .compute_bound()
-                    .stateful()
-                {
-                    OpsKind::Tracked(prep) => prep.finish(state, output),
-                    OpsKind::UnTracked(prep) => prep.finish(output),
-                }
-            })
-            .collect()
+            .map(Autodiff::<B, C>::from_inner)
+            .collect();
     }
+    let (device, dtype) = (inner[0].device(), inner[0].dtype());
+    let input_stash = Stash::<B>::new(tensors.len());
+    let joined = join_all::<B, C>(tensors, &input_stash);
+    let several = outputs.len() > 1;
+    let output_stash = several.then(|| Stash::<B>::new(outputs.len()));
+    let state = RegionState {
+        body,
+        tensors: inner,
+        wanted,
+        input_stash,
+        outputs: outputs.iter().map(|o| (o.shape(), o.dtype())).collect(),
+        output_stash: output_stash.clone(),
+    };
+    let guard = joined.node();
+    let node_output = if several {
+        placeholder::<B>(&device, dtype)
+    } else {
+        outputs[0].clone()
+    };
+    let region = match RegionStep::<C>(PhantomData)
+        .prepare::<C>([guard])
+        .compute_bound()
+        .stateful()
+    {
+        OpsKind::Tracked(prep) => prep.finish(state, node_output),
+        OpsKind::UnTracked(prep) => prep.finish(node_output),
+    };
+    drop(joined);
+    let Some(stash) = output_stash else {
+        return vec![region];
+    };
+    outputs
+        .into_iter()
+        .enumerate()
+        .map(|(index, output)| {
+            let state = (stash.clone(), index, device.clone(), output.dtype());
+            match Pick
+                .prepare::<C>([region.node()])
+                .compute_bound()
+                .stateful()
+            {
+                OpsKind::Tracked(prep) => prep.finish(state, output),
+                OpsKind::UnTracked(prep) => prep.finish(output),
+            }
+        })
+        .collect()
 }
 
 /// The forward pass of a region's body on untracked autodiff tensors; returns the outputs'
@@ -346,12 +349,12 @@ where
 {
     let inputs = tensors
         .iter()
-        .map(|t| to_dispatch::<B, C>(Autodiff::<B, C>::from_inner(t.clone())))
+        .map(|t| to_dispatch::<Autodiff<B, C>>(Autodiff::<B, C>::from_inner(t.clone())))
         .collect();
     (body.0)(inputs, Pass::Forward)
         .into_iter()
         .map(|out| {
-            let out = from_dispatch::<B, C>(out);
+            let out = from_dispatch::<Autodiff<B, C>>(out);
             assert!(
                 !out.is_tracked(),
                 "a checkpoint region used a tracked tensor it was not given (a captured \
