@@ -55,8 +55,8 @@ use crate::types::Tracked;
 /// ```
 #[track_caller]
 pub fn checkpoint<R>(f: impl FnOnce() -> R) -> R {
-    let _region = open(None, Policy::RecomputeAll, RegionName::caller());
-    f()
+    // `#[track_caller]` passes the caller's place on: the region is named after it.
+    checkpoint_with(Policy::RecomputeAll, f)
 }
 
 /// [`checkpoint`] with a name of its own (see [`RegionName`]), rather than the place it is
@@ -100,7 +100,7 @@ pub fn checkpoint_named<R>(name: impl Into<Cow<'static, str>>, f: impl FnOnce() 
 /// ```
 #[track_caller]
 pub fn checkpoint_with<R>(policy: Policy, f: impl FnOnce() -> R) -> R {
-    let _region = open(None, policy, RegionName::caller());
+    let _region = enter_with(policy);
     f()
 }
 
@@ -154,7 +154,7 @@ pub struct RegionGuard {
 /// ```
 #[track_caller]
 pub fn enter() -> RegionGuard {
-    open(None, Policy::RecomputeAll, RegionName::caller())
+    enter_with(Policy::RecomputeAll)
 }
 
 /// Opens a region with `policy` on this thread until the returned guard is dropped.
