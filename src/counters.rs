@@ -26,6 +26,11 @@ pub(crate) fn next_region(name: RegionName) -> RegionId {
     })
 }
 
+/// Starts the indices of this thread's region names again from 0 (a new step under a plan).
+pub(crate) fn restart_region_indices() {
+    OPENED.with(|opened| opened.borrow_mut().clear());
+}
+
 /// Counts one step of the recompute walk (a recipe looked at for the first time) on this thread.
 pub(crate) fn note_walk_step() {
     WALK_STEPS.with(|steps| steps.set(steps.get() + 1));
@@ -91,7 +96,7 @@ pub fn fallbacks() -> BTreeMap<&'static str, u64> {
 /// Clears this thread's [`fallbacks`], [`recomputes`] and [`walk_steps`], and starts the indices
 /// of its regions' names again from 0.
 pub fn reset() {
-    OPENED.with(|opened| opened.borrow_mut().clear());
+    restart_region_indices();
     FALLBACKS.with(|counts| counts.borrow_mut().clear());
     RECOMPUTES.with(|counts| counts.borrow_mut().clear());
     WALK_STEPS.with(|steps| steps.set(0));

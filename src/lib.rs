@@ -70,7 +70,7 @@ pub use burn_checkpoint_macros::checkpoint;
 pub use op::OpKind;
 #[cfg(feature = "parallel")]
 pub use parallel::{DataParallel, DataParallelConfig, ParallelError};
-pub use policy::{Decision, OpInfo, Policy, SavePredicate};
+pub use policy::{Decision, OpInfo, Policy, SavePredicate, Treatment};
 pub use recompute::verify_recomputes;
 pub use region::{
     RegionGuard, checkpoint, checkpoint_named, checkpoint_with, current_region, enter, enter_named,

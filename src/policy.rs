@@ -114,6 +114,55 @@ impl fmt::Debug for Policy {
     }
 }
 
+/// How a [`Plan`](crate::memory::Plan) has one top-level region instance run, whatever the code
+/// says: the treatments the budget planner chooses from.
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum Treatment {
+    /// Not a region: its ops are Burn's own, and everything autodiff stores for them is held.
+    Keep,
+    /// A region with [`Policy::RecomputeAll`]: only its boundary is held.
+    RecomputeAll,
+    /// A region with [`Policy::SaveComputeBound`]: its boundary and its matmul, convolution and
+    /// pooling outputs are held.
+    SaveComputeBound,
+}
+
+impl Treatment {
+    /// Every treatment, from the one that holds most to the one that holds least.
+    pub const ALL: [Treatment; 3] = [
+        Treatment::Keep,
+        Treatment::SaveComputeBound,
+        Treatment::RecomputeAll,
+    ];
+
+    /// The policy a region runs with under this treatment; `None` for [`Treatment::Keep`].
+    pub fn policy(self) -> Option<Policy> {
+        match self {
+            Treatment::Keep => None,
+            Treatment::RecomputeAll => Some(Policy::RecomputeAll),
+            Treatment::SaveComputeBound => Some(Policy::SaveComputeBound),
+        }
+    }
+
+    /// Its name in reports and plans: `keep`, `recompute-all`, `save-compute-bound`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Treatment::Keep => "keep",
+            Treatment::RecomputeAll => "recompute-all",
+            Treatment::SaveComputeBound => "save-compute-bound",
+        }
+    }
+}
+
+impl fmt::Display for Treatment {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// The predicate of a [`Policy::Custom`]; made by [`Policy::custom`].
 #[derive(Clone)]
 pub struct SavePredicate(Arc<dyn Fn(&OpInfo<'_>) -> Decision + Send + Sync>);

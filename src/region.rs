@@ -20,8 +20,9 @@ use burn_autodiff::NodeId;
 use burn_backend::{Backend, Shape, TensorMetadata};
 
 use crate::counters;
+use crate::memory::recording;
 use crate::op::Op;
-use crate::policy::{Decision, OpInfo, Policy};
+use crate::policy::{Decision, OpInfo, Policy, Treatment};
 use crate::recompute;
 use crate::region_name::{RegionId, RegionName, method_name};
 use crate::types::Tracked;
@@ -200,9 +201,24 @@ pub(crate) fn open(backend: Option<&'static str>, policy: Policy, name: RegionNa
         let mut state = state.borrow_mut();
         state.next_instance += 1;
         let instance = state.next_instance;
+        let top_level = state.stack.is_empty();
+        // A plan decides for top-level regions only; nested ones run as the code says.
+        let planned = top_level
+            .then(|| PLAN.with(|plan| plan.borrow().as_ref().and_then(|plan| plan(&id))))
+            .flatten();
+        let (active, policy) = match planned {
+            Some(Treatment::Keep) => (false, policy),
+            Some(treatment) => (true, treatment.policy().unwrap_or(policy)),
+            None => (true, policy),
+        };
+        if top_level && recording::on() {
+            let treatment = planned.map_or("as-written", Treatment::name);
+            recording::top_level_opened(&id.name, id.index, treatment);
+        }
         state.stack.push(Frame {
             instance,
             id,
+            active,
             backend,
             decorated_ops: 0,
             policy,
@@ -230,6 +246,9 @@ impl Drop for RegionGuard {
             // The enclosing region ran what this one ran.
             if let Some(enclosing) = state.stack.last_mut() {
                 enclosing.decorated_ops += ops;
+            }
+            if position == 0 {
+                recording::top_level_closed();
             }
             Some((closed[0].backend, ops))
         });
@@ -261,6 +280,8 @@ struct Frame {
     instance: u64,
     /// The region's name and index.
     id: RegionId,
+    /// False for a region a plan keeps ([`Treatment::Keep`]): its ops run as Burn's own.
+    active: bool,
     backend: Option<&'static str>,
     /// Ops of a `Checkpointed` backend run in this region (nested regions included once closed).
     decorated_ops: u64,
@@ -305,6 +326,27 @@ impl State {
 
 thread_local! {
     static STATE: RefCell<State> = RefCell::new(State::default());
+    /// The treatment a plan gives each top-level region, while one runs a step on this thread.
+    static PLAN: RefCell<Option<PlanLookup>> = const { RefCell::new(None) };
+}
+
+/// A plan, as the region state asks it: the treatment of a top-level region, if it has one.
+pub(crate) type PlanLookup = Arc<dyn Fn(&RegionId) -> Option<Treatment> + Send + Sync>;
+
+/// Runs `f` (a training step) with `plan` deciding how its top-level regions run, their indices
+/// counted from 0 (so that a plan's `name#index` names the same region every step). The
+/// previous plan is back when `f` returns or panics.
+pub(crate) fn with_plan<R>(plan: PlanLookup, f: impl FnOnce() -> R) -> R {
+    struct Restore(Option<PlanLookup>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            let previous = self.0.take();
+            let _ = PLAN.try_with(|plan| *plan.borrow_mut() = previous);
+        }
+    }
+    counters::restart_region_indices();
+    let _restore = Restore(PLAN.with(|current| current.borrow_mut().replace(plan)));
+    f()
 }
 
 /// How many region outputs this thread still remembers (for tests).
@@ -334,10 +376,17 @@ pub(crate) fn route() -> Route {
         let mut state = state.borrow_mut();
         let policy = state.stack.last_mut().and_then(|innermost| {
             innermost.decorated_ops += 1;
-            (!innermost.policy.recomputes_all()).then(|| innermost.policy.clone())
+            let asks = innermost.active && !innermost.policy.recomputes_all();
+            asks.then(|| innermost.policy.clone())
         });
         Route {
-            root: state.stack.first().map(|frame| frame.instance),
+            // Only a region a plan keeps is inactive, and only a top-level one: the root is the
+            // first active frame.
+            root: state
+                .stack
+                .iter()
+                .find(|frame| frame.active)
+                .map(|frame| frame.instance),
             watch: !state.produced.is_empty(),
             policy,
         }

@@ -11,9 +11,10 @@
 //! 4. **fall back**: everywhere else the op runs as Burn's own; an op without a region version
 //!    run inside a region with a tracked operand is counted as a fallback.
 
-use burn_backend::Backend;
+use burn_backend::{Backend, TensorMetadata};
 
 use crate::counters;
+use crate::memory::recording;
 use crate::op::Op;
 use crate::region::{self, Region, Route};
 use crate::types::Tracked;
@@ -106,6 +107,7 @@ pub(crate) fn region_op<I: Backend, F: Operands<I>, A>(
         region_version,
         burn_version,
         |region, output| region.record::<I>(op, output),
+        |output| note_outside::<I>(op, output),
     )
 }
 
@@ -124,7 +126,16 @@ pub(crate) fn region_op_with<I: Backend, F: Operands<I>, A, T>(
         region_version,
         burn_version,
         |region, (output, with)| (region.record::<I>(op, output), with),
+        |(output, _)| note_outside::<I>(op, output),
     )
+}
+
+/// Tells a recorded step what a tracked op outside every region made.
+fn note_outside<I: Backend>(op: &'static Op, output: &Tracked<I>) {
+    if output.is_tracked() {
+        let bytes = output.primitive.shape().num_elements() * output.primitive.dtype().size();
+        recording::made_outside(&op.kind(), bytes as u64);
+    }
 }
 
 fn routed<I: Backend, F: Operands<I>, A, R>(
@@ -133,12 +144,18 @@ fn routed<I: Backend, F: Operands<I>, A, R>(
     region_version: impl FnOnce(F, A) -> R,
     burn_version: impl FnOnce(F, A) -> R,
     record: impl FnOnce(&Region<'_>, R) -> R,
+    note_outside: impl FnOnce(&R),
 ) -> R {
     let route = region::route();
     let operands = operands.at_boundary(&route);
-    if let Some(region) = route.region()
-        && operands.any_tracked()
-    {
+    let Some(region) = route.region() else {
+        let output = burn_version(operands, rest);
+        if recording::on() {
+            note_outside(&output);
+        }
+        return output;
+    };
+    if operands.any_tracked() {
         return record(&region, region_version(operands, rest));
     }
     burn_version(operands, rest)

@@ -70,6 +70,12 @@ pub fn reset_peak() {
     PEAK.store(allocated(), Ordering::Relaxed);
 }
 
+/// Raises the peak to at least `bytes` (a measurement nested in another, which reset the peak
+/// to measure its own part, gives the outer one its peak back).
+pub fn raise_peak(bytes: usize) {
+    PEAK.fetch_max(bytes, Ordering::Relaxed);
+}
+
 /// Bytes as MiB, for reports.
 pub fn mib(bytes: usize) -> f64 {
     bytes as f64 / (1024.0 * 1024.0)

@@ -18,14 +18,32 @@
 //!
 //! The counts cover every thread of the process: measure with nothing else running.
 //!
+//! Above the allocator: a [`StepReport`] measures one training step region by region (what each
+//! top-level region instance holds, what its recompute costs, what is made outside regions, where
+//! the peak is); a [`Profile`] measures a step under each [`Treatment`](crate::Treatment); the
+//! budget planner ([`Profile::plan`], [`Plan::fit`]) chooses a treatment per region instance so
+//! that a step fits a byte budget at the least recompute time, and a [`Plan`] applies it to
+//! later steps. See `docs/memory-budget.md`.
+//!
 //! On CUDA (feature `cuda`), [`cuda`] reads cubecl's count of device bytes in use and samples its
 //! peak.
 
 // The counting allocator depends on nothing but std: the crate for Burn 0.22 (burn22/) uses the
 // same file.
 mod host;
+// Leaves the region state and the recompute walk report to.
+mod meter;
+pub(crate) mod recording;
+mod report;
+// Above the region state: they run steps under plans.
+mod plan;
+mod profile;
 
-pub use host::{CountingAllocator, allocated, mib, peak, reset_peak};
+pub use host::{CountingAllocator, allocated, mib, peak, raise_peak, reset_peak};
+pub use meter::Meter;
+pub use plan::{FitError, Fitted, Plan, PlanError};
+pub use profile::{Profile, ProfileError, TreatedStep};
+pub use report::{NameTotals, RegionRecord, StepReport};
 
 /// Device memory on CUDA: cubecl's memory manager counts the bytes in use on a stream but keeps
 /// no peak, so [`cuda::DevicePeak`] samples the count from a thread while a step runs.

@@ -35,10 +35,11 @@ use burn_autodiff::checkpoint::base::Checkpointer;
 use burn_autodiff::checkpoint::strategy::BalancedCheckpointing;
 use burn_autodiff::grads::Gradients;
 use burn_autodiff::ops::{Backward, Ops, OpsKind};
-use burn_backend::Backend;
 use burn_backend::backend::AutodiffBackend;
+use burn_backend::{Backend, TensorMetadata};
 
 use super::check;
+use crate::memory::recording;
 use crate::types::{Plain, Primitive, Tracked};
 
 /// An op rebuilt to be recomputed on backward, written against the inner backend `I` only.
@@ -118,6 +119,7 @@ where
         Box::new(Forward::<Op, N>(op.clone())),
         operands,
         expected.clone(),
+        recording::current_region(),
     );
     let state = StepState::new(read, Arc::clone(&recipe));
     // Keep the operands' nodes referenced until this node is registered: burn-autodiff frees a
@@ -245,6 +247,8 @@ impl<I: Backend, Op: RegionOp<I, N>, const N: usize> ErasedForward<I> for Forwar
 struct Recipe<I: Backend> {
     op: Box<dyn ErasedForward<I>>,
     expected: Option<check::Expected>,
+    /// The profiled step's top-level region this op ran in, while a step is recorded.
+    recorded_in: Option<usize>,
     slot: Mutex<Slot<I>>,
 }
 
@@ -264,10 +268,12 @@ impl<I: Backend> Recipe<I> {
         op: Box<dyn ErasedForward<I>>,
         operands: Vec<Operand<I>>,
         expected: Option<check::Expected>,
+        recorded_in: Option<usize>,
     ) -> Arc<Self> {
         Arc::new(Recipe {
             op,
             expected,
+            recorded_in,
             slot: Mutex::new(Slot {
                 operands: Some(operands),
                 value: None,
@@ -344,7 +350,14 @@ fn compute<I: Backend>(root: &Arc<Recipe<I>>, checkpointer: &mut Checkpointer) {
             .map(|operand| operand.get(checkpointer))
             .collect();
         crate::counters::note_recompute(recipe.name());
-        let output = recipe.op.forward(inputs);
+        let output = match recipe.recorded_in {
+            Some(region) => recording::recompute(
+                region,
+                || recipe.op.forward(inputs),
+                |output| (output.shape().num_elements() * output.dtype().size()) as u64,
+            ),
+            None => recipe.op.forward(inputs),
+        };
         if let Some(expected) = &recipe.expected {
             expected.verify::<I>(recipe.name(), &output);
         }

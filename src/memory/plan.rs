@@ -1,0 +1,522 @@
+//! The budget planner: from a [`Profile`], a [`Treatment`] for every top-level region instance
+//! so that the step's peak stays within a byte budget at the least recompute time.
+//!
+//! # How it decides
+//!
+//! The profile gives, for each region instance `i` and treatment `t`, the bytes it holds from
+//! forward to backward `h[i][t]` and the time its recompute takes `c[i][t]` (measured), and for
+//! each treatment the step's peak `P[t]` with every region so. The planner predicts a plan's peak
+//! as `Σ h[i][t_i] + max F[t]` over the treatments it uses, where `F[t] = P[t] − Σ_i h[i][t]` is
+//! what the step holds besides the regions under `t` (weights, gradients, the optimizer, what
+//! is made outside regions, and the transient of backward or of one region's recompute). This
+//! is exact for the three measured plans and a heuristic between them: it assumes the peak
+//! comes where everything regions hold is still held (the start of backward), which holds for
+//! networks whose activations dominate. For each set of treatments it solves the
+//! multiple-choice knapsack (minimise `Σ c`, subject to `Σ h ≤ budget − max F`) exactly by
+//! dynamic programming over bytes in 4096 steps of the budget, rounding each `h` up (so the
+//! prediction never undercounts), and keeps the cheapest plan.
+//!
+//! [`Plan::fit`] then checks the plan on real steps: if a measured peak is over the budget, it
+//! plans again for the budget less the overshoot (at most three times).
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+
+use super::host::mib;
+use super::meter::Meter;
+use super::profile::{Profile, ProfileError};
+use super::report::{StepReport, shorten};
+use crate::policy::Treatment;
+use crate::region::{self, PlanLookup};
+use crate::region_name::RegionId;
+
+/// How each top-level region instance of a training step runs: made by the planner
+/// ([`Profile::plan`], [`Plan::fit`]) or by hand, saved and loaded as JSON (serde), applied to
+/// a step with [`Plan::run`] without changing the model's code.
+///
+/// ```
+/// use burn::backend::{Autodiff, NdArray};
+/// use burn::tensor::{Tensor, activation::relu};
+/// use burn_checkpoint::memory::Plan;
+/// use burn_checkpoint::{Checkpointed, Treatment, checkpoint_named, current_region};
+///
+/// type B = Checkpointed<Autodiff<NdArray>>;
+/// let device = Default::default();
+/// let w = Tensor::<B, 2>::ones([16, 16], &device).require_grad();
+/// let x = Tensor::<B, 2>::ones([8, 16], &device);
+///
+/// // The first block kept (as if it were no region), the second recomputed.
+/// let plan = Plan::new()
+///     .with("block", 0, Treatment::Keep)
+///     .with("block", 1, Treatment::RecomputeAll);
+/// let json = serde_json::to_string(&plan).unwrap();
+/// let plan: Plan = serde_json::from_str(&json).unwrap();
+///
+/// for _step in 0..2 {
+///     plan.run(|| {
+///         let mut h = x.clone();
+///         for _ in 0..2 {
+///             h = checkpoint_named("block", || relu(h.clone().matmul(w.clone())));
+///         }
+///         let _ = h.sum().backward();
+///     });
+/// }
+/// ```
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[non_exhaustive]
+pub struct Plan {
+    /// The treatment of each instance, by region name and index. An instance not listed (or
+    /// `None`) runs as the code says.
+    pub regions: BTreeMap<String, Vec<Option<Treatment>>>,
+    /// The budget the plan was made for, in bytes (0 for a plan made by hand).
+    pub budget_bytes: u64,
+    /// The peak the planner predicted, in bytes.
+    pub predicted_peak_bytes: u64,
+    /// The recompute time the planner predicted per step, in seconds.
+    pub predicted_recompute_seconds: f64,
+}
+
+impl Plan {
+    /// A plan that changes nothing.
+    pub fn new() -> Self {
+        Plan::default()
+    }
+
+    /// This plan with instance `index` of region `name` under `treatment`.
+    pub fn with(mut self, name: impl Into<String>, index: u64, treatment: Treatment) -> Self {
+        let treatments = self.regions.entry(name.into()).or_default();
+        let index = index as usize;
+        if treatments.len() <= index {
+            treatments.resize(index + 1, None);
+        }
+        treatments[index] = Some(treatment);
+        self
+    }
+
+    /// The treatment the plan gives `region`, if any.
+    pub fn treatment(&self, region: &RegionId) -> Option<Treatment> {
+        treatment_of(&self.regions, &region.name.to_string(), region.index)
+    }
+
+    /// Runs `step` (one training step) on this thread with each top-level region the plan lists
+    /// run under its treatment; region indices count from 0 for the step.
+    pub fn run<R>(&self, step: impl FnOnce() -> R) -> R {
+        let regions = Arc::new(self.regions.clone());
+        let lookup: PlanLookup =
+            Arc::new(move |id| treatment_of(&regions, &id.name.to_string(), id.index));
+        region::with_plan(lookup, step)
+    }
+
+    /// How many instances each treatment has, per region name.
+    pub fn counts(&self) -> BTreeMap<&str, BTreeMap<Treatment, usize>> {
+        self.regions
+            .iter()
+            .map(|(name, treatments)| {
+                let mut counts = BTreeMap::new();
+                for treatment in treatments.iter().flatten() {
+                    *counts.entry(*treatment).or_default() += 1;
+                }
+                (name.as_str(), counts)
+            })
+            .collect()
+    }
+}
+
+fn treatment_of(
+    regions: &BTreeMap<String, Vec<Option<Treatment>>>,
+    name: &str,
+    index: u64,
+) -> Option<Treatment> {
+    *regions.get(name)?.get(usize::try_from(index).ok()?)?
+}
+
+impl fmt::Display for Plan {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "plan for {:.1} MiB: predicted peak {:.1} MiB, recompute {:.3} s/step;",
+            mib(self.budget_bytes as usize),
+            mib(self.predicted_peak_bytes as usize),
+            self.predicted_recompute_seconds
+        )?;
+        for (name, counts) in self.counts() {
+            write!(f, " {}:", shorten(name, 40))?;
+            for (treatment, count) in counts {
+                write!(f, " {count} {treatment}")?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Why no plan fits the budget.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PlanError {
+    /// Even the plan that holds least is predicted (or measured) over the budget.
+    #[error(
+        "a budget of {budget:.1} MiB cannot be met: the smallest peak these regions reach is \
+         {floor:.1} MiB ({holders})",
+        budget = mib(*budget as usize),
+        floor = mib(*floor as usize)
+    )]
+    BelowFloor {
+        /// The budget asked for, in bytes.
+        budget: u64,
+        /// The smallest peak reachable, in bytes.
+        floor: u64,
+        /// What holds that peak.
+        holders: String,
+    },
+}
+
+/// The multiple-choice knapsack the planner solves: one treatment per instance, `held` rounded up
+/// to `unit` bytes, minimising the summed cost within `capacity` bytes. `None` if nothing fits.
+fn solve(options: &[Vec<(Treatment, u64, f64)>], capacity: u64, unit: u64) -> Option<Vec<usize>> {
+    let slots = (capacity / unit) as usize;
+    let units = |held: u64| held.div_ceil(unit) as usize;
+    // best[c]: the least cost of the instances so far within c units; choice[i][c] what instance
+    // i took there.
+    let mut best = vec![0.0f64; slots + 1];
+    let mut choice: Vec<Vec<u8>> = Vec::with_capacity(options.len());
+    for instance in options {
+        let mut next = vec![f64::INFINITY; slots + 1];
+        let mut took = vec![u8::MAX; slots + 1];
+        for (o, &(_, held, cost)) in instance.iter().enumerate() {
+            let need = units(held);
+            for c in need..=slots {
+                let total = best[c - need] + cost;
+                if total < next[c] {
+                    next[c] = total;
+                    took[c] = o as u8;
+                }
+            }
+        }
+        best = next;
+        choice.push(took);
+    }
+    if !best[slots].is_finite() {
+        return None;
+    }
+    let mut picked = vec![0; options.len()];
+    let mut c = slots;
+    for i in (0..options.len()).rev() {
+        let o = choice[i][c] as usize;
+        picked[i] = o;
+        c -= units(options[i][o].1);
+    }
+    Some(picked)
+}
+
+impl Profile {
+    /// The plan with the least recompute time whose predicted peak is within `budget_bytes` (see
+    /// the module's documentation for how it predicts), or why none is.
+    ///
+    /// ```
+    /// use burn::backend::{Autodiff, NdArray};
+    /// use burn::tensor::{Tensor, activation::relu};
+    /// use burn_checkpoint::memory::{CountingAllocator, Meter, Profile};
+    /// use burn_checkpoint::{Checkpointed, checkpoint_named};
+    ///
+    /// #[global_allocator]
+    /// static ALLOCATOR: CountingAllocator = CountingAllocator;
+    ///
+    /// type B = Checkpointed<Autodiff<NdArray>>;
+    /// let device = Default::default();
+    /// let w = Tensor::<B, 2>::ones([256, 256], &device).require_grad();
+    /// let x = Tensor::<B, 2>::ones([256, 256], &device);
+    /// let step = || {
+    ///     let mut h = x.clone();
+    ///     for _ in 0..6 {
+    ///         h = checkpoint_named("block", || relu(relu(h.clone().matmul(w.clone())) + 1.0));
+    ///     }
+    ///     let _ = h.sum().backward();
+    /// };
+    /// let profile = Profile::measure(Meter::Host, step).unwrap();
+    /// let (floor, roof) = (profile.smallest_peak(), profile.largest_peak());
+    /// let plan = profile.plan((floor + roof) / 2).unwrap();
+    /// assert!(plan.predicted_peak_bytes <= (floor + roof) / 2);
+    /// assert!(profile.plan(floor / 2).is_err());
+    /// ```
+    pub fn plan(&self, budget_bytes: u64) -> Result<Plan, PlanError> {
+        let regions = &self.steps[0].report.regions;
+        let held = |t: Treatment, i: usize| self.step(t).regions[i].held_bytes.max(0) as u64;
+        let cost = |t: Treatment, i: usize| match t {
+            Treatment::Keep => 0.0,
+            _ => self.step(t).regions[i].recompute_seconds,
+        };
+        let rest = |t: Treatment| self.rest(t);
+        let unit = (budget_bytes / 4096).max(1);
+        let mut best: Option<(f64, u64, Vec<Treatment>)> = None;
+        // Each non-empty set of treatments: its largest rest, then the knapsack within the rest
+        // of the budget over those treatments only.
+        for allowed in treatment_sets() {
+            let fixed = allowed.iter().map(|&t| rest(t)).max().unwrap_or(0);
+            let Some(capacity) = budget_bytes.checked_sub(fixed) else {
+                continue;
+            };
+            let options: Vec<Vec<_>> = (0..regions.len())
+                .map(|i| {
+                    allowed
+                        .iter()
+                        .map(|&t| (t, held(t, i), cost(t, i)))
+                        .collect()
+                })
+                .collect();
+            let Some(picked) = solve(&options, capacity, unit) else {
+                continue;
+            };
+            let chosen: Vec<Treatment> = picked
+                .iter()
+                .enumerate()
+                .map(|(i, &o)| options[i][o].0)
+                .collect();
+            let time: f64 = chosen.iter().enumerate().map(|(i, &t)| cost(t, i)).sum();
+            // The peak as predicted, with the treatments actually used.
+            let used_rest = chosen.iter().map(|&t| rest(t)).max().unwrap_or(0);
+            let peak = used_rest
+                + chosen
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &t)| held(t, i))
+                    .sum::<u64>();
+            if best.as_ref().is_none_or(|(t, ..)| time < *t) {
+                best = Some((time, peak, chosen));
+            }
+        }
+        let Some((time, peak, chosen)) = best else {
+            return Err(self.below_floor(budget_bytes));
+        };
+        let mut plan = Plan {
+            budget_bytes,
+            predicted_peak_bytes: peak,
+            predicted_recompute_seconds: time,
+            ..Plan::default()
+        };
+        for (region, treatment) in regions.iter().zip(chosen) {
+            plan = plan.with(region.name.clone(), region.index, treatment);
+        }
+        plan.budget_bytes = budget_bytes;
+        Ok(plan)
+    }
+
+    /// What the step under `treatment` holds besides its regions: its peak less what the regions
+    /// hold.
+    fn rest(&self, treatment: Treatment) -> u64 {
+        let step = self.step(treatment);
+        let regions: i64 = step.regions.iter().map(|r| r.held_bytes.max(0)).sum();
+        (step.peak_bytes as i64 - regions).max(0) as u64
+    }
+
+    /// The smallest peak the planner can reach for these regions: the least of the measured
+    /// peaks and of the predicted peaks with every instance under the treatment (of a set of
+    /// treatments) that holds least.
+    pub fn smallest_peak(&self) -> u64 {
+        let measured = self.steps.iter().map(|s| s.report.peak_bytes).min();
+        let regions = self.steps[0].report.regions.len();
+        let held = |t: Treatment, i: usize| self.step(t).regions[i].held_bytes.max(0) as u64;
+        let predicted = treatment_sets()
+            .map(|allowed| {
+                let fixed = allowed.iter().map(|&t| self.rest(t)).max().unwrap_or(0);
+                let least = (0..regions)
+                    .map(|i| allowed.iter().map(|&t| held(t, i)).min().unwrap_or(0))
+                    .sum::<u64>();
+                fixed + least
+            })
+            .min();
+        predicted.into_iter().chain(measured).min().unwrap_or(0)
+    }
+
+    /// The peak with every region kept (no recompute): a budget at or above it needs no plan.
+    pub fn largest_peak(&self) -> u64 {
+        self.step(Treatment::Keep).peak_bytes
+    }
+
+    fn below_floor(&self, budget: u64) -> PlanError {
+        let (treatment, step) = self
+            .steps
+            .iter()
+            .map(|s| (s.treatment, &s.report))
+            .min_by_key(|(_, report)| report.peak_bytes)
+            .expect("a profile measures every treatment");
+        PlanError::BelowFloor {
+            budget,
+            floor: self.smallest_peak(),
+            holders: holders(treatment, step),
+        }
+    }
+}
+
+/// Every non-empty set of treatments.
+fn treatment_sets() -> impl Iterator<Item = Vec<Treatment>> {
+    (1u8..(1 << Treatment::ALL.len())).map(|set| {
+        Treatment::ALL
+            .iter()
+            .enumerate()
+            .filter(|(k, _)| set & (1 << k) != 0)
+            .map(|(_, t)| *t)
+            .collect()
+    })
+}
+
+/// What holds the peak of `step` (every region under `treatment`), for the error.
+fn holders(treatment: Treatment, step: &StepReport) -> String {
+    let regions: i64 = step.regions.iter().map(|r| r.held_bytes.max(0)).sum();
+    let mut kinds: Vec<_> = step.outside_by_kind.iter().collect();
+    kinds.sort_by(|a, b| b.1.cmp(a.1));
+    let kinds: Vec<String> = kinds
+        .iter()
+        .take(3)
+        .map(|(kind, bytes)| format!("{kind} {:.1} MiB", mib(**bytes as usize)))
+        .collect();
+    format!(
+        "measured with every region {treatment}: peak {:.1} MiB at {}; {:.1} MiB held by the \
+         regions' boundaries, {:.1} MiB made outside regions ({}), the rest weights, gradients, \
+         optimizer state and backward's working memory",
+        mib(step.peak_bytes as usize),
+        step.peak_at,
+        mib(regions.max(0) as usize),
+        mib(step.outside_bytes() as usize),
+        kinds.join(", ")
+    )
+}
+
+/// What [`Plan::fit`] did: the plan, the steps it measured and what they cost.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct Fitted {
+    /// The plan, checked on a real step.
+    pub plan: Plan,
+    /// The profile it was planned from.
+    pub profile: Profile,
+    /// The peak of the last checked step under the plan, in bytes.
+    pub measured_peak_bytes: u64,
+    /// That step's time, in seconds.
+    pub measured_seconds: f64,
+    /// Steps run to profile and check (each a real training step).
+    pub steps: usize,
+    /// Time spent solving, in seconds.
+    pub solve_seconds: f64,
+}
+
+/// Why [`Plan::fit`] failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum FitError<E> {
+    /// Profiling failed.
+    #[error(transparent)]
+    Profile(#[from] ProfileError<E>),
+    /// No plan fits the budget.
+    #[error(transparent)]
+    Budget(#[from] PlanError),
+}
+
+/// Tries the planner makes after the first when a checked step is over the budget.
+const RETRIES: usize = 3;
+
+impl Plan {
+    /// Profiles `step` ([`Profile::try_measure`], three steps), plans for `budget_bytes`, and
+    /// checks the plan on a step; if the measured peak is over the budget, plans again for the
+    /// budget less the overshoot (up to three more steps). Every step trains the model.
+    ///
+    /// A budget at or above the peak with every region kept gives a plan that keeps them all.
+    pub fn fit<E>(
+        meter: Meter,
+        budget_bytes: u64,
+        mut step: impl FnMut() -> Result<(), E>,
+    ) -> Result<Fitted, FitError<E>> {
+        let profile = Profile::try_measure(meter.clone(), &mut step)?;
+        let mut solve_seconds = 0.0;
+        let mut target = budget_bytes;
+        let mut steps = profile.steps.len();
+        let mut tries = 0;
+        loop {
+            let started = Instant::now();
+            let mut plan = profile.plan(target);
+            solve_seconds += started.elapsed().as_secs_f64();
+            if let Ok(plan) = &mut plan {
+                plan.budget_bytes = budget_bytes;
+            }
+            let plan = plan.map_err(|error| match error {
+                PlanError::BelowFloor { floor, holders, .. } => PlanError::BelowFloor {
+                    budget: budget_bytes,
+                    floor,
+                    holders,
+                },
+            })?;
+            let (result, report) = StepReport::measure(meter.clone(), || plan.run(&mut step));
+            result.map_err(|error| FitError::Profile(ProfileError::Step(error)))?;
+            steps += 1;
+            let fits = report.peak_bytes <= budget_bytes;
+            if fits || tries == RETRIES {
+                if !fits {
+                    return Err(FitError::Budget(PlanError::BelowFloor {
+                        budget: budget_bytes,
+                        floor: report.peak_bytes.min(profile.smallest_peak()),
+                        holders: format!(
+                            "the plan for {:.1} MiB still peaked at {:.1} MiB at {}",
+                            mib(target as usize),
+                            mib(report.peak_bytes as usize),
+                            report.peak_at
+                        ),
+                    }));
+                }
+                return Ok(Fitted {
+                    plan,
+                    profile,
+                    measured_peak_bytes: report.peak_bytes,
+                    measured_seconds: report.seconds,
+                    steps,
+                    solve_seconds,
+                });
+            }
+            tries += 1;
+            let over = report.peak_bytes - budget_bytes;
+            target = target.saturating_sub(over + budget_bytes / 200);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_knapsack_picks_the_cheapest_plan_that_fits() {
+        use Treatment::*;
+        // Two instances: keeping costs 0 and holds 10; recomputing costs 1 (or 3) and holds 2.
+        let options = vec![
+            vec![(Keep, 10, 0.0), (RecomputeAll, 2, 1.0)],
+            vec![(Keep, 10, 0.0), (RecomputeAll, 2, 3.0)],
+        ];
+        assert_eq!(solve(&options, 20, 1), Some(vec![0, 0]));
+        // 12 fits one kept: the cheaper one recomputes.
+        assert_eq!(solve(&options, 12, 1), Some(vec![1, 0]));
+        assert_eq!(solve(&options, 4, 1), Some(vec![1, 1]));
+        assert_eq!(solve(&options, 3, 1), None);
+        // Rounding up to the unit never lets a plan overflow.
+        assert_eq!(solve(&options, 12, 4), Some(vec![1, 1]));
+    }
+
+    #[test]
+    fn a_plan_by_hand_lists_what_it_names() {
+        let plan = Plan::new()
+            .with("b", 2, Treatment::RecomputeAll)
+            .with("b", 0, Treatment::Keep);
+        assert_eq!(
+            plan.regions["b"],
+            vec![Some(Treatment::Keep), None, Some(Treatment::RecomputeAll)]
+        );
+        assert_eq!(
+            treatment_of(&plan.regions, "b", 1),
+            None,
+            "as the code says"
+        );
+        assert_eq!(treatment_of(&plan.regions, "b", 3), None);
+        assert_eq!(treatment_of(&plan.regions, "a", 0), None);
+    }
+}
