@@ -188,7 +188,8 @@ fn fit_checks_its_plan_on_a_real_step() {
     })
     .unwrap();
     assert!(fitted.measured_peak_bytes <= budget);
-    assert!(fitted.steps >= 4, "three profiled steps and one checked");
+    assert!(fitted.steps >= 1, "a plan checked on a step at least");
+    assert_eq!(fitted.profile.steps.len(), 3, "a step per treatment");
     let counts = fitted.plan.counts();
     let treated: usize = counts.values().flat_map(|c| c.values()).sum();
     assert_eq!(treated, BLOCKS, "every instance has a treatment");

@@ -397,7 +397,8 @@ pub struct Fitted {
     pub measured_peak_bytes: u64,
     /// That step's time, in seconds.
     pub measured_seconds: f64,
-    /// Steps run to profile and check (each a real training step).
+    /// Steps run to check plans (each a real training step; profiling took three more when
+    /// [`Plan::fit`] profiled).
     pub steps: usize,
     /// Time spent solving, in seconds.
     pub solve_seconds: f64,
@@ -419,9 +420,8 @@ pub enum FitError<E> {
 const RETRIES: usize = 3;
 
 impl Plan {
-    /// Profiles `step` ([`Profile::try_measure`], three steps), plans for `budget_bytes`, and
-    /// checks the plan on a step; if the measured peak is over the budget, plans again for the
-    /// budget less the overshoot (up to three more steps). Every step trains the model.
+    /// Profiles `step` ([`Profile::try_measure`], three steps), then [`Profile::fit`]s a plan to
+    /// `budget_bytes`. Every step trains the model.
     ///
     /// A budget at or above the peak with every region kept gives a plan that keeps them all.
     pub fn fit<E>(
@@ -430,49 +430,61 @@ impl Plan {
         mut step: impl FnMut() -> Result<(), E>,
     ) -> Result<Fitted, FitError<E>> {
         let profile = Profile::try_measure(meter.clone(), &mut step)?;
+        profile.fit(meter, budget_bytes, step)
+    }
+}
+
+impl Profile {
+    /// Plans for `budget_bytes` and checks the plan on a step of `step`; if the measured peak is
+    /// over the budget, plans again for the budget less the overshoot (up to three more steps).
+    /// Every step trains the model.
+    pub fn fit<E>(
+        &self,
+        meter: Meter,
+        budget_bytes: u64,
+        mut step: impl FnMut() -> Result<(), E>,
+    ) -> Result<Fitted, FitError<E>> {
         let mut solve_seconds = 0.0;
         let mut target = budget_bytes;
-        let mut steps = profile.steps.len();
+        let mut steps = 0;
         let mut tries = 0;
         loop {
             let started = Instant::now();
-            let mut plan = profile.plan(target);
+            let plan = self.plan(target);
             solve_seconds += started.elapsed().as_secs_f64();
-            if let Ok(plan) = &mut plan {
-                plan.budget_bytes = budget_bytes;
-            }
-            let plan = plan.map_err(|error| match error {
+            let mut plan = plan.map_err(|error| match error {
                 PlanError::BelowFloor { floor, holders, .. } => PlanError::BelowFloor {
                     budget: budget_bytes,
                     floor,
                     holders,
                 },
             })?;
+            plan.budget_bytes = budget_bytes;
             let (result, report) = StepReport::measure(meter.clone(), || plan.run(&mut step));
             result.map_err(|error| FitError::Profile(ProfileError::Step(error)))?;
             steps += 1;
             let fits = report.peak_bytes <= budget_bytes;
-            if fits || tries == RETRIES {
-                if !fits {
-                    return Err(FitError::Budget(PlanError::BelowFloor {
-                        budget: budget_bytes,
-                        floor: report.peak_bytes.min(profile.smallest_peak()),
-                        holders: format!(
-                            "the plan for {:.1} MiB still peaked at {:.1} MiB at {}",
-                            mib(target as usize),
-                            mib(report.peak_bytes as usize),
-                            report.peak_at
-                        ),
-                    }));
-                }
+            if fits {
                 return Ok(Fitted {
                     plan,
-                    profile,
+                    profile: self.clone(),
                     measured_peak_bytes: report.peak_bytes,
                     measured_seconds: report.seconds,
                     steps,
                     solve_seconds,
                 });
+            }
+            if tries == RETRIES {
+                return Err(FitError::Budget(PlanError::BelowFloor {
+                    budget: budget_bytes,
+                    floor: report.peak_bytes.min(self.smallest_peak()),
+                    holders: format!(
+                        "the plan for {:.1} MiB still peaked at {:.1} MiB at {}",
+                        mib(target as usize),
+                        mib(report.peak_bytes as usize),
+                        report.peak_at
+                    ),
+                }));
             }
             tries += 1;
             let over = report.peak_bytes - budget_bytes;

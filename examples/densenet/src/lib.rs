@@ -27,5 +27,6 @@ pub mod seeds;
 pub mod train;
 
 pub use model::{
-    Cut, DenseBlock, DenseLayer, DenseNet, DenseNetConfig, RegionPolicy, Stage, Transition,
+    BLOCK_REGION, BOTTLENECK_REGION, Cut, DenseBlock, DenseLayer, DenseNet, DenseNetConfig,
+    LAYER_REGION, RegionPolicy, Stage, Transition,
 };

@@ -9,7 +9,7 @@ use burn::nn::{
 };
 use burn::tensor::Tensor;
 use burn::tensor::backend::Backend;
-use burn_checkpoint::{Decision, OpKind, Policy, checkpoint_with};
+use burn_checkpoint::{Decision, OpKind, Policy, enter_named};
 
 /// Where a DenseNet-BC puts its checkpoint regions.
 #[derive(Config, Debug, Copy, PartialEq, Eq)]
@@ -51,6 +51,20 @@ impl RegionPolicy {
             }),
         }
     }
+}
+
+/// The name of the regions of [`Cut::Layer`] (one instance per dense layer), as memory reports
+/// and budget plans name them.
+pub const LAYER_REGION: &str = "densenet::layer";
+/// The name of the regions of [`Cut::Bottleneck`].
+pub const BOTTLENECK_REGION: &str = "densenet::bottleneck";
+/// The name of the regions of [`Cut::Block`].
+pub const BLOCK_REGION: &str = "densenet::block";
+
+/// Runs `f` as a region named `name` with `policy`.
+fn region<R>(name: &'static str, policy: RegionPolicy, f: impl FnOnce() -> R) -> R {
+    let _region = enter_named(name, policy.policy());
+    f()
 }
 
 /// DenseNet-BC's hyper-parameters (defaults: the reference's DenseNet-BC on CIFAR-10).
@@ -222,10 +236,10 @@ impl<B: Backend> DenseLayer<B> {
             self.dropout.forward(x)
         };
         match cut {
-            Cut::Bottleneck => rest(checkpoint_with(policy.policy(), || {
+            Cut::Bottleneck => rest(region(BOTTLENECK_REGION, policy, || {
                 self.bottleneck(features)
             })),
-            Cut::Layer => checkpoint_with(policy.policy(), || rest(self.bottleneck(features))),
+            Cut::Layer => region(LAYER_REGION, policy, || rest(self.bottleneck(features))),
             Cut::None | Cut::Block => rest(self.bottleneck(features)),
         }
     }
@@ -248,7 +262,7 @@ impl<B: Backend> DenseBlock<B> {
             Tensor::cat(features, 1)
         };
         match cut {
-            Cut::Block => checkpoint_with(policy.policy(), run),
+            Cut::Block => region(BLOCK_REGION, policy, run),
             _ => run(),
         }
     }

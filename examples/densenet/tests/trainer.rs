@@ -831,3 +831,110 @@ fn user_errors_are_one_line_without_a_backtrace() {
         assert!(stderr.contains(flag), "{stderr}");
     }
 }
+
+/// The peaks of a `--memory-report FILE`'s profile: every region kept, and the smallest the
+/// planner reaches.
+fn profiled_peaks(path: &Path) -> (u64, u64) {
+    let planning: densenet_bc::train::planning::Planning =
+        serde_json::from_slice(&std::fs::read(path).unwrap()).expect("a JSON memory report");
+    let profile = planning.profile.expect("the report holds the profile");
+    (profile.largest_peak(), profile.smallest_peak())
+}
+
+#[test]
+fn memory_budgets_plan_check_and_change_no_result() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = |name: &str| dir.path().join(name).to_str().unwrap().to_string();
+    // DenseNet-BC-22: 9 dense layers, enough for regions to matter beside the rest of a step.
+    let base = [
+        "--data",
+        "synthetic",
+        "--epochs",
+        "1",
+        "--depth",
+        "22",
+        "--growth-rate",
+        "12",
+        "--limit",
+        "2",
+        "--valid-limit",
+        "1",
+    ];
+    let owned = |extra: &[&str]| -> Vec<String> {
+        [&base[..], extra]
+            .concat()
+            .iter()
+            .map(|s| s.to_string())
+            .collect()
+    };
+    let run = |extra: &[&str], report: &str| {
+        let all = owned(&[&["--batch-size", "8"], extra].concat());
+        train_ok(&args(&all), Path::new(&path(report)))
+    };
+    let plain = run(&[], "plain.json");
+
+    // The report: three profiled steps on a copy; the run itself is unchanged.
+    let reported = run(&["--memory-report", &path("memory.json")], "reported.json");
+    assert_eq!(results(&reported), results(&plain));
+    let (roof, floor) = profiled_peaks(Path::new(&path("memory.json")));
+    assert!(floor < roof, "recomputing holds less: {floor} vs {roof}");
+
+    // A budget between the two: a plan, checked within it, saved; the same results.
+    let budget = (roof + floor) / 2;
+    let budgeted = run(
+        &[
+            "--memory-budget",
+            &budget.to_string(),
+            "--save-plan",
+            &path("plan.json"),
+        ],
+        "budgeted.json",
+    );
+    assert_eq!(
+        results(&budgeted),
+        results(&plain),
+        "a plan changes no value"
+    );
+    let planning = budgeted.planning.expect("the report says what was planned");
+    assert!(planning.checked_peak_bytes.unwrap() <= budget);
+    let plan = planning.plan.expect("a plan");
+    println!(
+        "budget {budget}: checked {:?}, training steps peaked at {} ({plan})",
+        planning.checked_peak_bytes, budgeted.peak_step_bytes
+    );
+    assert!(
+        budgeted.peak_step_bytes as f64 <= budget as f64 * 1.05,
+        "the training steps stay near the budget: {} for {budget}",
+        budgeted.peak_step_bytes
+    );
+
+    // The saved plan applies as it is.
+    let replayed = run(&["--plan", &path("plan.json")], "replayed.json");
+    assert_eq!(replayed.planning.and_then(|p| p.plan), Some(plan));
+
+    // Below the floor: the error says what can be reached.
+    let error = train_err(&args(&owned(&["--memory-budget", "1KiB"])));
+    assert!(error.contains("cannot be met"), "{error}");
+    assert!(error.contains("smallest peak"), "{error}");
+    let error = train_err(&args(&owned(&[
+        "--checkpoint",
+        "none",
+        "--memory-budget",
+        "1GiB",
+    ])));
+    assert!(error.contains("--checkpoint regions"), "{error}");
+
+    // The largest batch for the peak the batch of 8 had with every region kept: at least 8.
+    let fitted = train_ok(
+        &args(&owned(&["--fit-batch", &roof.to_string()])),
+        Path::new(&path("fitted.json")),
+    );
+    let planning = fitted.planning.expect("the report says what was planned");
+    println!(
+        "--fit-batch {roof}: batch {}, checked {:?}",
+        fitted.batch_size, planning.checked_peak_bytes
+    );
+    assert!(fitted.batch_size >= 8, "batch {}", fitted.batch_size);
+    assert_eq!(planning.batch_size, fitted.batch_size);
+    assert!(planning.checked_peak_bytes.unwrap() <= roof);
+}

@@ -56,6 +56,15 @@ impl Meter {
         }
     }
 
+    /// The same meter as the library's profiler reads it (`burn_checkpoint::memory::Meter`).
+    pub fn library(&self) -> burn_checkpoint::memory::Meter {
+        match self {
+            Meter::Host => burn_checkpoint::memory::Meter::Host,
+            #[cfg(feature = "cuda")]
+            Meter::Cuda(device) => burn_checkpoint::memory::Meter::Cuda(device.clone()),
+        }
+    }
+
     /// What the figures are, for the report.
     pub fn describe(&self) -> &'static str {
         match self {

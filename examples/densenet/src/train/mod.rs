@@ -6,6 +6,7 @@ pub mod meter;
 pub mod options;
 pub mod outputs;
 pub mod parallel;
+pub mod planning;
 pub mod progress;
 pub mod report;
 pub mod run;

@@ -105,6 +105,35 @@ pub struct TrainOptions {
     #[arg(long, value_name = "N", value_parser = positive())]
     pub stop_after: Option<usize>,
 
+    /// Before training, profile a step region by region (three steps on a copy of the model,
+    /// every dense layer's region kept, saving compute-bound outputs, recomputing all) and print
+    /// the memory report; with FILE, also write it (and any plan) there as JSON.
+    #[arg(long, value_name = "FILE", num_args = 0..=1, default_missing_value = None)]
+    pub memory_report: Option<Option<PathBuf>>,
+
+    /// Fit each training step in SIZE (6GiB, 512MiB, 1.5GB, or bytes): the budget planner
+    /// chooses, for each dense layer's region, keep, save-compute-bound or recompute-all at the
+    /// least recompute time, from steps profiled on a copy of the model, and checks the plan on
+    /// a step; an error says the smallest peak reachable if SIZE cannot be met. SIZE is the
+    /// step's peak above what is held between steps (the weights and optimizer state), the
+    /// figure the report's peak step memory gives. Needs --checkpoint regions (or
+    /// regions-save-compute) and one device.
+    #[arg(long, value_name = "SIZE", value_parser = byte_size)]
+    pub memory_budget: Option<u64>,
+
+    /// Train with the largest batch whose step fits in SIZE under a budget plan (found with a
+    /// few profiled steps on a copy of the model; replaces --batch-size).
+    #[arg(long, value_name = "SIZE", value_parser = byte_size, conflicts_with_all = ["memory_budget", "batch_size", "resume"])]
+    pub fit_batch: Option<u64>,
+
+    /// Run the steps under the plan in FILE (written by --save-plan) instead of planning.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["memory_budget", "fit_batch"])]
+    pub plan: Option<PathBuf>,
+
+    /// Write the plan --memory-budget or --fit-batch chose to FILE, as JSON (for --plan).
+    #[arg(long, value_name = "FILE")]
+    pub save_plan: Option<PathBuf>,
+
     /// Data loader worker threads. With more than 1, burn's loader delivers the workers' batches
     /// in the order they finish, so the batch order (and the exact results) vary between runs.
     #[arg(long, default_value_t = 1, value_parser = positive())]
@@ -114,6 +143,41 @@ pub struct TrainOptions {
 /// A parser of counts that must be at least 1.
 fn positive() -> clap::builder::RangedU64ValueParser<usize> {
     clap::builder::RangedU64ValueParser::<usize>::new().range(1..)
+}
+
+/// A size in bytes: a number with an optional unit, binary (KiB, MiB, GiB, TiB) or decimal
+/// (kB, MB, GB, TB), any case; `B` or nothing for bytes.
+pub fn byte_size(text: &str) -> Result<u64, String> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let value: f64 = number
+        .parse()
+        .map_err(|_| format!("`{text}` is not a size: give a number and a unit, as in 6GiB"))?;
+    let scale: f64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1.0,
+        "kib" => 1024.0,
+        "mib" => 1024.0 * 1024.0,
+        "gib" => 1024.0 * 1024.0 * 1024.0,
+        "tib" => 1024.0f64.powi(4),
+        "kb" => 1e3,
+        "mb" => 1e6,
+        "gb" => 1e9,
+        "tb" => 1e12,
+        other => {
+            return Err(format!(
+                "`{other}` in `{text}` is not a unit: use KiB, MiB, GiB (or kB, MB, GB)"
+            ));
+        }
+    };
+    let bytes = value * scale;
+    if bytes >= 1.0 && bytes < u64::MAX as f64 {
+        Ok(bytes.round() as u64)
+    } else {
+        Err(format!("`{text}` is not a size of at least one byte"))
+    }
 }
 
 /// A finite number, or why `text` is not one.
@@ -287,6 +351,27 @@ mod tests {
         assert!(parse_devices("cuda:x").unwrap_err().contains("number"));
         assert!(parse_devices("cpu,cuda:0").unwrap_err().contains("mixes"));
         assert!(parse_devices("").is_err());
+    }
+
+    #[test]
+    fn sizes_read_as_bytes() {
+        assert_eq!(byte_size("6GiB"), Ok(6 << 30));
+        assert_eq!(byte_size("90MiB"), Ok(90 << 20));
+        assert_eq!(byte_size("1.5 gib"), Ok(3 << 29));
+        assert_eq!(byte_size("2GB"), Ok(2_000_000_000));
+        assert_eq!(byte_size("4096"), Ok(4096));
+        assert!(byte_size("6 gigs").unwrap_err().contains("not a unit"));
+        assert!(byte_size("GiB").unwrap_err().contains("not a size"));
+        assert!(byte_size("0MiB").unwrap_err().contains("at least one byte"));
+        let options = TrainOptions::try_parse_from(["train", "--memory-budget", "512MiB"]).unwrap();
+        assert_eq!(options.memory_budget, Some(512 << 20));
+        let options = TrainOptions::try_parse_from(["train", "--memory-report"]).unwrap();
+        assert_eq!(options.memory_report, Some(None));
+        assert!(
+            TrainOptions::try_parse_from(["train", "--fit-batch", "1GiB", "--batch-size", "8"])
+                .is_err(),
+            "--fit-batch chooses the batch size"
+        );
     }
 
     #[test]

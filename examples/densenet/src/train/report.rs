@@ -69,6 +69,9 @@ pub struct Report {
     pub epochs: Vec<EpochReport>,
     /// Wall time of this invocation, in seconds.
     pub wall_seconds: f64,
+    /// What `--memory-report`, `--memory-budget`, `--fit-batch` or `--plan` did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub planning: Option<super::planning::Planning>,
 }
 
 impl Report {

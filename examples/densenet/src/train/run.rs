@@ -15,6 +15,7 @@ use super::backend;
 use super::meter::Meter;
 use super::options::{DeviceSpec, TrainOptions, parse_devices};
 use super::outputs::{ReportFile, SaveDir};
+use super::planning;
 use super::progress::{self, Console};
 use super::report::{EpochReport, Report};
 use super::runner::StepRunner;
@@ -335,6 +336,29 @@ fn run_on<I: Backend>(
         saved.as_ref().map(|(_, weights)| weights),
     )?;
     let mut runner = built.runner;
+    let planning = planning::wanted(options)
+        .then(|| {
+            planning::prepare(
+                options,
+                runner.as_mut(),
+                meter.library(),
+                splits.shape,
+                &mut outputs.console,
+            )
+        })
+        .transpose()?;
+    // `--fit-batch` chooses the batch size.
+    let fitted;
+    let options = match &planning {
+        Some(planning) if planning.batch_size != options.batch_size => {
+            fitted = TrainOptions {
+                batch_size: planning.batch_size,
+                ..options.clone()
+            };
+            &fitted
+        }
+        _ => options,
+    };
     let batcher = ImageBatcher::new(splits.shape, &splits.normalisation);
     let valid = valid_loader::<I>(&splits, &batcher, options);
     let steps = steps_per_epoch(options, splits.train.len())?;
@@ -427,6 +451,7 @@ fn run_on<I: Backend>(
         valid_accuracy: history.last().map_or(0.0, |e| e.valid_accuracy),
         epochs: history,
         wall_seconds: outputs.started.elapsed().as_secs_f64(),
+        planning,
     };
     finish(report, outputs, stopped)
 }

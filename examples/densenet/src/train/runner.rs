@@ -8,7 +8,7 @@
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::Path;
 
-use anyhow::Context;
+use anyhow::{Context, bail};
 use burn::module::{AutodiffModule, Module, ModuleVisitor, Param};
 use burn::nn::loss::CrossEntropyLossConfig;
 use burn::optim::{GradientsParams, Optimizer};
@@ -16,6 +16,7 @@ use burn::prelude::ElementConversion;
 use burn::record::{FullPrecisionSettings, NamedMpkBytesRecorder, Recorder};
 use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::{Int, Tensor};
+use burn_checkpoint::memory::Plan;
 
 use super::meter::Meter;
 use super::save::{Checksums, SavedWeights, sha256_hex, write_atomic};
@@ -66,6 +67,23 @@ pub trait StepRunner {
     /// Writes the model ([`MODEL_FILE`]) and the optimizer state ([`OPTIMIZER_FILE`]) into `dir`,
     /// each file atomically, and returns their checksums.
     fn save(&mut self, dir: &Path) -> anyhow::Result<Checksums>;
+
+    /// A copy of the model and optimizer state that takes training steps of its own, for
+    /// profiling: the run's own state is untouched.
+    fn scratch(&self) -> anyhow::Result<Box<dyn ScratchRunner>> {
+        bail!("profiling and budget plans run on one device; give --devices one device")
+    }
+
+    /// Runs every later training step under `plan` (see `burn_checkpoint::memory::Plan`).
+    fn set_plan(&mut self, _plan: Plan) -> anyhow::Result<()> {
+        bail!("budget plans run on one device; give --devices one device")
+    }
+}
+
+/// A scratch copy of a runner's model and optimizer ([`StepRunner::scratch`]).
+pub trait ScratchRunner {
+    /// One SGD step on `batch`, finished on the device when it returns.
+    fn step(&mut self, batch: &HostBatch) -> anyhow::Result<()>;
 }
 
 /// The recorder of saved states: named fields (readable by other tools), full precision (a
@@ -196,6 +214,65 @@ pub struct SingleDevice<B: AutodiffBackend, O> {
     optimizer: O,
     device: B::Device,
     meter: Meter,
+    /// How each step's regions run, when a budget plan was chosen.
+    plan: Option<Plan>,
+}
+
+/// One SGD step of `model` on `images` and `labels`: the loss (in the graph) and the right
+/// answers, and the model after the step.
+fn sgd_step<B, O>(
+    model: DenseNet<B>,
+    optimizer: &mut O,
+    images: Tensor<B, 4>,
+    labels: Tensor<B, 1, Int>,
+    lr: f64,
+) -> (DenseNet<B>, Tensor<B, 1>, usize)
+where
+    B: AutodiffBackend,
+    O: Optimizer<DenseNet<B>, B>,
+{
+    let (loss, correct) = train_loss(&model, images, labels);
+    let grads = GradientsParams::from_grads(loss.backward(), &model);
+    (optimizer.step(lr, model, grads), loss, correct)
+}
+
+/// A copy of a [`SingleDevice`]'s model and optimizer.
+struct Scratch<B: AutodiffBackend, O> {
+    model: Option<DenseNet<B>>,
+    optimizer: O,
+    device: B::Device,
+    /// The model when the copy was made. A clone of a Burn module shares its BatchNorm running
+    /// statistics with the original (one `Arc` per state): the copy's steps update the run's
+    /// statistics too, so they are written back from here when the copy is dropped.
+    original: Option<<DenseNet<B> as Module<B>>::Record>,
+}
+
+impl<B: AutodiffBackend, O> Drop for Scratch<B, O> {
+    fn drop(&mut self) {
+        if let (Some(model), Some(original)) = (self.model.take(), self.original.take()) {
+            // A running state keeps the last update per thread until it syncs: sync (taking a
+            // record does), so that nothing of the copy's is merged later; then loading writes
+            // each state's original value into the state the run's model shares.
+            drop(model.clone().into_record());
+            drop(model.load_record(original));
+        }
+    }
+}
+
+impl<B, O> ScratchRunner for Scratch<B, O>
+where
+    B: AutodiffBackend,
+    O: Optimizer<DenseNet<B>, B>,
+{
+    fn step(&mut self, batch: &HostBatch) -> anyhow::Result<()> {
+        let images = Tensor::from_data(batch.images.clone(), &self.device);
+        let labels = Tensor::from_data(batch.labels.clone(), &self.device);
+        let model = self.model.take().expect("a model between steps");
+        // A small rate: the copy only has to take real steps.
+        let (model, _, _) = sgd_step(model, &mut self.optimizer, images, labels, 1e-3);
+        self.model = Some(model);
+        B::sync(&self.device).context("the device failed to finish a profiled step")
+    }
 }
 
 impl<B, O> SingleDevice<B, O>
@@ -210,6 +287,7 @@ where
             optimizer,
             device,
             meter,
+            plan: None,
         }
     }
 
@@ -272,7 +350,7 @@ pub fn evaluate_batch<B: Backend>(
 impl<B, O> StepRunner for SingleDevice<B, O>
 where
     B: AutodiffBackend,
-    O: Optimizer<DenseNet<B>, B>,
+    O: Optimizer<DenseNet<B>, B> + Clone + 'static,
 {
     fn device_count(&self) -> usize {
         1
@@ -286,9 +364,13 @@ where
         let measure = self.meter.start();
         let (images, labels) = self.tensors(batch);
         let model = self.model.take().expect("a model between steps");
-        let (loss, correct) = train_loss(&model, images, labels);
-        let grads = GradientsParams::from_grads(loss.backward(), &model);
-        self.model = Some(self.optimizer.step(lr, model, grads));
+        let optimizer = &mut self.optimizer;
+        let step = || sgd_step(model, optimizer, images, labels, lr);
+        let (model, loss, correct) = match &self.plan {
+            Some(plan) => plan.run(step),
+            None => step(),
+        };
+        self.model = Some(model);
         let loss = loss.into_scalar().elem::<f32>();
         // Lazy backends: the step is finished inside the measurement.
         B::sync(&self.device).context("the device failed to finish the step")?;
@@ -309,5 +391,19 @@ where
 
     fn save(&mut self, dir: &Path) -> anyhow::Result<Checksums> {
         save_state(self.model().clone(), &self.optimizer, dir)
+    }
+
+    fn scratch(&self) -> anyhow::Result<Box<dyn ScratchRunner>> {
+        Ok(Box::new(Scratch {
+            model: Some(self.model().clone()),
+            optimizer: self.optimizer.clone(),
+            device: self.device.clone(),
+            original: Some(self.model().clone().into_record()),
+        }))
+    }
+
+    fn set_plan(&mut self, plan: Plan) -> anyhow::Result<()> {
+        self.plan = Some(plan);
+        Ok(())
     }
 }
