@@ -109,6 +109,16 @@ fn plans_fit_their_budgets_and_peaks_shrink_with_them() {
         assert!(r.recomputed_ops > 0 && r.recomputed_bytes > 0);
     }
 
+    // At the peak with everything kept, everything is kept.
+    let all_kept = profile.plan(roof).unwrap();
+    assert_eq!(all_kept.predicted_recompute_seconds, 0.0);
+    assert!(
+        all_kept
+            .counts()
+            .values()
+            .all(|c| c.keys().eq([&Treatment::Keep]))
+    );
+
     // Eight budgets from the peak with everything kept down to just above the floor.
     let mut last_peak = u64::MAX;
     let mut last_time = 0.0;

@@ -6,11 +6,11 @@ use std::error::Error;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use burn_checkpoint::memory::{Meter, Plan, Profile, allocated, mib, peak, reset_peak};
+use burn_checkpoint::memory::{Meter, Plan, Profile, StepReport, allocated, mib, peak, reset_peak};
 use cpu_time::ProcessTime;
 use plotters::coord::Shift;
 use plotters::prelude::*;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// A training step of one method (forward, backward, optimizer step), finished when it returns.
 pub type StepFn<'a> = Box<dyn FnMut() + 'a>;
@@ -24,10 +24,14 @@ pub struct Hand<'a> {
 }
 
 /// One point of the sweep.
-#[derive(Serialize, Clone, Debug)]
+#[derive(Serialize, Deserialize, Clone, Debug)]
 pub struct Point {
     /// The hand cut's name, or `planner` for a plan.
     pub method: String,
+    /// `hand` (a hand-made cut), `planner` (a plan) or `recording` (the planner's model as
+    /// written, with and without a memory report recording it: what recording costs).
+    #[serde(default)]
+    pub kind: String,
     /// The budget a plan was made for, in bytes.
     pub budget_bytes: Option<u64>,
     /// The peak the planner predicted, in bytes.
@@ -50,7 +54,7 @@ pub struct Point {
 }
 
 /// A whole sweep.
-#[derive(Serialize, Debug)]
+#[derive(Serialize, Deserialize, Debug)]
 pub struct Sweep {
     /// What was measured.
     pub title: String,
@@ -149,10 +153,16 @@ pub fn run(
     }
     let mut hand_samples: Vec<Samples> = hands.iter().map(|_| Samples::new()).collect();
     let mut plan_samples: Vec<Samples> = plans.iter().map(|_| Samples::new()).collect();
+    // The cost of a memory report: the planner's model as written, with and without recording.
+    let (mut as_written, mut recorded) = (Samples::new(), Samples::new());
     for round in 0..steps {
         for (hand, samples) in hands.iter_mut().zip(&mut hand_samples) {
             samples.step(&mut hand.step);
         }
+        as_written.step(&mut planned);
+        recorded.step(|| {
+            StepReport::measure(Meter::Host, &mut planned);
+        });
         for (plan, samples) in plans.iter().zip(&mut plan_samples) {
             samples.step(|| plan.run(&mut planned));
         }
@@ -165,6 +175,7 @@ pub fn run(
             let (cpu_s, wall_s) = samples.medians();
             Point {
                 method: hand.name.clone(),
+                kind: "hand".to_string(),
                 budget_bytes: None,
                 predicted_peak_bytes: None,
                 peak_bytes: samples.peak,
@@ -178,6 +189,25 @@ pub fn run(
         })
         .collect();
     let hand_points = points.clone();
+    for (method, samples) in [
+        ("planner's model as written", &as_written),
+        ("the same, recorded (memory report)", &recorded),
+    ] {
+        let (cpu_s, wall_s) = samples.medians();
+        points.push(Point {
+            method: method.to_string(),
+            kind: "recording".to_string(),
+            budget_bytes: None,
+            predicted_peak_bytes: None,
+            peak_bytes: samples.peak,
+            cpu_s,
+            wall_s,
+            plan: None,
+            check_steps: None,
+            best_hand: None,
+            time_vs_best_hand: None,
+        });
+    }
     for ((plan, samples), check_steps) in plans.iter().zip(&plan_samples).zip(checks) {
         let (cpu_s, wall_s) = samples.medians();
         let best = hand_points
@@ -194,6 +224,7 @@ pub fn run(
             .collect();
         points.push(Point {
             method: "planner".to_string(),
+            kind: "planner".to_string(),
             budget_bytes: Some(plan.budget_bytes),
             predicted_peak_bytes: Some(plan.predicted_peak_bytes),
             peak_bytes: samples.peak,
@@ -216,6 +247,26 @@ pub fn run(
 }
 
 impl Sweep {
+    /// A sweep written earlier as JSON (to draw its figure again).
+    pub fn read(path: &Path) -> Sweep {
+        let text =
+            std::fs::read(path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+        let mut sweep: Sweep = serde_json::from_slice(&text)
+            .unwrap_or_else(|e| panic!("{} is not a sweep: {e}", path.display()));
+        for point in &mut sweep.points {
+            if point.kind.is_empty() {
+                // Written before points had a kind: a plan is what has a budget.
+                point.kind = if point.budget_bytes.is_some() {
+                    "planner"
+                } else {
+                    "hand"
+                }
+                .into();
+            }
+        }
+        sweep
+    }
+
     /// The sweep as markdown: hand cuts, then the planner's points.
     pub fn markdown(&self) -> String {
         let mut out = format!(
@@ -280,13 +331,16 @@ impl crate::figure::Figure for Sweep {
     {
         let x = |p: &Point| mib(p.peak_bytes as usize);
         let right = self.points.iter().map(x).fold(0.0, f64::max) * 1.1;
-        let top = self.points.iter().map(|p| p.cpu_s).fold(0.0, f64::max) * 1.15;
+        let top = self.points.iter().map(|p| p.cpu_s).fold(0.0, f64::max) * 1.05;
+        let bottom = self.points.iter().map(|p| p.cpu_s).fold(f64::MAX, f64::min) * 0.9;
+        // The title's first part (the model and the step): the whole title is the table's.
+        let caption = self.title.split(':').next().unwrap_or(&self.title);
         let mut chart = ChartBuilder::on(area)
-            .caption(&self.title, ("sans-serif", 18))
+            .caption(caption, ("sans-serif", 18))
             .margin(16)
             .x_label_area_size(48)
             .y_label_area_size(64)
-            .build_cartesian_2d(0.0..right, 0.0..top)?;
+            .build_cartesian_2d(0.0..right, bottom..top)?;
         chart
             .configure_mesh()
             .x_desc("peak step memory (MiB)")
@@ -296,7 +350,7 @@ impl crate::figure::Figure for Sweep {
         let planner: Vec<(f64, f64)> = self
             .points
             .iter()
-            .filter(|p| p.budget_bytes.is_some())
+            .filter(|p| p.kind == "planner")
             .map(|p| (x(p), p.cpu_s))
             .collect();
         chart
@@ -308,7 +362,7 @@ impl crate::figure::Figure for Sweep {
                 .iter()
                 .map(|&point| Circle::new(point, 4, BLUE.filled())),
         )?;
-        for p in self.points.iter().filter(|p| p.budget_bytes.is_none()) {
+        for p in self.points.iter().filter(|p| p.kind == "hand") {
             let at = (x(p), p.cpu_s);
             chart.draw_series([EmptyElement::at(at)
                 + TriangleMarker::new((0, 0), 6, RED.filled())

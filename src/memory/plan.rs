@@ -244,6 +244,15 @@ impl Profile {
     /// ```
     pub fn plan(&self, budget_bytes: u64) -> Result<Plan, PlanError> {
         let regions = &self.steps[0].report.regions;
+        if budget_bytes >= self.largest_peak() {
+            // Measured: with every region kept the step fits (no rounding of a prediction).
+            let mut plan = regions.iter().fold(Plan::new(), |plan, region| {
+                plan.with(region.name.clone(), region.index, Treatment::Keep)
+            });
+            plan.budget_bytes = budget_bytes;
+            plan.predicted_peak_bytes = self.largest_peak();
+            return Ok(plan);
+        }
         let held = |t: Treatment, i: usize| self.step(t).regions[i].held_bytes.max(0) as u64;
         let cost = |t: Treatment, i: usize| match t {
             Treatment::Keep => 0.0,
@@ -374,9 +383,9 @@ fn holders(treatment: Treatment, step: &StepReport) -> String {
         .map(|(kind, bytes)| format!("{kind} {:.1} MiB", mib(**bytes as usize)))
         .collect();
     format!(
-        "measured with every region {treatment}: peak {:.1} MiB at {}; {:.1} MiB held by the \
-         regions' boundaries, {:.1} MiB made outside regions ({}), the rest weights, gradients, \
-         optimizer state and backward's working memory",
+        "measured with every region {treatment}: peak {:.1} MiB at {}; {:.1} MiB of it held at the \
+         regions' boundaries; the rest is what ops outside regions hold (they made {:.1} MiB over \
+         the step: {}), the weights' gradients, the optimizer state and backward's working memory",
         mib(step.peak_bytes as usize),
         step.peak_at,
         mib(regions.max(0) as usize),

@@ -57,6 +57,9 @@ struct Args {
     /// Where the table, JSON and plots go.
     #[arg(long, default_value = "densenet-budget")]
     out: PathBuf,
+    /// Write the table and figure again from a sweep's JSON, measuring nothing.
+    #[arg(long, value_name = "JSON")]
+    replot: Option<PathBuf>,
     /// Passed by `cargo bench`.
     #[arg(long, hide = true)]
     bench: bool,
@@ -107,6 +110,10 @@ impl Trainer {
 
 fn main() {
     let args: Args = clap::Parser::parse();
+    if let Some(json) = &args.replot {
+        sweep::Sweep::read(json).write(&args.out);
+        return;
+    }
     let device = Default::default();
     Flex::seed(&device, 1);
     let config = DenseNetConfig::new(args.depth).with_growth_rate(args.growth);

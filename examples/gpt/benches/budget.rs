@@ -64,6 +64,9 @@ struct Args {
     /// Where the table, JSON and plots go.
     #[arg(long, default_value = "gpt-budget")]
     out: PathBuf,
+    /// Write the table and figure again from a sweep's JSON, measuring nothing.
+    #[arg(long, value_name = "JSON")]
+    replot: Option<PathBuf>,
     /// Passed by `cargo bench`.
     #[arg(long, hide = true)]
     bench: bool,
@@ -92,6 +95,10 @@ impl<O: Optimizer<Gpt<B>, B>> Trainer<O> {
 
 fn main() {
     let args: Args = clap::Parser::parse();
+    if let Some(json) = &args.replot {
+        sweep::Sweep::read(json).write(&args.out);
+        return;
+    }
     let device = Default::default();
     Flex::seed(&device, 1);
     let config = GptConfig::new(args.vocab, args.d_model, args.blocks, args.heads, args.seq);
