@@ -95,6 +95,24 @@ impl Samples {
         self.peak = self.peak.max(peak().saturating_sub(base) as u64);
     }
 
+    /// The point these samples make: peak and median times, nothing planned.
+    fn point(&self, method: &str, kind: &str) -> Point {
+        let (cpu_s, wall_s) = self.medians();
+        Point {
+            method: method.to_string(),
+            kind: kind.to_string(),
+            budget_bytes: None,
+            predicted_peak_bytes: None,
+            peak_bytes: self.peak,
+            cpu_s,
+            wall_s,
+            plan: None,
+            check_steps: None,
+            best_hand: None,
+            time_vs_best_hand: None,
+        }
+    }
+
     fn medians(&self) -> (f64, f64) {
         let median = |values: &[Duration]| {
             let mut sorted = values.to_vec();
@@ -171,45 +189,14 @@ pub fn run(
     let mut points: Vec<Point> = hands
         .iter()
         .zip(&hand_samples)
-        .map(|(hand, samples)| {
-            let (cpu_s, wall_s) = samples.medians();
-            Point {
-                method: hand.name.clone(),
-                kind: "hand".to_string(),
-                budget_bytes: None,
-                predicted_peak_bytes: None,
-                peak_bytes: samples.peak,
-                cpu_s,
-                wall_s,
-                plan: None,
-                check_steps: None,
-                best_hand: None,
-                time_vs_best_hand: None,
-            }
-        })
+        .map(|(hand, samples)| samples.point(&hand.name, "hand"))
         .collect();
     let hand_points = points.clone();
-    for (method, samples) in [
-        ("planner's model as written", &as_written),
-        ("the same, recorded (memory report)", &recorded),
-    ] {
-        let (cpu_s, wall_s) = samples.medians();
-        points.push(Point {
-            method: method.to_string(),
-            kind: "recording".to_string(),
-            budget_bytes: None,
-            predicted_peak_bytes: None,
-            peak_bytes: samples.peak,
-            cpu_s,
-            wall_s,
-            plan: None,
-            check_steps: None,
-            best_hand: None,
-            time_vs_best_hand: None,
-        });
-    }
+    points.push(as_written.point("planner's model as written", "recording"));
+    points.push(recorded.point("the same, recorded (memory report)", "recording"));
     for ((plan, samples), check_steps) in plans.iter().zip(&plan_samples).zip(checks) {
-        let (cpu_s, wall_s) = samples.medians();
+        let point = samples.point("planner", "planner");
+        let cpu_s = point.cpu_s;
         let best = hand_points
             .iter()
             .filter(|hand| hand.peak_bytes <= plan.budget_bytes)
@@ -223,17 +210,13 @@ pub fn run(
             })
             .collect();
         points.push(Point {
-            method: "planner".to_string(),
-            kind: "planner".to_string(),
             budget_bytes: Some(plan.budget_bytes),
             predicted_peak_bytes: Some(plan.predicted_peak_bytes),
-            peak_bytes: samples.peak,
-            cpu_s,
-            wall_s,
             plan: Some(counts.join("; ")),
             check_steps: Some(check_steps),
             best_hand: best.map(|hand| hand.method.clone()),
             time_vs_best_hand: best.map(|hand| cpu_s / hand.cpu_s),
+            ..point
         });
     }
     Sweep {
