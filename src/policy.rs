@@ -58,6 +58,10 @@ pub enum Policy {
     SaveComputeBound,
     /// Ask a predicate, op by op (see [`Policy::custom`]).
     Custom(SavePredicate),
+    /// The inner policy, with what the region stores for backward (its inputs and boundaries
+    /// from other regions, the outputs the inner policy keeps) held in host memory from forward
+    /// until backward reads it (see [`Policy::offloaded`]).
+    Offloaded(Box<Policy>),
 }
 
 impl Policy {
@@ -74,6 +78,44 @@ impl Policy {
     /// ```
     pub fn custom(predicate: impl Fn(&OpInfo<'_>) -> Decision + Send + Sync + 'static) -> Self {
         Policy::Custom(SavePredicate(Arc::new(predicate)))
+    }
+
+    /// This policy, with what the region stores for backward held in host memory instead of
+    /// the device's (fairscale's `offload_to_cpu`): each stored operand that is not a leaf (not
+    /// a parameter or an input the caller holds) is copied to the host when the region's op is
+    /// built, once per tensor, and copied back when backward reads it. Regions nested in an
+    /// offloading region offload too. Values are unchanged, bit for bit; on a CPU backend the
+    /// bytes only move from one host buffer to another ([`memory::offloaded_bytes`] counts them).
+    ///
+    /// [`memory::offloaded_bytes`]: crate::memory::offloaded_bytes
+    ///
+    /// ```
+    /// use burn::backend::{Autodiff, NdArray};
+    /// use burn::tensor::{Tensor, activation::relu};
+    /// use burn_checkpoint::{Checkpointed, Policy, checkpoint_with, memory};
+    ///
+    /// type B = Checkpointed<Autodiff<NdArray>>;
+    /// let device = Default::default();
+    /// let w = Tensor::<B, 2>::ones([16, 16], &device).require_grad();
+    /// let x = Tensor::<B, 2>::ones([8, 16], &device).require_grad();
+    ///
+    /// let h = checkpoint_with(Policy::RecomputeAll, || relu(x.clone().matmul(w.clone())));
+    /// // The second region keeps its input `h` (the first one's output) in host memory.
+    /// let y = checkpoint_with(Policy::RecomputeAll.offloaded(), || relu(h.matmul(w.clone())));
+    /// assert!(memory::offloaded_bytes() >= 8 * 16 * 4);
+    /// let grads = y.sum().backward();
+    /// assert!(w.grad(&grads).is_some());
+    /// ```
+    pub fn offloaded(self) -> Policy {
+        match self {
+            Policy::Offloaded(_) => self,
+            policy => Policy::Offloaded(Box::new(policy)),
+        }
+    }
+
+    /// Whether the policy keeps what its region stores in host memory.
+    pub fn offloads(&self) -> bool {
+        matches!(self, Policy::Offloaded(_))
     }
 
     /// What this policy decides for `op`.
@@ -95,12 +137,17 @@ impl Policy {
                 _ => Decision::Recompute,
             },
             Policy::Custom(predicate) => (predicate.0)(op),
+            Policy::Offloaded(inner) => inner.decide(op),
         }
     }
 
     /// Whether the policy recomputes every op whatever it is (lets the decorator skip asking).
     pub(crate) fn recomputes_all(&self) -> bool {
-        matches!(self, Policy::RecomputeAll)
+        match self {
+            Policy::RecomputeAll => true,
+            Policy::Offloaded(inner) => inner.recomputes_all(),
+            _ => false,
+        }
     }
 }
 
@@ -110,6 +157,7 @@ impl fmt::Debug for Policy {
             Policy::RecomputeAll => f.write_str("RecomputeAll"),
             Policy::SaveComputeBound => f.write_str("SaveComputeBound"),
             Policy::Custom(_) => f.write_str("Custom(..)"),
+            Policy::Offloaded(inner) => write!(f, "Offloaded({inner:?})"),
         }
     }
 }

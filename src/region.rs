@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 
 use burn_autodiff::NodeId;
-use burn_backend::{Backend, Shape, TensorMetadata};
+use burn_backend::{Backend, TensorMetadata};
 
 use crate::counters;
 use crate::memory::recording;
@@ -306,10 +306,10 @@ struct Produced {
     node: Weak<NodeId>,
     /// The root region it was made under.
     root: u64,
-    /// Its stored version's node (a `Tracked<I>` whose data is an empty placeholder: the data
-    /// comes with each use), made when first used outside its root region and shared by every
-    /// later use. One stored node per region output: its gradient collects the consumers'
-    /// contributions in the same order as plain autodiff does, and no buffer is kept alive here.
+    /// How to give a use its stored version's node (a [`RestoreStored`]): made when first used
+    /// outside its root region and shared by every later use. One stored node per region output:
+    /// its gradient collects the consumers' contributions in the same order as plain autodiff
+    /// does; no buffer and no strong reference to the node's count are kept here.
     stored: Option<Box<dyn Any>>,
 }
 
@@ -368,6 +368,8 @@ pub(crate) struct Route {
     watch: bool,
     /// The innermost region's policy, unless it recomputes everything.
     policy: Option<Policy>,
+    /// Whether an open region's policy keeps what it stores in host memory.
+    offload: bool,
 }
 
 /// The current route, for an op the decorator is about to run.
@@ -379,7 +381,13 @@ pub(crate) fn route() -> Route {
             let asks = innermost.active && !innermost.policy.recomputes_all();
             asks.then(|| innermost.policy.clone())
         });
+        // A region nested in an offloading one offloads too.
+        let offload = state
+            .stack
+            .iter()
+            .any(|frame| frame.active && frame.policy.offloads());
         Route {
+            offload,
             // Only a region a plan keeps is inactive, and only a top-level one: the root is the
             // first active frame.
             root: state
@@ -405,6 +413,7 @@ impl Route {
         self.root.map(|root| Region {
             root,
             policy: self.policy.as_ref(),
+            offload: self.offload,
         })
     }
 
@@ -415,32 +424,43 @@ impl Route {
             return tensor;
         }
         let id = tensor.node.id.value;
+        // The tensor back, as its stored version if it has one, or why not.
         let found = STATE.with(|state| {
             let state = state.borrow();
-            let produced = state.produced.get(&id)?;
+            let Some(produced) = state.produced.get(&id) else {
+                return Boundary::Not(tensor);
+            };
             if Some(produced.root) == self.root {
-                return None;
+                return Boundary::Not(tensor);
             }
-            let stored = produced.stored.as_ref();
-            Some(stored.and_then(|s| s.downcast_ref::<Tracked<I>>()).cloned())
+            let restore = produced.stored.as_ref();
+            match restore.and_then(|r| r.downcast_ref::<RestoreStored<I>>()) {
+                Some(restore) => match restore(tensor) {
+                    Ok(stored) => Boundary::Stored(stored),
+                    Err(tensor) => Boundary::First(tensor),
+                },
+                None => Boundary::First(tensor),
+            }
         });
         match found {
-            None => tensor,
-            Some(Some(mut stored)) => {
-                stored.primitive = tensor.primitive;
-                stored
-            }
-            Some(None) => {
+            Boundary::Not(tensor) | Boundary::Stored(tensor) => tensor,
+            Boundary::First(tensor) => {
                 let stored = recompute::materialize::<I>(tensor);
-                let mut node_only = stored.clone();
-                node_only.primitive = I::float_empty(
-                    Shape::new([0]),
-                    &I::float_device(&stored.primitive),
-                    stored.primitive.dtype().into(),
-                );
+                // Only the node, and its reference count weakly: a strong count here would keep
+                // an abandoned graph (a step that panicked before backward) in use for Burn,
+                // which frees a graph only once no tensor of it is referenced.
+                let (node, rc) = (stored.node.clone(), Arc::downgrade(&stored.rc));
+                let restore: RestoreStored<I> = Box::new(move |mut tensor| match rc.upgrade() {
+                    Some(rc) => {
+                        tensor.node = node.clone();
+                        tensor.rc = rc;
+                        Ok(tensor)
+                    }
+                    None => Err(tensor),
+                });
                 STATE.with(|state| {
                     if let Some(produced) = state.borrow_mut().produced.get_mut(&id) {
-                        produced.stored = Some(Box::new(node_only));
+                        produced.stored = Some(Box::new(restore));
                     }
                 });
                 stored
@@ -449,13 +469,33 @@ impl Route {
     }
 }
 
+/// What `Route::boundary` found for an operand.
+enum Boundary<I: Backend> {
+    /// Not a closed region's output: used as it is.
+    Not(Tracked<I>),
+    /// A closed region's output, as its stored version.
+    Stored(Tracked<I>),
+    /// A closed region's output used outside for the first time (or whose stored node Burn has
+    /// freed since): to be stored now.
+    First(Tracked<I>),
+}
+
+/// Gives an operand (a region output's data) its stored version's node, while Burn still has it.
+type RestoreStored<I> = Box<dyn Fn(Tracked<I>) -> Result<Tracked<I>, Tracked<I>>>;
+
 /// The region an op runs in.
 pub(crate) struct Region<'a> {
     root: u64,
     policy: Option<&'a Policy>,
+    offload: bool,
 }
 
 impl Region<'_> {
+    /// Whether the region keeps what its ops store in host memory.
+    pub(crate) fn offloads(&self) -> bool {
+        self.offload
+    }
+
     /// Returns the output `tensor` of the op `op`, recorded as made in this region, or stored if
     /// the region's policy keeps it.
     pub(crate) fn record<I: Backend>(&self, op: &'static Op, tensor: Tracked<I>) -> Tracked<I> {

@@ -14,7 +14,7 @@
 use burn_backend::{Backend, TensorMetadata};
 
 use crate::counters;
-use crate::memory::recording;
+use crate::memory::{offload, recording};
 use crate::op::Op;
 use crate::region::{self, Region, Route};
 use crate::types::Tracked;
@@ -156,7 +156,8 @@ fn routed<I: Backend, F: Operands<I>, A, R>(
         return output;
     };
     if operands.any_tracked() {
-        return record(&region, region_version(operands, rest));
+        let output = offload::building(region.offloads(), || region_version(operands, rest));
+        return record(&region, output);
     }
     burn_version(operands, rest)
 }

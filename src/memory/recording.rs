@@ -8,6 +8,7 @@ use std::cell::{Cell, RefCell};
 use std::time::Instant;
 
 use super::meter::Meter;
+use super::offload;
 use super::report::{RegionRecord, StepReport};
 
 thread_local! {
@@ -22,6 +23,9 @@ struct Recording {
     report: StepReport,
     /// The top-level region open now: its slot in `report.regions`, bytes and time at opening.
     open: Option<(usize, u64, Instant)>,
+    /// Bytes in the offload store when the step began, and when the open region opened.
+    offloaded_at_start: usize,
+    offloaded_at_open: usize,
     /// The slot of the last top-level region closed (outside ops are counted after it).
     last_closed: Option<usize>,
     /// Where the step is now, for the peak's place.
@@ -56,6 +60,7 @@ pub(crate) fn record<R>(meter: Meter, f: impl FnOnce() -> R) -> (R, StepReport) 
         return (f(), StepReport::default());
     }
     meter.reset_peak();
+    offload::reset_offloaded_peak();
     let start_bytes = meter.in_use();
     RECORDING.with(|recording| {
         *recording.borrow_mut() = Some(Recording {
@@ -68,6 +73,8 @@ pub(crate) fn record<R>(meter: Meter, f: impl FnOnce() -> R) -> (R, StepReport) 
             start_bytes,
             start: Instant::now(),
             open: None,
+            offloaded_at_start: offload::offloaded_bytes(),
+            offloaded_at_open: 0,
             last_closed: None,
             now: "before the first region".to_string(),
             peak: start_bytes,
@@ -93,6 +100,8 @@ pub(crate) fn record<R>(meter: Meter, f: impl FnOnce() -> R) -> (R, StepReport) 
         report.peak_bytes = recording.peak.saturating_sub(recording.start_bytes);
         report.end_bytes = recording.meter.in_use() as i64 - recording.start_bytes as i64;
         report.seconds = recording.start.elapsed().as_secs_f64();
+        report.offloaded_peak_bytes =
+            offload::offloaded_peak().saturating_sub(recording.offloaded_at_start) as u64;
         // The regions reset the meter's peak to measure their own: give the step's back to
         // whoever measures around this one.
         recording.meter.raise_peak(recording.peak);
@@ -122,6 +131,7 @@ pub(crate) fn top_level_opened(name: &dyn std::fmt::Display, index: u64, treatme
         let label = format!("forward, in {}", recording.id(slot));
         recording.event(label);
         recording.open = Some((slot, recording.meter.in_use(), Instant::now()));
+        recording.offloaded_at_open = offload::offloaded_bytes();
         // The peak inside the region, from here.
         recording.meter.reset_peak();
     });
@@ -139,6 +149,8 @@ pub(crate) fn top_level_closed() {
         region.held_bytes = in_use as i64 - opened_bytes as i64;
         region.forward_peak_bytes = peak.saturating_sub(opened_bytes);
         region.forward_seconds = opened.elapsed().as_secs_f64();
+        region.offloaded_bytes =
+            offload::offloaded_bytes().saturating_sub(recording.offloaded_at_open) as u64;
         recording.last_closed = Some(slot);
         let label = format!("forward, after {}", recording.id(slot));
         recording.event(label);

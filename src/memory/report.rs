@@ -32,6 +32,11 @@ pub struct StepReport {
     pub end_bytes: i64,
     /// The step's wall-clock time, in seconds.
     pub seconds: f64,
+    /// The most bytes regions held in host memory at once during the step (offloading
+    /// regions, see `Policy::offloaded`), above those held when it began. On a CPU backend they
+    /// are also in `peak_bytes` (host and device memory are one); on a GPU they are not.
+    #[serde(default)]
+    pub offloaded_peak_bytes: u64,
     /// Each top-level region instance (regions not nested in another), in the order opened.
     pub regions: Vec<RegionRecord>,
     /// Bytes made by tracked ops outside every region, by [`OpKind`](crate::OpKind) (what
@@ -67,6 +72,10 @@ pub struct RegionRecord {
     pub recompute_seconds: f64,
     /// How many op outputs backward recomputed for it.
     pub recomputed_ops: u64,
+    /// Bytes its forward moved to host memory (an offloading region's stored operands): part of
+    /// `held_bytes` on a CPU backend, not on the device's count on a GPU.
+    #[serde(default)]
+    pub offloaded_bytes: u64,
 }
 
 impl RegionRecord {
@@ -138,11 +147,12 @@ impl fmt::Display for StepReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
             f,
-            "step: peak {:.1} MiB ({}), {:.3} s; {}",
+            "step: peak {:.1} MiB ({}), {:.3} s; {}; offloaded to host memory: peak {:.1} MiB",
             mib(self.peak_bytes as usize),
             self.peak_at,
             self.seconds,
-            self.meter
+            self.meter,
+            mib(self.offloaded_peak_bytes as usize)
         )?;
         writeln!(
             f,

@@ -36,10 +36,11 @@ use burn_autodiff::checkpoint::strategy::BalancedCheckpointing;
 use burn_autodiff::grads::Gradients;
 use burn_autodiff::ops::{Backward, Ops, OpsKind};
 use burn_backend::backend::AutodiffBackend;
-use burn_backend::{Backend, TensorMetadata};
+use burn_backend::tensor::Device;
+use burn_backend::{Backend, TensorData, TensorMetadata, try_read_sync};
 
 use super::check;
-use crate::memory::recording;
+use crate::memory::{offload, recording};
 use crate::types::{Plain, Primitive, Tracked};
 
 /// An op rebuilt to be recomputed on backward, written against the inner backend `I` only.
@@ -181,6 +182,8 @@ enum Operand<I: Backend> {
     Stored(NodeId),
     /// Untracked: held as it is (a handle clone, no copy).
     Const(Primitive<I>),
+    /// Stored, in host memory: the region offloads (`Policy::offloaded`).
+    Offloaded(Arc<HostCopy<I>>),
 }
 
 impl<I: Backend> Operand<I> {
@@ -192,6 +195,11 @@ impl<I: Backend> Operand<I> {
         }
         match recipe_of::<I>(tensor.node.id) {
             Some(recipe) => Operand::Recomputed(Ticket::new(recipe)),
+            // A leaf (a parameter, an input) is held by its owner anyway: a host copy would
+            // free nothing.
+            None if offload::active() && !tensor.node.parents.is_empty() => {
+                Operand::Offloaded(HostCopy::of(tensor))
+            }
             None => Operand::Stored(register(tensor)),
         }
     }
@@ -202,6 +210,7 @@ impl<I: Backend> Operand<I> {
             Operand::Recomputed(ticket) => ticket.take(checkpointer),
             Operand::Stored(id) => checkpointer.retrieve_node_output::<Primitive<I>>(id),
             Operand::Const(primitive) => primitive,
+            Operand::Offloaded(copy) => copy.upload(),
         }
     }
 }
@@ -213,7 +222,74 @@ impl<I: Backend> fmt::Debug for Operand<I> {
             Operand::Recomputed(ticket) => write!(f, "Recomputed({})", ticket.recipe().name()),
             Operand::Stored(id) => write!(f, "Stored({id})"),
             Operand::Const(_) => f.write_str("Const"),
+            Operand::Offloaded(copy) => write!(f, "Offloaded({} bytes)", copy.bytes),
         }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Host copies
+
+/// A stored operand held in host memory: one copy per tensor, shared by every operand that reads
+/// it (a DenseNet feature read by each later layer is copied once), dropped with its last reader.
+pub(crate) struct HostCopy<I: Backend> {
+    data: TensorData,
+    device: Device<I>,
+    bytes: usize,
+}
+
+thread_local! {
+    /// The live host copy of each offloaded node on this thread, by node id.
+    static HOST_COPIES: RefCell<HashMap<u64, Box<dyn std::any::Any>>> = RefCell::new(HashMap::new());
+}
+
+impl<I: Backend> HostCopy<I> {
+    /// The host copy of `tensor`, made now (a read back from the device) unless one is alive.
+    fn of(tensor: &Tracked<I>) -> Arc<Self> {
+        let id = tensor.node.id.value;
+        let live = HOST_COPIES.with(|copies| {
+            let copies = copies.borrow();
+            let weak = copies.get(&id)?.downcast_ref::<Weak<HostCopy<I>>>()?;
+            weak.upgrade()
+        });
+        if let Some(copy) = live {
+            return copy;
+        }
+        let data = try_read_sync(I::float_into_data(tensor.primitive.clone()))
+            .expect(
+                "burn-checkpoint: offloading needs a backend that reads data back synchronously",
+            )
+            .expect("burn-checkpoint: reading an offloaded operand back from the device failed");
+        let bytes = data.bytes.len();
+        offload::copied(bytes);
+        let copy = Arc::new(HostCopy {
+            data,
+            device: I::float_device(&tensor.primitive),
+            bytes,
+        });
+        HOST_COPIES.with(|copies| {
+            let mut copies = copies.borrow_mut();
+            // Dead entries go when the map would otherwise grow.
+            if copies.len() >= MIN_PRUNE_AT {
+                copies.retain(|_, weak| {
+                    weak.downcast_ref::<Weak<HostCopy<I>>>()
+                        .is_none_or(|weak| weak.strong_count() > 0)
+                });
+            }
+            copies.insert(id, Box::new(Arc::downgrade(&copy)));
+        });
+        copy
+    }
+
+    /// The value on its device again.
+    fn upload(self: Arc<Self>) -> Primitive<I> {
+        I::float_from_data(self.data.clone(), &self.device)
+    }
+}
+
+impl<I: Backend> Drop for HostCopy<I> {
+    fn drop(&mut self) {
+        offload::released(self.bytes);
     }
 }
 

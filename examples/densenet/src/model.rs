@@ -37,6 +37,9 @@ pub enum RegionPolicy {
     /// per channel), so that recomputing a BatchNorm skips the two passes over its input that
     /// computed them.
     SaveReductions,
+    /// [`Policy::RecomputeAll`], what the region stores (the earlier layers' features) held in
+    /// host memory ([`Policy::offloaded`]).
+    Offload,
 }
 
 impl RegionPolicy {
@@ -49,6 +52,7 @@ impl RegionPolicy {
                 OpKind::Reduce => Decision::Save,
                 _ => Decision::Recompute,
             }),
+            RegionPolicy::Offload => Policy::RecomputeAll.offloaded(),
         }
     }
 }

@@ -1,6 +1,7 @@
-//! DenseNet-BC-40 for two SGD steps with each checkpoint cut: the losses and every parameter
-//! gradient must equal those of the uncheckpointed network on plain `Autodiff`, on burn-flex (the
-//! project's CPU backend) and on NdArray.
+//! DenseNet-BC-40 for two SGD steps with each checkpoint cut (and the layer cut offloading its
+//! stored features to host memory): the losses and every parameter gradient must equal those of
+//! the uncheckpointed network on plain `Autodiff`, on burn-flex (the project's CPU backend) and on
+//! NdArray.
 
 use burn::backend::{Autodiff, NdArray};
 use burn::module::{Module, ModuleVisitor, Param};
@@ -112,6 +113,7 @@ fn every_cut_gives_the_uncheckpointed_losses_and_gradients<I: Backend>() {
         (Cut::Bottleneck, RegionPolicy::RecomputeAll),
         (Cut::Layer, RegionPolicy::RecomputeAll),
         (Cut::Layer, RegionPolicy::SaveComputeBound),
+        (Cut::Layer, RegionPolicy::Offload),
         (Cut::Block, RegionPolicy::RecomputeAll),
     ] {
         let config = config(cut);
@@ -136,6 +138,7 @@ fn every_cut_gives_the_uncheckpointed_losses_and_gradients<I: Backend>() {
                 "{cut:?}: nothing recomputed"
             );
         }
+
         for (step, ((loss, grads), (ref_loss, ref_grads))) in
             steps.iter().zip(reference.iter()).enumerate()
         {

@@ -1,0 +1,230 @@
+//! Offloading regions (`Policy::offloaded`): gradients bitwise equal to plain autodiff (an MLP, a
+//! transformer stack, nested regions, a boundary read by two regions), the host copies counted
+//! and released with the graph — after backward, and when a panic abandons the graph before it
+//! (Burn frees an abandoned graph at the next backward pass).
+//!
+//! The offload store counts every thread: the tests of this binary run one at a time.
+
+mod common;
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Mutex;
+
+use burn::tensor::Tensor;
+use burn::tensor::activation::relu;
+use burn::tensor::backend::AutodiffBackend;
+use burn_checkpoint::memory::{Meter, StepReport, offloaded_bytes};
+use burn_checkpoint::{Layer, Policy, checkpoint_named, checkpoint_with};
+use common::transformer::Block;
+use common::{Ckpt, Plain, assert_values_bitwise, data, values};
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+const WIDTH: usize = 32;
+const BATCH: usize = 16;
+
+fn weights<B: AutodiffBackend>(count: usize) -> Vec<Tensor<B, 2>> {
+    (0..count as u64)
+        .map(|i| {
+            let w = data([WIDTH, WIDTH], 20 + i).to_vec::<f32>().unwrap();
+            let w: Vec<f32> = w.iter().map(|v| v * 0.3).collect();
+            Tensor::<B, 2>::from_data(
+                burn::tensor::TensorData::new(w, [WIDTH, WIDTH]),
+                &Default::default(),
+            )
+            .require_grad()
+        })
+        .collect()
+}
+
+/// Four regions of two layers; `policy` for each region.
+fn mlp<B: AutodiffBackend>(ws: &[Tensor<B, 2>], policy: Option<Policy>) -> Tensor<B, 2> {
+    let mut h = Tensor::<B, 2>::from_data(data([BATCH, WIDTH], 1), &Default::default());
+    for pair in ws.chunks(2) {
+        let layers = |h: Tensor<B, 2>| {
+            let h = relu(h.matmul(pair[0].clone()));
+            relu(h.matmul(pair[1].clone())) + 0.5
+        };
+        h = match &policy {
+            Some(policy) => checkpoint_with(policy.clone(), || layers(h)),
+            None => layers(h),
+        };
+    }
+    h
+}
+
+fn grads<B: AutodiffBackend>(loss: Tensor<B, 1>, ws: &[Tensor<B, 2>]) -> Vec<Vec<f32>> {
+    let grads = loss.backward();
+    ws.iter().map(|w| values(w.grad(&grads).unwrap())).collect()
+}
+
+fn assert_all_bitwise(what: &str, expected: &[Vec<f32>], got: &[Vec<f32>]) {
+    assert_eq!(expected.len(), got.len());
+    for (i, (a, b)) in expected.iter().zip(got).enumerate() {
+        assert_values_bitwise(&format!("{what}: weight {i}"), a, b);
+    }
+}
+
+#[test]
+fn an_offloading_mlp_has_plain_gradients_and_releases_its_copies() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let plain = weights::<Plain>(8);
+    let expected = grads(mlp(&plain, None).sum(), &plain);
+    let ws = weights::<Ckpt>(8);
+    let before = offloaded_bytes();
+    for policy in [
+        Policy::RecomputeAll.offloaded(),
+        Policy::SaveComputeBound.offloaded(),
+    ] {
+        let loss = mlp(&ws, Some(policy.clone())).sum();
+        // Regions 2 to 4 each keep their input (the region before's output) on the host; with
+        // SaveComputeBound also their kept matmul outputs.
+        let boundary = BATCH * WIDTH * 4;
+        assert!(
+            offloaded_bytes() - before >= 3 * boundary,
+            "{policy:?}: {} bytes offloaded",
+            offloaded_bytes() - before
+        );
+        assert_all_bitwise(&format!("{policy:?}"), &expected, &grads(loss, &ws));
+        assert_eq!(offloaded_bytes(), before, "{policy:?}: copies released");
+    }
+}
+
+#[test]
+fn a_boundary_read_by_two_offloading_regions_is_copied_once() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    fn run<B: AutodiffBackend>(ws: &[Tensor<B, 2>], policy: Option<Policy>) -> Tensor<B, 1> {
+        let x = Tensor::<B, 2>::from_data(data([BATCH, WIDTH], 3), &Default::default());
+        let region = |f: &dyn Fn() -> Tensor<B, 2>| match &policy {
+            Some(policy) => checkpoint_with(policy.clone(), f),
+            None => f(),
+        };
+        let h = region(&|| relu(x.clone().matmul(ws[0].clone())));
+        let a = region(&|| relu(h.clone().matmul(ws[1].clone())));
+        let b = region(&|| relu(h.clone().matmul(ws[2].clone())) * 2.0);
+        (a + b).sum()
+    }
+    let plain = weights::<Plain>(3);
+    let expected = grads(run(&plain, None), &plain);
+    let ws = weights::<Ckpt>(3);
+    let before = offloaded_bytes();
+    let loss = run(&ws, Some(Policy::RecomputeAll.offloaded()));
+    assert_eq!(
+        offloaded_bytes() - before,
+        BATCH * WIDTH * 4,
+        "one host copy of `h` for both readers"
+    );
+    assert_all_bitwise("two readers", &expected, &grads(loss, &ws));
+    assert_eq!(offloaded_bytes(), before);
+}
+
+#[test]
+fn nested_regions_offload_with_their_outer_region() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    fn run<B: AutodiffBackend>(ws: &[Tensor<B, 2>], outer: Option<Policy>) -> Tensor<B, 1> {
+        let x = Tensor::<B, 2>::from_data(data([BATCH, WIDTH], 5), &Default::default());
+        let first = relu(x.matmul(ws[0].clone()));
+        let body = || {
+            let inner = checkpoint_named("inner", || relu(first.clone().matmul(ws[1].clone())));
+            relu(inner.matmul(ws[2].clone()))
+        };
+        let y = match outer {
+            Some(policy) => checkpoint_with(policy, body),
+            None => body(),
+        };
+        y.sum()
+    }
+    let plain = weights::<Plain>(3);
+    let expected = grads(run(&plain, None), &plain);
+    let ws = weights::<Ckpt>(3);
+    let before = offloaded_bytes();
+    let loss = run(&ws, Some(Policy::RecomputeAll.offloaded()));
+    assert!(
+        offloaded_bytes() > before,
+        "the inner region reads `first` from the host"
+    );
+    assert_all_bitwise("nested", &expected, &grads(loss, &ws));
+    assert_eq!(offloaded_bytes(), before);
+}
+
+#[test]
+fn a_transformer_stack_offloading_each_block_has_plain_gradients() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    fn run<B: AutodiffBackend>(blocks: &[Block<B>], policy: Option<Policy>) -> Vec<Vec<f32>> {
+        let mut x = Tensor::<B, 3>::from_data(data([2, 8, 16], 9), &Default::default());
+        for block in blocks {
+            x = match &policy {
+                Some(policy) => checkpoint_with(policy.clone(), || block.forward(x)),
+                None => block.forward(x),
+            };
+        }
+        let grads = x.sum().backward();
+        blocks
+            .iter()
+            .flat_map(|block| block.weights())
+            .map(|w| values(w.grad(&grads).unwrap()))
+            .collect()
+    }
+    let plain: Vec<Block<Plain>> = (0..3).map(|i| Block::new(16, i)).collect();
+    let expected = run(&plain, None);
+    let blocks: Vec<Block<Ckpt>> = (0..3).map(|i| Block::new(16, i)).collect();
+    let before = offloaded_bytes();
+    let got = run(&blocks, Some(Policy::RecomputeAll.offloaded()));
+    assert_all_bitwise("transformer", &expected, &got);
+    assert_eq!(offloaded_bytes(), before);
+}
+
+#[test]
+fn a_panic_between_forward_and_backward_releases_the_host_copies() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let before = offloaded_bytes();
+    let hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
+    let result = catch_unwind(AssertUnwindSafe(|| {
+        // The whole step unwinds: its weights too (a graph stays while any of its tensors does).
+        let ws = weights::<Ckpt>(8);
+        let loss = mlp(&ws, Some(Policy::RecomputeAll.offloaded())).sum();
+        assert!(offloaded_bytes() > before);
+        if loss.clone().into_scalar() != f32::MAX {
+            panic!("a failure after forward");
+        }
+        loss
+    }));
+    std::panic::set_hook(hook);
+    assert!(result.is_err());
+    // Burn 0.21 frees an abandoned graph (none of whose tensors is alive) a level per later
+    // backward pass, from its inputs on, on any thread; the device memory such a graph holds
+    // goes the same way. The copies go with their nodes.
+    let mut passes = 0;
+    while offloaded_bytes() != before && passes < 200 {
+        let w = Tensor::<Ckpt, 1>::from_floats([1.0, 2.0], &Default::default()).require_grad();
+        let _ = (w.clone() * w).sum().backward();
+        passes += 1;
+    }
+    println!("released after {passes} later backward passes");
+    assert_eq!(
+        offloaded_bytes(),
+        before,
+        "the abandoned graph took its copies"
+    );
+}
+
+#[test]
+fn the_memory_report_counts_what_regions_offload() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let ws = weights::<Ckpt>(8);
+    let (_, report) = StepReport::measure(Meter::Host, || {
+        grads(mlp(&ws, Some(Policy::RecomputeAll.offloaded())).sum(), &ws)
+    });
+    let boundary = (BATCH * WIDTH * 4) as u64;
+    assert_eq!(report.regions.len(), 4);
+    assert_eq!(
+        report.regions[0].offloaded_bytes, 0,
+        "the first reads only its input"
+    );
+    for region in &report.regions[1..] {
+        assert_eq!(region.offloaded_bytes, boundary, "{region:?}");
+    }
+    assert!(report.offloaded_peak_bytes >= 3 * boundary, "{report}");
+    println!("{report}");
+}
