@@ -216,12 +216,37 @@ impl fmt::Display for Treatment {
 pub struct SavePredicate(Arc<dyn Fn(&OpInfo<'_>) -> Decision + Send + Sync>);
 
 /// What a policy decides for one op.
+///
+/// ```
+/// use burn::backend::{Autodiff, NdArray};
+/// use burn::tensor::{Tensor, activation::relu};
+/// use burn_checkpoint::{Checkpointed, Decision, OpKind, Policy, checkpoint_with, memory};
+///
+/// type B = Checkpointed<Autodiff<NdArray>>;
+/// let device = Default::default();
+/// let w = Tensor::<B, 2>::ones([16, 16], &device).require_grad();
+/// let x = Tensor::<B, 2>::ones([8, 16], &device).require_grad();
+///
+/// // Keep the matmul output in host memory, recompute the ReLU from it.
+/// let offload_dots = Policy::custom(|op| match op.kind() {
+///     OpKind::Matmul => Decision::Offload,
+///     _ => Decision::Recompute,
+/// });
+/// let y = checkpoint_with(offload_dots, || relu(relu(x.clone().matmul(w.clone()))));
+/// assert!(memory::offloaded_bytes() >= 8 * 16 * 4);
+/// let grads = y.sum().backward();
+/// assert!(w.grad(&grads).is_some());
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Decision {
     /// Keep the op's output from forward to backward.
     Save,
     /// Drop it after forward and recompute it when backward needs it.
     Recompute,
+    /// Keep it, in host memory (JAX's `save_and_offload_only_these_names`): copied to the host
+    /// when an op of the region first stores it, copied back when backward reads it (see
+    /// [`Policy::offloaded`] for a whole region).
+    Offload,
 }
 
 /// The op a policy is asked about: what it is and what it produced.

@@ -20,7 +20,7 @@ use burn_autodiff::NodeId;
 use burn_backend::{Backend, TensorMetadata};
 
 use crate::counters;
-use crate::memory::recording;
+use crate::memory::{offload, recording};
 use crate::op::Op;
 use crate::policy::{Decision, OpInfo, Policy, Treatment};
 use crate::recompute;
@@ -502,9 +502,15 @@ impl Region<'_> {
         if let Some(policy) = self.policy.filter(|_| tensor.is_tracked()) {
             let shape = tensor.primitive.shape();
             let info = OpInfo::new(op, &shape, tensor.primitive.dtype());
-            if policy.decide(&info) == Decision::Save {
+            match policy.decide(&info) {
                 // A stored node, like any compute-bound op's output: no boundary needed later.
-                return recompute::materialize::<I>(tensor);
+                Decision::Save => return recompute::materialize::<I>(tensor),
+                Decision::Offload => {
+                    let stored = recompute::materialize::<I>(tensor);
+                    offload::mark(stored.node.id.value, &stored.rc);
+                    return stored;
+                }
+                Decision::Recompute => {}
             }
         }
         if tensor.is_tracked() {

@@ -91,6 +91,31 @@ fn an_offloading_mlp_has_plain_gradients_and_releases_its_copies() {
 }
 
 #[test]
+fn a_policy_can_offload_single_outputs() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let plain = weights::<Plain>(8);
+    let expected = grads(mlp(&plain, None).sum(), &plain);
+    let ws = weights::<Ckpt>(8);
+    let before = offloaded_bytes();
+    // Only the matmul outputs, in a region that does not offload otherwise.
+    let dots = Policy::custom(|op| match op.kind() {
+        burn_checkpoint::OpKind::Matmul => burn_checkpoint::Decision::Offload,
+        _ => burn_checkpoint::Decision::Recompute,
+    });
+    let loss = mlp(&ws, Some(dots)).sum();
+    // Of each region's two matmuls, the first's output is read by the ReLU before the second
+    // (the second's by ops after it): 8 outputs, each read by a region op.
+    let output = BATCH * WIDTH * 4;
+    assert!(
+        offloaded_bytes() - before >= 4 * output,
+        "{} bytes offloaded",
+        offloaded_bytes() - before
+    );
+    assert_all_bitwise("offloaded matmul outputs", &expected, &grads(loss, &ws));
+    assert_eq!(offloaded_bytes(), before);
+}
+
+#[test]
 fn a_boundary_read_by_two_offloading_regions_is_copied_once() {
     let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     fn run<B: AutodiffBackend>(ws: &[Tensor<B, 2>], policy: Option<Policy>) -> Tensor<B, 1> {

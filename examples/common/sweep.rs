@@ -6,7 +6,10 @@ use std::error::Error;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use burn_checkpoint::memory::{Meter, Plan, Profile, StepReport, allocated, mib, peak, reset_peak};
+use burn_checkpoint::memory::{
+    Meter, Plan, Profile, StepReport, allocated, mib, offloaded_bytes, offloaded_peak, peak,
+    reset_offloaded_peak, reset_peak,
+};
 use cpu_time::ProcessTime;
 use plotters::coord::Shift;
 use plotters::prelude::*;
@@ -38,6 +41,10 @@ pub struct Point {
     pub predicted_peak_bytes: Option<u64>,
     /// The most bytes a measured step held above its start.
     pub peak_bytes: u64,
+    /// The most bytes regions held in host memory at once (offloading regions); on the CPU they
+    /// are part of `peak_bytes` too.
+    #[serde(default)]
+    pub offloaded_peak_bytes: u64,
     /// Median process CPU time of a step (the time the ratios compare: robust to other
     /// processes on a shared machine).
     pub cpu_s: f64,
@@ -72,6 +79,7 @@ pub struct Sweep {
 
 struct Samples {
     peak: u64,
+    offloaded: u64,
     cpu: Vec<Duration>,
     wall: Vec<Duration>,
 }
@@ -80,6 +88,7 @@ impl Samples {
     fn new() -> Self {
         Samples {
             peak: 0,
+            offloaded: 0,
             cpu: Vec::new(),
             wall: Vec::new(),
         }
@@ -87,12 +96,17 @@ impl Samples {
 
     fn step(&mut self, step: impl FnOnce()) {
         let base = allocated();
+        let offloaded = offloaded_bytes();
         reset_peak();
+        reset_offloaded_peak();
         let (wall, cpu) = (Instant::now(), ProcessTime::now());
         step();
         self.cpu.push(cpu.elapsed());
         self.wall.push(wall.elapsed());
         self.peak = self.peak.max(peak().saturating_sub(base) as u64);
+        self.offloaded = self
+            .offloaded
+            .max(offloaded_peak().saturating_sub(offloaded) as u64);
     }
 
     /// The point these samples make: peak and median times, nothing planned.
@@ -104,6 +118,7 @@ impl Samples {
             budget_bytes: None,
             predicted_peak_bytes: None,
             peak_bytes: self.peak,
+            offloaded_peak_bytes: self.offloaded,
             cpu_s,
             wall_s,
             plan: None,
@@ -125,7 +140,8 @@ impl Samples {
 
 /// Profiles `planned` (the model with a region wherever one may go), plans and checks
 /// `budgets` budgets from the peak with every region kept down to the smallest reachable, then
-/// measures `steps` rounds in which every hand cut and every plan runs one step.
+/// measures `steps` rounds in which every hand cut and every plan runs one step. No budgets: the
+/// hand cuts only.
 pub fn run(
     title: &str,
     budgets: usize,
@@ -138,15 +154,21 @@ pub fn run(
     for hand in &mut hands {
         (hand.step)();
     }
-    let started = Instant::now();
-    let profile = Profile::measure(Meter::Host, &mut planned).expect("the model has regions");
-    let profile_seconds = started.elapsed().as_secs_f64();
-    eprintln!("{profile}");
-    let (floor, roof) = (profile.smallest_peak(), profile.largest_peak());
     let mut plans = Vec::new();
     let mut checks = Vec::new();
     let mut solve_seconds = 0.0;
+    let mut profile_seconds = 0.0;
+    // No budget: the hand cuts alone (and what recording costs).
+    let profile = (budgets > 0).then(|| {
+        let started = Instant::now();
+        let profile = Profile::measure(Meter::Host, &mut planned).expect("the model has regions");
+        profile_seconds = started.elapsed().as_secs_f64();
+        eprintln!("{profile}");
+        profile
+    });
     for k in 0..budgets as u64 {
+        let profile = profile.as_ref().expect("profiled when there are budgets");
+        let (floor, roof) = (profile.smallest_peak(), profile.largest_peak());
         // From the peak with everything kept to 2% above the floor.
         let low = floor + floor / 50;
         let budget = roof - (roof.saturating_sub(low)) * k / (budgets as u64 - 1).max(1);
@@ -255,9 +277,10 @@ impl Sweep {
         let mut out = format!(
             "{}\n\nMedian of {} interleaved steps per point; the planner's cost: a 3-step \
              profile ({:.1} s), {:.3} s of solving for the whole sweep, and the check steps \
-             listed.\n\n| Method | Budget | Predicted | Peak | Peak / budget | CPU time | Wall \
-             time | Best hand cut within budget | × its time | Plan | Check steps |\n\
-             |---|---|---|---|---|---|---|---|---|---|---|\n",
+             listed. Host copies: the most bytes offloading regions held in host memory at once \
+             (on the CPU also part of the peak).\n\n| Method | Budget | Predicted | Peak | Host \
+             copies | Peak / budget | CPU time | Wall time | Best hand cut within budget | × its \
+             time | Plan | Check steps |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n",
             self.title, self.steps, self.profile_seconds, self.solve_seconds
         );
         let size = |bytes: Option<u64>| {
@@ -265,11 +288,12 @@ impl Sweep {
         };
         for p in &self.points {
             out += &format!(
-                "| {} | {} | {} | {:.1} MiB | {} | {:.3} s | {:.3} s | {} | {} | {} | {} |\n",
+                "| {} | {} | {} | {:.1} MiB | {} | {} | {:.3} s | {:.3} s | {} | {} | {} | {} |\n",
                 p.method,
                 size(p.budget_bytes),
                 size(p.predicted_peak_bytes),
                 mib(p.peak_bytes as usize),
+                size(Some(p.offloaded_peak_bytes).filter(|&b| b > 0)),
                 p.budget_bytes.map_or("".to_string(), |b| format!(
                     "{:.3}",
                     p.peak_bytes as f64 / b as f64

@@ -3,23 +3,49 @@
 //!
 //! Bytes are counted when a host copy is made and when it is dropped, over every thread.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Weak};
 
 static NOW: AtomicUsize = AtomicUsize::new(0);
 static PEAK: AtomicUsize = AtomicUsize::new(0);
 
 thread_local! {
     static ACTIVE: Cell<bool> = const { Cell::new(false) };
+    /// Outputs a policy decided to keep in host memory (`Decision::Offload`), by node id, with
+    /// their node's count (weak: dead entries are pruned).
+    static MARKED: RefCell<HashMap<u64, Weak<burn_autodiff::NodeId>>> = RefCell::new(HashMap::new());
+}
+
+/// Fewest marks before dead ones are pruned.
+const MIN_PRUNE_AT: usize = 4096;
+
+/// Marks the stored node `id` (whose count is `rc`) as kept in host memory by its readers.
+pub(crate) fn mark(id: u64, rc: &Arc<burn_autodiff::NodeId>) {
+    MARKED.with(|marked| {
+        let mut marked = marked.borrow_mut();
+        if marked.len() >= MIN_PRUNE_AT {
+            marked.retain(|_, rc| rc.strong_count() > 0);
+        }
+        marked.insert(id, Arc::downgrade(rc));
+    });
+}
+
+/// Whether the node `id` was marked to be kept in host memory.
+pub(crate) fn marked(id: u64) -> bool {
+    MARKED.with(|marked| marked.borrow().contains_key(&id))
 }
 
 /// Bytes of region operands held in host memory now (by regions whose policy offloads, see
 /// [`Policy::offloaded`](crate::Policy::offloaded)).
 ///
 /// ```
-/// use burn_checkpoint::memory::offloaded_bytes;
+/// use burn_checkpoint::memory::{offloaded_bytes, offloaded_peak, reset_offloaded_peak};
 ///
-/// assert_eq!(offloaded_bytes(), 0); // nothing is offloaded before a region offloads
+/// reset_offloaded_peak();
+/// // ... a training step with offloading regions ...
+/// println!("in host memory: {} bytes now, {} at most", offloaded_bytes(), offloaded_peak());
 /// ```
 pub fn offloaded_bytes() -> usize {
     NOW.load(Ordering::Relaxed)

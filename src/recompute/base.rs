@@ -197,7 +197,9 @@ impl<I: Backend> Operand<I> {
             Some(recipe) => Operand::Recomputed(Ticket::new(recipe)),
             // A leaf (a parameter, an input) is held by its owner anyway: a host copy would
             // free nothing.
-            None if offload::active() && !tensor.node.parents.is_empty() => {
+            None if (offload::active() || offload::marked(tensor.node.id.value))
+                && !tensor.node.parents.is_empty() =>
+            {
                 Operand::Offloaded(HostCopy::of(tensor))
             }
             None => Operand::Stored(register(tensor)),

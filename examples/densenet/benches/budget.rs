@@ -48,7 +48,7 @@ struct Args {
     /// Images per step (3×32×32).
     #[arg(long, default_value_t = 16)]
     batch: usize,
-    /// Budgets in the sweep.
+    /// Budgets in the sweep (0: the hand cuts only).
     #[arg(long, default_value_t = 10)]
     budgets: usize,
     /// Measured rounds (one step of every method each).
@@ -145,6 +145,7 @@ fn main() {
             RegionPolicy::SaveReductions,
         ),
         ("layer", Cut::Layer, RegionPolicy::RecomputeAll),
+        ("layer, offloaded", Cut::Layer, RegionPolicy::Offload),
         ("block", Cut::Block, RegionPolicy::RecomputeAll),
     ]
     .map(|(name, cut, policy)| (name, trainer(cut, policy)));

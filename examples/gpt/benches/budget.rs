@@ -55,7 +55,7 @@ struct Args {
     /// Vocabulary size.
     #[arg(long, default_value_t = 512)]
     vocab: usize,
-    /// Budgets in the sweep.
+    /// Budgets in the sweep (0: the hand cuts only).
     #[arg(long, default_value_t = 10)]
     budgets: usize,
     /// Measured rounds (one step of every method each).
@@ -127,6 +127,7 @@ fn main() {
         ("no region", Cut::None),
         ("per block, save-compute-bound", Cut::BlockSaveCompute),
         ("per block", Cut::Block),
+        ("per block, offloaded", Cut::BlockOffload),
         ("sequential, sqrt", Cut::SequentialSqrt),
         ("sequential, 2 segments", Cut::SequentialTwo),
         ("whole stack", Cut::Whole),

@@ -23,6 +23,9 @@ pub enum Cut {
     Block,
     /// Each block a region keeping its matmul outputs (`Policy::SaveComputeBound`).
     BlockSaveCompute,
+    /// Each block a region whose input (the previous block's output) is held in host memory
+    /// (`Policy::RecomputeAll.offloaded()`).
+    BlockOffload,
     /// `checkpoint_sequential(&blocks, Segments::Sqrt, x)`: √n segments, all but the last a
     /// region.
     SequentialSqrt,
@@ -123,6 +126,12 @@ impl<B: Backend> Block<B> {
     pub fn forward_keeping_matmuls(&self, x: Tensor<B, 3>) -> Tensor<B, 3> {
         self.forward(x)
     }
+
+    /// The block as a checkpoint region that holds its input in host memory.
+    #[checkpoint(policy = Policy::RecomputeAll.offloaded())]
+    pub fn forward_offloaded(&self, x: Tensor<B, 3>) -> Tensor<B, 3> {
+        self.forward(x)
+    }
 }
 
 impl<B: Backend> Layer<Tensor<B, 3>> for Block<B> {
@@ -164,6 +173,10 @@ impl<B: Backend> Gpt<B> {
                 .blocks
                 .iter()
                 .fold(x, |x, block| block.forward_keeping_matmuls(x)),
+            Cut::BlockOffload => self
+                .blocks
+                .iter()
+                .fold(x, |x, block| block.forward_offloaded(x)),
             Cut::SequentialSqrt => checkpoint_sequential(&self.blocks, Segments::Sqrt, x),
             Cut::SequentialTwo => checkpoint_sequential(&self.blocks, Segments::Count(2), x),
             Cut::Whole => checkpoint(|| stack(x)),
