@@ -235,7 +235,8 @@ impl<I: Backend> fmt::Debug for Operand<I> {
 /// A stored operand held in host memory: one copy per tensor, shared by every operand that reads
 /// it (a DenseNet feature read by each later layer is copied once), dropped with its last reader.
 pub(crate) struct HostCopy<I: Backend> {
-    data: TensorData,
+    /// Taken by the last reader's upload.
+    data: Option<TensorData>,
     device: Device<I>,
     bytes: usize,
 }
@@ -265,7 +266,7 @@ impl<I: Backend> HostCopy<I> {
         let bytes = data.bytes.len();
         offload::copied(bytes);
         let copy = Arc::new(HostCopy {
-            data,
+            data: Some(data),
             device: I::float_device(&tensor.primitive),
             bytes,
         });
@@ -283,9 +284,16 @@ impl<I: Backend> HostCopy<I> {
         copy
     }
 
-    /// The value on its device again.
+    /// The value on its device again: the last reader takes the host data, the others copy it.
     fn upload(self: Arc<Self>) -> Primitive<I> {
-        I::float_from_data(self.data.clone(), &self.device)
+        const HELD: &str = "a host copy holds its data until its last reader";
+        match Arc::try_unwrap(self) {
+            Ok(mut copy) => {
+                let data = copy.data.take().expect(HELD);
+                I::float_from_data(data, &copy.device)
+            }
+            Err(shared) => I::float_from_data(shared.data.clone().expect(HELD), &shared.device),
+        }
     }
 }
 
