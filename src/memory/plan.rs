@@ -246,25 +246,21 @@ impl Profile {
         let regions = &self.steps[0].report.regions;
         if budget_bytes >= self.largest_peak() {
             // Measured: with every region kept the step fits (no rounding of a prediction).
-            let mut plan = regions.iter().fold(Plan::new(), |plan, region| {
-                plan.with(region.name.clone(), region.index, Treatment::Keep)
-            });
+            let mut plan = self.plan_of(regions.iter().map(|_| Treatment::Keep));
             plan.budget_bytes = budget_bytes;
             plan.predicted_peak_bytes = self.largest_peak();
             return Ok(plan);
         }
-        let held = |t: Treatment, i: usize| self.step(t).regions[i].held_bytes.max(0) as u64;
         let cost = |t: Treatment, i: usize| match t {
             Treatment::Keep => 0.0,
             _ => self.step(t).regions[i].recompute_seconds,
         };
-        let rest = |t: Treatment| self.rest(t);
         let unit = (budget_bytes / 4096).max(1);
         let mut best: Option<(f64, u64, Vec<Treatment>)> = None;
         // Each non-empty set of treatments: its largest rest, then the knapsack within the rest
         // of the budget over those treatments only.
         for allowed in treatment_sets() {
-            let fixed = allowed.iter().map(|&t| rest(t)).max().unwrap_or(0);
+            let fixed = allowed.iter().map(|&t| self.rest(t)).max().unwrap_or(0);
             let Some(capacity) = budget_bytes.checked_sub(fixed) else {
                 continue;
             };
@@ -272,7 +268,7 @@ impl Profile {
                 .map(|i| {
                     allowed
                         .iter()
-                        .map(|&t| (t, held(t, i), cost(t, i)))
+                        .map(|&t| (t, self.held(t, i), cost(t, i)))
                         .collect()
                 })
                 .collect();
@@ -286,12 +282,12 @@ impl Profile {
                 .collect();
             let time: f64 = chosen.iter().enumerate().map(|(i, &t)| cost(t, i)).sum();
             // The peak as predicted, with the treatments actually used.
-            let used_rest = chosen.iter().map(|&t| rest(t)).max().unwrap_or(0);
+            let used_rest = chosen.iter().map(|&t| self.rest(t)).max().unwrap_or(0);
             let peak = used_rest
                 + chosen
                     .iter()
                     .enumerate()
-                    .map(|(i, &t)| held(t, i))
+                    .map(|(i, &t)| self.held(t, i))
                     .sum::<u64>();
             if best.as_ref().is_none_or(|(t, ..)| time < *t) {
                 best = Some((time, peak, chosen));
@@ -300,25 +296,35 @@ impl Profile {
         let Some((time, peak, chosen)) = best else {
             return Err(self.below_floor(budget_bytes));
         };
-        let mut plan = Plan {
+        Ok(Plan {
             budget_bytes,
             predicted_peak_bytes: peak,
             predicted_recompute_seconds: time,
-            ..Plan::default()
-        };
-        for (region, treatment) in regions.iter().zip(chosen) {
-            plan = plan.with(region.name.clone(), region.index, treatment);
-        }
-        plan.budget_bytes = budget_bytes;
-        Ok(plan)
+            ..self.plan_of(chosen)
+        })
+    }
+
+    /// The plan giving the profiled top-level regions, in order, `treatments`.
+    fn plan_of(&self, treatments: impl IntoIterator<Item = Treatment>) -> Plan {
+        let regions = &self.steps[0].report.regions;
+        regions
+            .iter()
+            .zip(treatments)
+            .fold(Plan::new(), |plan, (region, treatment)| {
+                plan.with(region.name.clone(), region.index, treatment)
+            })
+    }
+
+    /// What instance `i` holds under `treatment` (nothing, rather than less than nothing).
+    fn held(&self, treatment: Treatment, i: usize) -> u64 {
+        self.step(treatment).regions[i].held_bytes.max(0) as u64
     }
 
     /// What the step under `treatment` holds besides its regions: its peak less what the regions
     /// hold.
     fn rest(&self, treatment: Treatment) -> u64 {
         let step = self.step(treatment);
-        let regions: i64 = step.regions.iter().map(|r| r.held_bytes.max(0)).sum();
-        (step.peak_bytes as i64 - regions).max(0) as u64
+        step.peak_bytes.saturating_sub(step.held_by_regions())
     }
 
     /// The smallest peak the planner can reach for these regions: the least of the measured
@@ -327,12 +333,11 @@ impl Profile {
     pub fn smallest_peak(&self) -> u64 {
         let measured = self.steps.iter().map(|s| s.report.peak_bytes).min();
         let regions = self.steps[0].report.regions.len();
-        let held = |t: Treatment, i: usize| self.step(t).regions[i].held_bytes.max(0) as u64;
         let predicted = treatment_sets()
             .map(|allowed| {
                 let fixed = allowed.iter().map(|&t| self.rest(t)).max().unwrap_or(0);
                 let least = (0..regions)
-                    .map(|i| allowed.iter().map(|&t| held(t, i)).min().unwrap_or(0))
+                    .map(|i| allowed.iter().map(|&t| self.held(t, i)).min().unwrap_or(0))
                     .sum::<u64>();
                 fixed + least
             })
@@ -374,7 +379,6 @@ fn treatment_sets() -> impl Iterator<Item = Vec<Treatment>> {
 
 /// What holds the peak of `step` (every region under `treatment`), for the error.
 fn holders(treatment: Treatment, step: &StepReport) -> String {
-    let regions: i64 = step.regions.iter().map(|r| r.held_bytes.max(0)).sum();
     let mut kinds: Vec<_> = step.outside_by_kind.iter().collect();
     kinds.sort_by(|a, b| b.1.cmp(a.1));
     let kinds: Vec<String> = kinds
@@ -388,7 +392,7 @@ fn holders(treatment: Treatment, step: &StepReport) -> String {
          the step: {}), the weights' gradients, the optimizer state and backward's working memory",
         mib(step.peak_bytes as usize),
         step.peak_at,
-        mib(regions.max(0) as usize),
+        mib(step.held_by_regions() as usize),
         mib(step.outside_bytes() as usize),
         kinds.join(", ")
     )

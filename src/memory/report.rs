@@ -112,6 +112,14 @@ impl StepReport {
         totals
     }
 
+    /// What the regions hold, summed (a region that freed more than it kept counts as none).
+    pub(crate) fn held_by_regions(&self) -> u64 {
+        self.regions
+            .iter()
+            .map(|r| r.held_bytes.max(0) as u64)
+            .sum()
+    }
+
     /// Bytes made outside regions, in all.
     pub fn outside_bytes(&self) -> u64 {
         self.outside_by_kind.values().sum()
