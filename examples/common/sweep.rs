@@ -3,7 +3,7 @@
 //! range of budgets against hand-made cuts, every method measured in the same rounds.
 
 use std::error::Error;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use burn_checkpoint::memory::{
@@ -15,6 +15,50 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 use serde::{Deserialize, Serialize};
 
+/// The command-line options every budget sweep has, flattened into each benchmark's own.
+#[derive(clap::Args)]
+pub struct Options {
+    /// Budgets in the sweep (0: the hand cuts only).
+    #[arg(long, default_value_t = 10)]
+    budgets: usize,
+    /// Measured rounds (one step of every method each).
+    #[arg(long, default_value_t = 5)]
+    steps: usize,
+    /// Where the table, JSON and plots go (extensions added; default: the benchmark's name, as
+    /// in `densenet-budget`).
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Write the table and figure again from a sweep's JSON, measuring nothing.
+    #[arg(long, value_name = "JSON")]
+    replot: Option<PathBuf>,
+    /// Passed by `cargo bench`.
+    #[arg(long, hide = true)]
+    bench: bool,
+}
+
+impl Options {
+    /// Where the sweep's files go: `--out`, else `default`.
+    pub fn out(&self, default: &str) -> PathBuf {
+        self.out.clone().unwrap_or_else(|| default.into())
+    }
+
+    /// With `--replot`: writes that sweep's table and figure to `out` again, and says so (true).
+    pub fn replotted(&self, out: &Path) -> bool {
+        let Some(json) = &self.replot else {
+            return false;
+        };
+        Sweep::read(json).write(out);
+        true
+    }
+
+    /// Runs the sweep ([`run`]), prints its table and writes its files to `out`.
+    pub fn run(&self, out: &Path, title: &str, planned: StepFn<'_>, hands: Vec<Hand<'_>>) {
+        let sweep = run(title, self.budgets, self.steps, planned, hands);
+        print!("{}", sweep.markdown());
+        sweep.write(out);
+    }
+}
+
 /// A training step of one method (forward, backward, optimizer step), finished when it returns.
 pub type StepFn<'a> = Box<dyn FnMut() + 'a>;
 
@@ -24,6 +68,22 @@ pub struct Hand<'a> {
     pub name: String,
     /// Its step.
     pub step: StepFn<'a>,
+}
+
+impl<'a> Hand<'a> {
+    /// The cut `name` whose steps `trainer.step()` takes.
+    pub fn of<T: Trainer>(name: &str, trainer: &'a std::cell::RefCell<T>) -> Self {
+        Hand {
+            name: name.to_string(),
+            step: Box::new(move || trainer.borrow_mut().step()),
+        }
+    }
+}
+
+/// A model and its optimizer taking training steps on a fixed batch.
+pub trait Trainer {
+    /// One step: forward, backward, optimizer.
+    fn step(&mut self);
 }
 
 /// One point of the sweep.

@@ -12,7 +12,6 @@
 //! ```
 
 use std::cell::RefCell;
-use std::path::PathBuf;
 
 use burn::backend::{Autodiff, Flex};
 use burn::module::Module;
@@ -31,6 +30,8 @@ mod figure;
 #[path = "../../common/sweep.rs"]
 mod sweep;
 
+use sweep::Trainer as _;
+
 #[global_allocator]
 static ALLOCATOR: CountingAllocator = CountingAllocator;
 
@@ -48,21 +49,8 @@ struct Args {
     /// Images per step (3×32×32).
     #[arg(long, default_value_t = 16)]
     batch: usize,
-    /// Budgets in the sweep (0: the hand cuts only).
-    #[arg(long, default_value_t = 10)]
-    budgets: usize,
-    /// Measured rounds (one step of every method each).
-    #[arg(long, default_value_t = 5)]
-    steps: usize,
-    /// Where the table, JSON and plots go.
-    #[arg(long, default_value = "densenet-budget")]
-    out: PathBuf,
-    /// Write the table and figure again from a sweep's JSON, measuring nothing.
-    #[arg(long, value_name = "JSON")]
-    replot: Option<PathBuf>,
-    /// Passed by `cargo bench`.
-    #[arg(long, hide = true)]
-    bench: bool,
+    #[command(flatten)]
+    sweep: sweep::Options,
 }
 
 /// A model and its optimizer, stepping on one fixed batch.
@@ -94,7 +82,9 @@ impl Trainer {
             labels: labels.clone(),
         }
     }
+}
 
+impl sweep::Trainer for Trainer {
     fn step(&mut self) {
         let device = Default::default();
         let model = self.model.take().expect("a model");
@@ -110,8 +100,8 @@ impl Trainer {
 
 fn main() {
     let args: Args = clap::Parser::parse();
-    if let Some(json) = &args.replot {
-        sweep::Sweep::read(json).write(&args.out);
+    let out = args.sweep.out("densenet-budget");
+    if args.sweep.replotted(&out) {
         return;
     }
     let device = Default::default();
@@ -154,19 +144,13 @@ fn main() {
          planner over the dense layers' regions against hand-made cuts",
         args.depth, args.growth, args.batch
     );
-    let sweep = sweep::run(
+    args.sweep.run(
+        &out,
         &title,
-        args.budgets,
-        args.steps,
         Box::new(|| planned.borrow_mut().step()),
         hands
             .iter()
-            .map(|(name, trainer)| sweep::Hand {
-                name: name.to_string(),
-                step: Box::new(move || trainer.borrow_mut().step()),
-            })
+            .map(|(name, trainer)| sweep::Hand::of(name, trainer))
             .collect(),
     );
-    print!("{}", sweep.markdown());
-    sweep.write(&args.out);
 }

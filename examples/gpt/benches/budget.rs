@@ -12,7 +12,6 @@
 //! ```
 
 use std::cell::RefCell;
-use std::path::PathBuf;
 
 use burn::backend::{Autodiff, Flex};
 use burn::module::Module;
@@ -28,6 +27,8 @@ use gpt::{Cut, Gpt, GptConfig};
 mod figure;
 #[path = "../../common/sweep.rs"]
 mod sweep;
+
+use sweep::Trainer as _;
 
 #[global_allocator]
 static ALLOCATOR: CountingAllocator = CountingAllocator;
@@ -55,21 +56,8 @@ struct Args {
     /// Vocabulary size.
     #[arg(long, default_value_t = 512)]
     vocab: usize,
-    /// Budgets in the sweep (0: the hand cuts only).
-    #[arg(long, default_value_t = 10)]
-    budgets: usize,
-    /// Measured rounds (one step of every method each).
-    #[arg(long, default_value_t = 5)]
-    steps: usize,
-    /// Where the table, JSON and plots go.
-    #[arg(long, default_value = "gpt-budget")]
-    out: PathBuf,
-    /// Write the table and figure again from a sweep's JSON, measuring nothing.
-    #[arg(long, value_name = "JSON")]
-    replot: Option<PathBuf>,
-    /// Passed by `cargo bench`.
-    #[arg(long, hide = true)]
-    bench: bool,
+    #[command(flatten)]
+    sweep: sweep::Options,
 }
 
 /// A model and its optimizer, stepping on one fixed batch of tokens.
@@ -79,7 +67,7 @@ struct Trainer<O> {
     tokens: TensorData,
 }
 
-impl<O: Optimizer<Gpt<B>, B>> Trainer<O> {
+impl<O: Optimizer<Gpt<B>, B>> sweep::Trainer for Trainer<O> {
     fn step(&mut self) {
         let device = Default::default();
         let model = self.model.take().expect("a model");
@@ -95,8 +83,8 @@ impl<O: Optimizer<Gpt<B>, B>> Trainer<O> {
 
 fn main() {
     let args: Args = clap::Parser::parse();
-    if let Some(json) = &args.replot {
-        sweep::Sweep::read(json).write(&args.out);
+    let out = args.sweep.out("gpt-budget");
+    if args.sweep.replotted(&out) {
         return;
     }
     let device = Default::default();
@@ -138,19 +126,13 @@ fn main() {
          the budget planner over the blocks' regions against hand-made cuts",
         args.blocks, args.d_model, args.heads, args.vocab, args.batch, args.seq
     );
-    let sweep = sweep::run(
+    args.sweep.run(
+        &out,
         &title,
-        args.budgets,
-        args.steps,
         Box::new(|| planned.borrow_mut().step()),
         hands
             .iter()
-            .map(|(name, trainer)| sweep::Hand {
-                name: name.to_string(),
-                step: Box::new(move || trainer.borrow_mut().step()),
-            })
+            .map(|(name, trainer)| sweep::Hand::of(name, trainer))
             .collect(),
     );
-    print!("{}", sweep.markdown());
-    sweep.write(&args.out);
 }
