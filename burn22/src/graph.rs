@@ -5,18 +5,22 @@
 //! - a chain of *join* nodes whose parents are the region's tensors (inputs and parameters), so
 //!   that every tensor keeps its place in Burn's traversal order and its count of consumers
 //!   (which Burn's data parallelism reads to know when a gradient is complete);
-//! - the *region* node, child of the last join, holding the body and the inner primitives of its
-//!   tensors (a parameter's primitive shares the parameter's buffer);
+//! - the *region* node, child of the last join (or, for a region over one tensor, of that tensor
+//!   itself), holding the body and the inner primitives of its tensors (a parameter's primitive
+//!   shares the parameter's buffer);
 //! - with several outputs, one *pick* node per output, child of the region node.
 //!
 //! Backward: the picks leave their gradients in the region's output stash; the region node runs
 //! the body again on fresh autodiff leaves, calls a nested backward on Σ⟨out, grad⟩, and leaves
-//! each tensor's gradient in the input stash; each join hands its parents their gradients.
+//! each tensor's gradient in the input stash; each join hands its parents their gradients (and a
+//! region node whose parent is its one tensor hands it its gradient itself). An output the loss
+//! does not reach takes no part in the nested backward.
 
 use std::fmt;
 use std::marker::PhantomData;
 use std::sync::{Arc, Mutex};
 
+use burn::backend::autodiff::NodeId;
 use burn::backend::autodiff::checkpoint::base::Checkpointer;
 use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
 use burn::backend::autodiff::grads::Gradients;
@@ -71,15 +75,29 @@ impl<B: Backend> Backward<B, 2> for Join {
         // A join's own gradient is a placeholder: the region put the real ones in the stash.
         let _ = grads.consume::<B>(&ops.node);
         for (parent, slot) in ops.parents.into_iter().zip(slots) {
-            let Some(parent) = parent else { continue };
-            let grad = match slot {
-                Slot::Tensor(index) => stash.take(index),
-                Slot::Join => Some(placeholder::<B>(&device, dtype)),
-            };
-            if let Some(grad) = grad {
-                grads.register::<B>(parent.id, grad);
+            if let Some(parent) = parent {
+                hand_down::<B>(grads, parent.id, slot, &stash, &device, dtype);
             }
         }
+    }
+}
+
+/// Gives the parent in `slot` its gradient: a region tensor's from the stash (none if the
+/// region gave it none), a join's a placeholder.
+fn hand_down<B: Backend>(
+    grads: &mut Gradients,
+    parent: NodeId,
+    slot: Slot,
+    stash: &Stash<B>,
+    device: &B::Device,
+    dtype: DType,
+) {
+    let grad = match slot {
+        Slot::Tensor(index) => stash.take(index),
+        Slot::Join => Some(placeholder::<B>(device, dtype)),
+    };
+    if let Some(grad) = grad {
+        grads.register::<B>(parent, grad);
     }
 }
 
@@ -97,8 +115,10 @@ struct RegionState<B: Backend> {
     wanted: Vec<bool>,
     /// Where the joins find the gradients of the tensors.
     input_stash: Arc<Stash<B>>,
-    /// The forward outputs' shapes and dtypes: the recompute must give the same (and an output
-    /// nobody used gets zeros of its shape).
+    /// What the region node's parent is: the last join, or, for a region over one tensor, that
+    /// tensor itself (which must get its gradient, not a join's placeholder).
+    parent: Slot,
+    /// The forward outputs' shapes and dtypes: the recompute must give the same.
     outputs: Vec<(Shape, DType)>,
     /// With several outputs: where the picks leave the outputs' gradients.
     output_stash: Option<Arc<Stash<B>>>,
@@ -111,6 +131,7 @@ impl<B: Backend> Clone for RegionState<B> {
             tensors: self.tensors.clone(),
             wanted: self.wanted.clone(),
             input_stash: self.input_stash.clone(),
+            parent: self.parent,
             outputs: self.outputs.clone(),
             output_stash: self.output_stash.clone(),
         }
@@ -137,18 +158,11 @@ where
     fn backward(self, ops: Ops<Self::State, 1>, grads: &mut Gradients, _: &mut Checkpointer) {
         let state = ops.state;
         let node_grad = grads.consume::<B>(&ops.node);
-        let output_grads: Vec<FloatTensor<B>> = match &state.output_stash {
-            None => vec![node_grad],
-            Some(stash) => state
-                .outputs
-                .iter()
-                .enumerate()
-                .map(|(k, (shape, dtype))| {
-                    stash.take(k).unwrap_or_else(|| {
-                        B::float_zeros(shape.clone(), &state.tensors[0].device(), (*dtype).into())
-                    })
-                })
-                .collect(),
+        // An output the loss does not reach has no gradient: it takes no part in the nested
+        // backward, as in plain autodiff (a zero gradient would not do: 0 × ∞ is NaN).
+        let output_grads: Vec<Option<FloatTensor<B>>> = match &state.output_stash {
+            None => vec![Some(node_grad)],
+            Some(stash) => (0..state.outputs.len()).map(|k| stash.take(k)).collect(),
         };
         let tensor_grads = recompute_and_differentiate::<B, C>(
             &state.body,
@@ -163,9 +177,15 @@ where
             }
         }
         if let [Some(parent)] = ops.parents {
-            // The last join's placeholder gradient.
             let first = &state.tensors[0];
-            grads.register::<B>(parent.id, placeholder::<B>(&first.device(), first.dtype()));
+            hand_down::<B>(
+                grads,
+                parent.id,
+                state.parent,
+                &state.input_stash,
+                &first.device(),
+                first.dtype(),
+            );
         }
     }
 }
@@ -177,7 +197,7 @@ fn recompute_and_differentiate<B: Backend, C: CheckpointStrategy>(
     tensors: &[FloatTensor<B>],
     wanted: &[bool],
     expected: &[(Shape, DType)],
-    output_grads: Vec<FloatTensor<B>>,
+    output_grads: Vec<Option<FloatTensor<B>>>,
 ) -> Vec<Option<FloatTensor<B>>>
 where
     DispatchTensor: DispatchKindConversion<Autodiff<B, C>>,
@@ -205,10 +225,10 @@ where
     let mut objective: Option<FloatTensor<Ad<B, C>>> = None;
     for (output, grad) in outputs.into_iter().zip(output_grads) {
         let output = from_dispatch::<Ad<B, C>>(output);
-        if !output.is_tracked() {
-            // An output that depends on no tracked tensor has no gradient to give.
+        // An output that depends on no tracked tensor has no gradient to give.
+        let Some(grad) = grad.filter(|_| output.is_tracked()) else {
             continue;
-        }
+        };
         let term =
             Ad::<B, C>::float_sum(Ad::<B, C>::float_mul(output, Ad::<B, C>::from_inner(grad)));
         objective = Some(match objective {
@@ -292,7 +312,7 @@ where
     }
     let (device, dtype) = (inner[0].device(), inner[0].dtype());
     let input_stash = Stash::<B>::new(tensors.len());
-    let joined = join_all::<B, C>(tensors, &input_stash);
+    let (joined, parent) = join_all::<B, C>(tensors, &input_stash);
     let several = outputs.len() > 1;
     let output_stash = several.then(|| Stash::<B>::new(outputs.len()));
     let state = RegionState {
@@ -300,6 +320,7 @@ where
         tensors: inner,
         wanted,
         input_stash,
+        parent,
         outputs: outputs.iter().map(|o| (o.shape(), o.dtype())).collect(),
         output_stash: output_stash.clone(),
     };
@@ -366,11 +387,12 @@ where
         .collect()
 }
 
-/// Chains the region's tensors into join nodes; returns the last (or the only tensor).
+/// Chains the region's tensors into join nodes; returns the last join (or the only tensor) and
+/// which of the two it is.
 fn join_all<B: Backend, C: CheckpointStrategy>(
     tensors: Vec<FloatTensor<Autodiff<B, C>>>,
     stash: &Arc<Stash<B>>,
-) -> FloatTensor<Autodiff<B, C>> {
+) -> (FloatTensor<Autodiff<B, C>>, Slot) {
     let mut tensors = tensors.into_iter().enumerate();
     let (_, first) = tensors.next().expect("at least one tensor");
     let mut acc = first;
@@ -394,5 +416,5 @@ fn join_all<B: Backend, C: CheckpointStrategy>(
         };
         acc_slot = Slot::Join;
     }
-    acc
+    (acc, acc_slot)
 }

@@ -192,3 +192,21 @@ fn a_region_without_parameters_gives_its_inputs_their_gradients() {
         );
     }
 }
+
+#[test]
+fn an_unused_output_that_overflows_leaves_the_gradients_alone() {
+    let device = device();
+    let x = Tensor::<1>::from_floats([50.0, 60.0, 70.0], &device).require_grad();
+    // The second output is ∞: an unused output must take no part in the recompute's backward
+    // (a zero gradient for it would give 0 × ∞ = NaN).
+    let body = |x: Tensor<1>| (x.clone().sin(), x.mul_scalar(2.0).exp());
+
+    let plain_grads = body(x.clone()).0.sum().backward();
+    let (used, unused) = checkpoint_fn(x.clone(), body);
+    assert!(unused.into_data().iter::<f32>().all(f32::is_infinite));
+    let region_grads = used.sum().backward();
+
+    let grad = grad_of(&x, &region_grads).expect("x has a gradient");
+    assert!(grad.iter::<f32>().all(f32::is_finite), "{grad:?}");
+    assert_eq!(Some(grad), grad_of(&x, &plain_grads));
+}

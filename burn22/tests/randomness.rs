@@ -1,13 +1,22 @@
 //! Dropout and batch norm inside a region. A test binary of its own: Burn's CPU generator is
-//! one for the whole process, and tests running beside it would draw from it too.
+//! one for the whole process, and tests running beside it would draw from it too (the tests here
+//! take turns through `GENERATOR`).
 
 mod common;
 
 use burn::module::Module;
+use std::sync::{Mutex, MutexGuard};
+
 use burn::nn::{BatchNorm, BatchNormConfig, Dropout, DropoutConfig, Linear, LinearConfig};
 use burn::tensor::{Device, Distribution, Tensor};
 use burn_checkpoint_22::{checkpoint, region_seed};
-use common::{device, initialised, param_grads};
+use common::{device, grad_of, initialised, param_grads};
+
+/// The device's generator, one test at a time.
+fn generator() -> MutexGuard<'static, ()> {
+    static GENERATOR: Mutex<()> = Mutex::new(());
+    GENERATOR.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 #[derive(Module, Debug)]
 struct Noisy {
@@ -37,6 +46,7 @@ impl Noisy {
 
 #[test]
 fn dropout_draws_the_same_masks_and_batch_norm_updates_once() {
+    let _generator = generator();
     let device = device();
     let build = || {
         device.seed(11);
@@ -73,4 +83,32 @@ fn dropout_draws_the_same_masks_and_batch_norm_updates_once() {
         region_net.norm.running_var.value_sync().into_data(),
         "running variance updated once"
     );
+}
+
+#[test]
+fn dropout_alone_in_a_region_over_one_tensor() {
+    let _generator = generator();
+    let device = device();
+    let dropout = DropoutConfig::new(0.5).init();
+    device.seed(3);
+    let x = Tensor::<2>::random([5, 7], Distribution::Default, &device).require_grad();
+
+    device.seed(13);
+    let seed = region_seed(&device);
+    device.seed(seed);
+    let plain = dropout.forward(x.clone()).exp().sum();
+    let plain_grads = plain.backward();
+
+    device.seed(13);
+    let region = checkpoint(&dropout, x.clone(), |dropout, x| dropout.forward(x).exp()).sum();
+    let region_grads = region.backward();
+
+    assert_eq!(
+        plain.into_data(),
+        region.into_data(),
+        "same mask, same loss"
+    );
+    let grad = grad_of(&x, &region_grads).expect("x has a gradient");
+    assert_eq!(grad.shape(), &burn::tensor::Shape::new([5, 7]));
+    assert_eq!(Some(grad), grad_of(&x, &plain_grads));
 }
