@@ -52,8 +52,6 @@ enum Method {
 }
 
 impl Method {
-    const ALL: [Method; 3] = [Method::Plain, Method::Regions, Method::Offloaded];
-
     fn parse(name: &str) -> Method {
         match name {
             "plain" => Method::Plain,

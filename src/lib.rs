@@ -47,11 +47,14 @@ extern crate self as burn_checkpoint;
 // Bottom-up: leaves first (they import nothing of the crate), then each layer uses only the
 // ones above it in this list.
 mod counters;
+mod node_map;
 mod op;
 mod region_name;
 mod types;
 
 mod policy;
+
+mod offload;
 mod recompute;
 mod region;
 mod route;

@@ -3,7 +3,7 @@
 //! `forward_ops!` from its signature line, or written by hand), so the protocol lives here once:
 //!
 //! 1. **boundary**: an operand made by a region that is closed now is replaced by its stored
-//!    version (`Route::boundary`), so that backward recomputes one region at a time;
+//!    version (`OpContext::boundary`), so that backward recomputes one region at a time;
 //! 2. **region**: inside a region, an op with a tracked operand runs as its region version (a
 //!    node this crate recomputes);
 //! 3. **record**: that version's output is recorded as made by the region, or stored if the
@@ -14,9 +14,10 @@
 use burn_backend::{Backend, TensorMetadata};
 
 use crate::counters;
-use crate::memory::{offload, recording};
+use crate::memory::recording;
+use crate::offload;
 use crate::op::Op;
-use crate::region::{self, Region, Route};
+use crate::region::{self, OpContext, Region};
 use crate::types::Tracked;
 
 /// A float operand.
@@ -30,14 +31,14 @@ pub(crate) struct Floats<I: Backend>(pub Vec<Tracked<I>>);
 /// [`Floats`], and tuples of those (in the signature's order).
 pub(crate) trait Operands<I: Backend>: Sized {
     /// Each operand, or its stored version if it is a closed region's output.
-    fn at_boundary(self, route: &Route) -> Self;
+    fn at_boundary(self, context: &OpContext) -> Self;
     /// Whether any operand is tracked (needs or leads to a gradient).
     fn any_tracked(&self) -> bool;
 }
 
 impl<I: Backend> Operands<I> for Float<I> {
-    fn at_boundary(self, route: &Route) -> Self {
-        Float(route.boundary::<I>(self.0))
+    fn at_boundary(self, context: &OpContext) -> Self {
+        Float(context.boundary::<I>(self.0))
     }
     fn any_tracked(&self) -> bool {
         self.0.is_tracked()
@@ -45,8 +46,8 @@ impl<I: Backend> Operands<I> for Float<I> {
 }
 
 impl<I: Backend> Operands<I> for OptionalFloat<I> {
-    fn at_boundary(self, route: &Route) -> Self {
-        OptionalFloat(self.0.map(|tensor| route.boundary::<I>(tensor)))
+    fn at_boundary(self, context: &OpContext) -> Self {
+        OptionalFloat(self.0.map(|tensor| context.boundary::<I>(tensor)))
     }
     fn any_tracked(&self) -> bool {
         self.0.as_ref().is_some_and(|tensor| tensor.is_tracked())
@@ -54,11 +55,11 @@ impl<I: Backend> Operands<I> for OptionalFloat<I> {
 }
 
 impl<I: Backend> Operands<I> for Floats<I> {
-    fn at_boundary(self, route: &Route) -> Self {
+    fn at_boundary(self, context: &OpContext) -> Self {
         Floats(
             self.0
                 .into_iter()
-                .map(|tensor| route.boundary::<I>(tensor))
+                .map(|tensor| context.boundary::<I>(tensor))
                 .collect(),
         )
     }
@@ -71,9 +72,9 @@ macro_rules! tuple_operands {
     ($($name:ident),+) => {
         impl<I: Backend, $($name: Operands<I>),+> Operands<I> for ($($name,)+) {
             #[allow(non_snake_case)]
-            fn at_boundary(self, route: &Route) -> Self {
+            fn at_boundary(self, context: &OpContext) -> Self {
                 let ($($name,)+) = self;
-                ($($name.at_boundary(route),)+)
+                ($($name.at_boundary(context),)+)
             }
             #[allow(non_snake_case)]
             fn any_tracked(&self) -> bool {
@@ -146,9 +147,9 @@ fn routed<I: Backend, F: Operands<I>, A, R>(
     record: impl FnOnce(&Region<'_>, R) -> R,
     note_outside: impl FnOnce(&R),
 ) -> R {
-    let route = region::route();
-    let operands = operands.at_boundary(&route);
-    let Some(region) = route.region() else {
+    let context = region::op_context();
+    let operands = operands.at_boundary(&context);
+    let Some(region) = context.region() else {
         let output = burn_version(operands, rest);
         if recording::on() {
             note_outside(&output);
@@ -172,9 +173,9 @@ pub(crate) fn stored_op<I: Backend, F: Operands<I>, A, R>(
     rest: A,
     burn_version: impl FnOnce(F, A) -> R,
 ) -> R {
-    let route = region::route();
-    let operands = operands.at_boundary(&route);
-    if route.in_region() && operands.any_tracked() {
+    let context = region::op_context();
+    let operands = operands.at_boundary(&context);
+    if context.in_region() && operands.any_tracked() {
         counters::note_fallback(op.name());
     }
     burn_version(operands, rest)

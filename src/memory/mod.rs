@@ -33,16 +33,15 @@
 mod host;
 // Leaves the region state and the recompute walk report to.
 mod meter;
-pub(crate) mod offload;
 pub(crate) mod recording;
 mod report;
 // Above the region state: they run steps under plans.
 mod plan;
 mod profile;
 
+pub use crate::offload::{offloaded_bytes, offloaded_peak, reset_offloaded_peak};
 pub use host::{CountingAllocator, allocated, mib, peak, raise_peak, reset_peak};
 pub use meter::Meter;
-pub use offload::{offloaded_bytes, offloaded_peak, reset_offloaded_peak};
 pub use plan::{FitError, Fitted, Plan, PlanError};
 pub use profile::{Profile, ProfileError, TreatedStep};
 pub use report::{NameTotals, RegionRecord, StepReport};

@@ -8,8 +8,8 @@ use std::cell::{Cell, RefCell};
 use std::time::Instant;
 
 use super::meter::Meter;
-use super::offload;
 use super::report::{RegionRecord, StepReport};
+use crate::offload;
 
 thread_local! {
     static ON: Cell<bool> = const { Cell::new(false) };

@@ -2,7 +2,7 @@
 
 use burn_backend::{Backend, Shape, TensorMetadata};
 
-use super::{RegionOp, build, unbroadcast};
+use crate::recompute::{RegionOp, build, unbroadcast};
 use crate::types::{Primitive, Tracked};
 
 #[derive(Debug, Clone)]

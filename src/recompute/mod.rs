@@ -1,50 +1,50 @@
 //! Region versions of Burn's float ops: every op that builds a graph node inside a region runs
 //! as one of these, so that nothing it computes is held from forward to backward.
 //!
-//! An op is a small struct implementing [`RegionOp`] (one file per op family): its forward and
-//! backward on the inner backend, and which inputs the backward reads. [`build`] (in `base`)
-//! does the graph plumbing and the recompute walk, the same way for every op.
+//! The machinery, once for every op: [`RegionOp`] and [`build`] (`build.rs`: an op as a node of
+//! Burn's graph), how an operand comes back (`operand.rs`), the recompute walk (`walk.rs`), the
+//! backward step (`step.rs`) and the recompute check (`check.rs`). Then the op families, one
+//! folder or file per [`OpKind`](crate::OpKind), as burn-cubecl's `kernel/` has them: each op a
+//! small struct implementing [`RegionOp`] (its forward and backward on the inner backend, and
+//! which inputs the backward reads).
 
-mod activation;
-mod base;
-mod cast;
+mod build;
 mod check;
+mod operand;
+mod step;
+mod walk;
+
+mod concat;
 mod conv;
-mod cross;
-mod cumulative;
-mod deform_conv;
 mod elementwise;
-mod indexing;
-mod interpolate;
+mod index;
 mod layout;
-mod loss;
 mod matmul;
+mod other;
 mod pool;
 mod reduce;
-mod select;
-mod slice;
-mod sort;
-mod transfer;
-mod unary;
-mod unfold;
+mod scan;
 
-pub(crate) use activation::{gelu, log_sigmoid, relu, sigmoid};
-pub(crate) use cast::cast;
+pub(crate) use build::{RegionOp, build, build_with, unbroadcast};
 pub use check::verify_recomputes;
+
+pub(crate) use concat::cat;
 pub(crate) use conv::{
-    conv_transpose1d, conv_transpose2d, conv_transpose3d, conv1d, conv2d, conv3d,
+    conv_transpose1d, conv_transpose2d, conv_transpose3d, conv1d, conv2d, conv3d, deform_conv2d,
 };
-pub(crate) use cross::cross;
-pub(crate) use cumulative::{cummax, cummin, cumprod, cumsum};
-pub(crate) use deform_conv::deform_conv2d;
-pub(crate) use elementwise::{add, atan2, div, mul, powf, remainder, sub};
-pub(crate) use indexing::{embedding, gather_nd, scatter_add, scatter_nd};
-pub(crate) use interpolate::interpolate;
-pub(crate) use layout::{
-    expand, flip, permute, repeat_dim, reshape, select, select_add, slice, swap_dims,
+pub(crate) use elementwise::{
+    abs, acos, acosh, add, add_scalar, asin, asinh, atan, atan2, atanh, cast, ceil, cos, cosh, div,
+    div_scalar, erf, exp, floor, gelu, log, log_sigmoid, log1p, mul, mul_scalar, neg, powf,
+    powf_scalar_impl, recip, relu, remainder, remainder_scalar, round, sigmoid, sign, sin, sinh,
+    sqrt, sub, sub_scalar, tan, tanh, trunc,
 };
-pub(crate) use loss::ctc_loss;
+pub(crate) use index::{
+    embedding, gather, gather_nd, mask_fill, mask_where, scatter_add, scatter_nd, select,
+    select_add, slice, slice_assign,
+};
+pub(crate) use layout::{expand, flip, permute, repeat_dim, reshape, swap_dims, unfold};
 pub(crate) use matmul::{linear, matmul};
+pub(crate) use other::{cross, ctc_loss, interpolate, sort, sort_with_indices, to_device};
 pub(crate) use pool::{
     adaptive_avg_pool1d, adaptive_avg_pool2d, avg_pool1d, avg_pool2d, max_pool1d,
     max_pool1d_with_indices, max_pool2d, max_pool2d_with_indices,
@@ -52,15 +52,4 @@ pub(crate) use pool::{
 pub(crate) use reduce::{
     max_dim, max_dim_with_indices, mean, mean_dim, min_dim, min_dim_with_indices, sum, sum_dim,
 };
-pub(crate) use select::{cat, gather, mask_fill, mask_where};
-pub(crate) use slice::slice_assign;
-pub(crate) use sort::{sort, sort_with_indices};
-pub(crate) use transfer::to_device;
-pub(crate) use unary::{
-    abs, acos, acosh, add_scalar, asin, asinh, atan, atanh, ceil, cos, cosh, div_scalar, erf, exp,
-    floor, log, log1p, mul_scalar, neg, powf_scalar_impl, recip, remainder_scalar, round, sign,
-    sin, sinh, sqrt, sub_scalar, tan, tanh, trunc,
-};
-pub(crate) use unfold::unfold;
-
-pub(crate) use base::{RegionOp, build, build_with, materialize, unbroadcast};
+pub(crate) use scan::{cummax, cummin, cumprod, cumsum};

@@ -4,7 +4,7 @@
 
 use burn_backend::Backend;
 
-use super::{RegionOp, build, build_with};
+use crate::recompute::{RegionOp, build, build_with};
 use crate::types::{IntPrimitive, Primitive, Tracked};
 
 /// Every pooling backward reads the input.

@@ -2,7 +2,7 @@
 
 use burn_backend::{Backend, IntDType, Shape, TensorMetadata, get_device_settings};
 
-use super::{RegionOp, build, build_with};
+use crate::recompute::{RegionOp, build, build_with};
 use crate::types::{IntPrimitive, Primitive, Tracked};
 
 /// Reshapes a reduced gradient to the rank of `shape` by adding leading unit dimensions.

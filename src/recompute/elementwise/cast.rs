@@ -2,7 +2,7 @@
 
 use burn_backend::{Backend, FloatDType, TensorMetadata};
 
-use super::{RegionOp, build};
+use crate::recompute::{RegionOp, build};
 use crate::types::{Primitive, Tracked};
 
 #[derive(Debug, Clone)]

@@ -5,27 +5,24 @@
 //! and the outermost open one (the *root*) decides what is inside: a tensor made by a region op
 //! is recorded with the root it was made under. When an op takes such a tensor while that root is
 //! no longer open (outside any region, or inside another one), the tensor is a region *output*:
-//! the decorator stores it (`recompute::materialize`) before the op uses it, so that backward
-//! recomputes one region at a time from stored boundaries.
+//! the decorator stores it (`boundary.rs`) before the op uses it, so that backward recomputes
+//! one region at a time from stored boundaries.
 
-use std::any::Any;
+mod boundary;
+
 use std::borrow::Cow;
 use std::cell::RefCell;
-use std::collections::HashMap;
 use std::marker::PhantomData;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Weak};
-
-use burn_autodiff::NodeId;
-use burn_backend::{Backend, TensorMetadata};
 
 use crate::counters;
-use crate::memory::{offload, recording};
-use crate::op::Op;
-use crate::policy::{Decision, OpInfo, Policy, Treatment};
-use crate::recompute;
+use crate::memory::recording;
+use crate::policy::{Policy, Treatment};
 use crate::region_name::{RegionId, RegionName, method_name};
-use crate::types::Tracked;
+
+pub(crate) use boundary::forget_dropped_outputs;
+pub use boundary::remembered_outputs;
 
 /// Runs `f` as a checkpoint region and returns what it returns.
 ///
@@ -294,34 +291,6 @@ struct State {
     /// Open regions, outermost first.
     stack: Vec<Frame>,
     next_instance: u64,
-    /// Tensors made by region ops, by node id.
-    produced: HashMap<u64, Produced>,
-    /// `produced` is pruned of dropped nodes when it reaches this size.
-    prune_at: usize,
-}
-
-/// A tensor made by a region op.
-struct Produced {
-    /// Says whether any tensor or graph step still refers to the node.
-    node: Weak<NodeId>,
-    /// The root region it was made under.
-    root: u64,
-    /// How to give a use its stored version's node (a [`RestoreStored`]): made when first used
-    /// outside its root region and shared by every later use. One stored node per region output:
-    /// its gradient collects the consumers' contributions in the same order as plain autodiff
-    /// does; no buffer and no strong reference to the node's count are kept here.
-    stored: Option<Box<dyn Any>>,
-}
-
-/// Fewest entries before `produced` is pruned.
-const MIN_PRUNE_AT: usize = 4096;
-
-impl State {
-    fn prune(&mut self) {
-        self.produced
-            .retain(|_, produced| produced.node.strong_count() > 0);
-        self.prune_at = (2 * self.produced.len()).max(MIN_PRUNE_AT);
-    }
 }
 
 thread_local! {
@@ -349,31 +318,21 @@ pub(crate) fn with_plan<R>(plan: PlanLookup, f: impl FnOnce() -> R) -> R {
     f()
 }
 
-/// How many region outputs this thread still remembers (for tests).
-#[doc(hidden)]
-pub fn remembered_outputs() -> usize {
-    STATE.with(|state| state.borrow().produced.len())
-}
-
-/// Forgets region outputs that no tensor or graph refers to any more (after a backward pass).
-pub(crate) fn forget_dropped_outputs() {
-    STATE.with(|state| state.borrow_mut().prune());
-}
-
-/// What one op of the decorator needs to know: read once per op.
-pub(crate) struct Route {
+/// What one op of the decorator needs to know of the region state: read once per op.
+pub(crate) struct OpContext {
     /// The outermost open region, if any.
     root: Option<u64>,
-    /// Whether any tensor made in a region may still be used (so operands must be checked).
-    watch: bool,
     /// The innermost region's policy, unless it recomputes everything.
     policy: Option<Policy>,
     /// Whether an open region's policy keeps what it stores in host memory.
     offload: bool,
+    /// Whether any tensor made in a region may still be used (so operands must be checked).
+    watch: bool,
 }
 
-/// The current route, for an op the decorator is about to run.
-pub(crate) fn route() -> Route {
+/// The region state as the op the decorator is about to run sees it.
+pub(crate) fn op_context() -> OpContext {
+    let watch = boundary::watching();
     STATE.with(|state| {
         let mut state = state.borrow_mut();
         let policy = state.stack.last_mut().and_then(|innermost| {
@@ -386,7 +345,7 @@ pub(crate) fn route() -> Route {
             .stack
             .iter()
             .any(|frame| frame.active && frame.policy.offloads());
-        Route {
+        OpContext {
             offload,
             // Only a region a plan keeps is inactive, and only a top-level one: the root is the
             // first active frame.
@@ -395,13 +354,13 @@ pub(crate) fn route() -> Route {
                 .iter()
                 .find(|frame| frame.active)
                 .map(|frame| frame.instance),
-            watch: !state.produced.is_empty(),
+            watch,
             policy,
         }
     })
 }
 
-impl Route {
+impl OpContext {
     /// Whether the op runs inside a region (asked by `route::stored_op`, which no op uses today).
     #[allow(dead_code)]
     pub(crate) fn in_region(&self) -> bool {
@@ -416,72 +375,7 @@ impl Route {
             offload: self.offload,
         })
     }
-
-    /// The operand to use for `tensor`: `tensor` itself, or its stored version (same data, no
-    /// copy) if it is the output of a region that is closed now.
-    pub(crate) fn boundary<I: Backend>(&self, tensor: Tracked<I>) -> Tracked<I> {
-        if !self.watch {
-            return tensor;
-        }
-        let id = tensor.node.id.value;
-        // The tensor back, as its stored version if it has one, or why not.
-        let found = STATE.with(|state| {
-            let state = state.borrow();
-            let Some(produced) = state.produced.get(&id) else {
-                return Boundary::Not(tensor);
-            };
-            if Some(produced.root) == self.root {
-                return Boundary::Not(tensor);
-            }
-            let restore = produced.stored.as_ref();
-            match restore.and_then(|r| r.downcast_ref::<RestoreStored<I>>()) {
-                Some(restore) => match restore(tensor) {
-                    Ok(stored) => Boundary::Stored(stored),
-                    Err(tensor) => Boundary::First(tensor),
-                },
-                None => Boundary::First(tensor),
-            }
-        });
-        match found {
-            Boundary::Not(tensor) | Boundary::Stored(tensor) => tensor,
-            Boundary::First(tensor) => {
-                let stored = recompute::materialize::<I>(tensor);
-                // Only the node, and its reference count weakly: a strong count here would keep
-                // an abandoned graph (a step that panicked before backward) in use for Burn,
-                // which frees a graph only once no tensor of it is referenced.
-                let (node, rc) = (stored.node.clone(), Arc::downgrade(&stored.rc));
-                let restore: RestoreStored<I> = Box::new(move |mut tensor| match rc.upgrade() {
-                    Some(rc) => {
-                        tensor.node = node.clone();
-                        tensor.rc = rc;
-                        Ok(tensor)
-                    }
-                    None => Err(tensor),
-                });
-                STATE.with(|state| {
-                    if let Some(produced) = state.borrow_mut().produced.get_mut(&id) {
-                        produced.stored = Some(Box::new(restore));
-                    }
-                });
-                stored
-            }
-        }
-    }
 }
-
-/// What `Route::boundary` found for an operand.
-enum Boundary<I: Backend> {
-    /// Not a closed region's output: used as it is.
-    Not(Tracked<I>),
-    /// A closed region's output, as its stored version.
-    Stored(Tracked<I>),
-    /// A closed region's output used outside for the first time (or whose stored node Burn has
-    /// freed since): to be stored now.
-    First(Tracked<I>),
-}
-
-/// Gives an operand (a region output's data) its stored version's node, while Burn still has it.
-type RestoreStored<I> = Box<dyn Fn(Tracked<I>) -> Result<Tracked<I>, Tracked<I>>>;
 
 /// The region an op runs in.
 pub(crate) struct Region<'a> {
@@ -494,39 +388,5 @@ impl Region<'_> {
     /// Whether the region keeps what its ops store in host memory.
     pub(crate) fn offloads(&self) -> bool {
         self.offload
-    }
-
-    /// Returns the output `tensor` of the op `op`, recorded as made in this region, or stored if
-    /// the region's policy keeps it.
-    pub(crate) fn record<I: Backend>(&self, op: &'static Op, tensor: Tracked<I>) -> Tracked<I> {
-        if let Some(policy) = self.policy.filter(|_| tensor.is_tracked()) {
-            let shape = tensor.primitive.shape();
-            let info = OpInfo::new(op, &shape, tensor.primitive.dtype());
-            match policy.decide(&info) {
-                // A stored node, like any compute-bound op's output: no boundary needed later.
-                Decision::Save => return recompute::materialize::<I>(tensor),
-                Decision::Offload => {
-                    let stored = recompute::materialize::<I>(tensor);
-                    offload::mark(stored.node.id.value, &stored.rc);
-                    return stored;
-                }
-                Decision::Recompute => {}
-            }
-        }
-        if tensor.is_tracked() {
-            STATE.with(|state| {
-                let mut state = state.borrow_mut();
-                let produced = Produced {
-                    node: Arc::downgrade(&tensor.rc),
-                    root: self.root,
-                    stored: None,
-                };
-                state.produced.insert(tensor.node.id.value, produced);
-                if state.produced.len() >= state.prune_at.max(MIN_PRUNE_AT) {
-                    state.prune();
-                }
-            });
-        }
-        tensor
     }
 }

@@ -1,15 +1,12 @@
-//! Scatters and n-dimensional indexing: scatter_add, scatter_nd (every reduction), gather_nd, and
-//! the embedding module op (a row gather).
-//!
-//! The indices are not computed by the region's float ops, so each op holds them (a handle), as
-//! Burn does.
+//! Scatters: `scatter_add` and `scatter_nd` (every reduction). The indices are not computed by
+//! the region's float ops, so each op holds them (a handle), as Burn does.
 
 use core::fmt;
 
 use burn_backend::tensor::IndexingUpdateOp;
 use burn_backend::{Backend, Shape, TensorMetadata, get_device_settings};
 
-use super::{RegionOp, build};
+use crate::recompute::{RegionOp, build};
 use crate::types::{IntPrimitive, Primitive, Tracked};
 
 /// `scatter_add(dim, tensor, indices, value)`: operands `[tensor, value]`.
@@ -199,101 +196,4 @@ pub(crate) fn scatter_nd<I: Backend>(
         values: values.primitive.shape(),
     };
     build::<I, _, _>(op, [data, values])
-}
-
-/// `gather_nd(data, indices)`.
-#[derive(Clone)]
-struct GatherNd<I: Backend> {
-    indices: IntPrimitive<I>,
-    data: Shape,
-}
-
-impl<I: Backend> fmt::Debug for GatherNd<I> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "GatherNd(data {:?})", self.data)
-    }
-}
-
-impl<I: Backend> RegionOp<I, 1> for GatherNd<I> {
-    fn name(&self) -> &'static str {
-        "gather_nd"
-    }
-
-    fn forward(&self, [data]: [Primitive<I>; 1]) -> Primitive<I> {
-        I::float_gather_nd(data, self.indices.clone())
-    }
-
-    fn saved(&self, _: [bool; 1]) -> [bool; 1] {
-        [false]
-    }
-
-    fn backward(
-        self,
-        _: [Option<Primitive<I>>; 1],
-        grad: Primitive<I>,
-        _: [bool; 1],
-    ) -> [Option<Primitive<I>>; 1] {
-        let device = I::float_device(&grad);
-        let zeros = I::float_zeros(self.data, &device, grad.dtype().into());
-        [Some(I::float_scatter_nd(
-            zeros,
-            self.indices,
-            grad,
-            IndexingUpdateOp::Add,
-        ))]
-    }
-}
-
-/// `gather_nd` in a region.
-pub(crate) fn gather_nd<I: Backend>(data: Tracked<I>, indices: IntPrimitive<I>) -> Tracked<I> {
-    let op = GatherNd::<I> {
-        indices,
-        data: data.primitive.shape(),
-    };
-    build::<I, _, _>(op, [data])
-}
-
-/// The embedding module op: rows of `weights` picked by `indices`. Its backward reads the weights
-/// (for their shape), as Burn's does.
-#[derive(Clone)]
-struct Embedding<I: Backend> {
-    indices: IntPrimitive<I>,
-}
-
-impl<I: Backend> fmt::Debug for Embedding<I> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("Embedding")
-    }
-}
-
-impl<I: Backend> RegionOp<I, 1> for Embedding<I> {
-    fn name(&self) -> &'static str {
-        "embedding"
-    }
-
-    fn forward(&self, [weights]: [Primitive<I>; 1]) -> Primitive<I> {
-        I::embedding(weights, self.indices.clone())
-    }
-
-    fn saved(&self, _: [bool; 1]) -> [bool; 1] {
-        [true]
-    }
-
-    fn backward(
-        self,
-        [weights]: [Option<Primitive<I>>; 1],
-        grad: Primitive<I>,
-        _: [bool; 1],
-    ) -> [Option<Primitive<I>>; 1] {
-        [Some(I::embedding_backward(
-            weights.unwrap(),
-            grad,
-            self.indices,
-        ))]
-    }
-}
-
-/// `embedding` in a region.
-pub(crate) fn embedding<I: Backend>(weights: Tracked<I>, indices: IntPrimitive<I>) -> Tracked<I> {
-    build::<I, _, _>(Embedding::<I> { indices }, [weights])
 }

@@ -3,7 +3,7 @@
 use burn_backend::Backend;
 use burn_backend::ops::DeformConvOptions;
 
-use super::{RegionOp, build};
+use crate::recompute::{RegionOp, build};
 use crate::types::{Primitive, Tracked};
 
 /// Operands `[x, offset, weight]`, then `mask` if `mask`, then `bias` if `bias`: `N` is 3, 4 or 5.

@@ -3,7 +3,7 @@
 use burn_backend::Backend;
 use burn_backend::ops::InterpolateOptions;
 
-use super::{RegionOp, build};
+use crate::recompute::{RegionOp, build};
 use crate::types::{Primitive, Tracked};
 
 #[derive(Debug, Clone)]

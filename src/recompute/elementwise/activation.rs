@@ -2,7 +2,7 @@
 
 use burn_backend::Backend;
 
-use super::{RegionOp, build};
+use crate::recompute::{RegionOp, build};
 use crate::types::{Primitive, Tracked};
 
 #[derive(Debug, Clone, Copy)]

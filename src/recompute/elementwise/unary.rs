@@ -3,7 +3,7 @@
 
 use burn_backend::{Backend, Scalar, Shape, TensorMetadata};
 
-use super::{RegionOp, build};
+use crate::recompute::{RegionOp, build};
 use crate::types::{Primitive, Tracked};
 
 /// Declares a unary region op and its builder.

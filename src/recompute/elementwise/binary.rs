@@ -3,7 +3,7 @@
 
 use burn_backend::{Backend, Shape, TensorMetadata};
 
-use super::{RegionOp, build, unbroadcast};
+use crate::recompute::{RegionOp, build, unbroadcast};
 use crate::types::{Primitive, Tracked};
 
 /// The shapes of both operands, to reduce broadcast gradients.

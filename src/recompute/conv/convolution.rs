@@ -3,7 +3,7 @@
 use burn_backend::Backend;
 use burn_backend::ops::{ConvOptions, ConvTransposeOptions};
 
-use super::{RegionOp, build};
+use crate::recompute::{RegionOp, build};
 use crate::types::{Primitive, Tracked};
 
 /// Which operands a convolution's backward reads: every gradient reads `x`; those of `x` and the

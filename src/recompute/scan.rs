@@ -6,7 +6,7 @@
 
 use burn_backend::{Backend, Shape, Slice, TensorMetadata, get_device_settings};
 
-use super::{RegionOp, build};
+use crate::recompute::{RegionOp, build};
 use crate::types::{Primitive, Tracked};
 
 #[derive(Debug, Clone, Copy)]

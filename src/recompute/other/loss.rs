@@ -2,7 +2,7 @@
 
 use burn_backend::Backend;
 
-use super::{RegionOp, build};
+use crate::recompute::{RegionOp, build};
 use crate::types::{IntPrimitive, Primitive, Tracked};
 
 /// CTC loss on a backend with a native CTC backward (`has_ctc_loss_backward`): the backward reads

@@ -3,7 +3,7 @@
 use burn_backend::ops::unfold::calculate_unfold_windows;
 use burn_backend::{Backend, Shape, Slice, TensorMetadata};
 
-use super::{RegionOp, build};
+use crate::recompute::{RegionOp, build};
 use crate::types::{Primitive, Tracked};
 
 #[derive(Debug, Clone)]

@@ -4,7 +4,7 @@
 
 use burn_backend::{Backend, IntDType, TensorMetadata, get_device_settings};
 
-use super::{RegionOp, build, build_with};
+use crate::recompute::{RegionOp, build, build_with};
 use crate::types::{IntPrimitive, Primitive, Tracked};
 
 #[derive(Debug, Clone)]
