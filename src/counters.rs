@@ -1,34 +1,14 @@
-//! Per-thread counters of what regions did: recomputes, steps of the recompute walk, fallbacks,
-//! regions opened per name. Below the machinery, which counts into it; [`coverage`](crate::coverage)
-//! reads it out.
+//! Per-thread counters of what regions did: recomputes, steps of the recompute walk, fallbacks.
+//! Below the machinery, which counts into it; [`coverage`](crate::coverage) reads it out.
 
 use std::cell::{Cell, RefCell};
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashSet};
 use std::sync::Mutex;
-
-use crate::region_name::{RegionId, RegionName};
 
 thread_local! {
     static FALLBACKS: RefCell<BTreeMap<&'static str, u64>> = const { RefCell::new(BTreeMap::new()) };
     static RECOMPUTES: RefCell<BTreeMap<&'static str, u64>> = const { RefCell::new(BTreeMap::new()) };
     static WALK_STEPS: Cell<u64> = const { Cell::new(0) };
-    static OPENED: RefCell<HashMap<RegionName, u64>> = RefCell::new(HashMap::new());
-}
-
-/// The id of a region of `name` opening now on this thread: the next index of that name.
-pub(crate) fn next_region(name: RegionName) -> RegionId {
-    OPENED.with(|opened| {
-        let mut opened = opened.borrow_mut();
-        let count = opened.entry(name.clone()).or_default();
-        let index = *count;
-        *count += 1;
-        RegionId { name, index }
-    })
-}
-
-/// Starts the indices of this thread's region names again from 0 (a new step under a plan).
-pub(crate) fn restart_region_indices() {
-    OPENED.with(|opened| opened.borrow_mut().clear());
 }
 
 /// Counts one step of the recompute walk (a recipe looked at for the first time) on this thread.
@@ -93,10 +73,10 @@ pub fn fallbacks() -> BTreeMap<&'static str, u64> {
     FALLBACKS.with(|counts| counts.borrow().clone())
 }
 
-/// Clears this thread's [`fallbacks`], [`recomputes`] and [`walk_steps`], and starts the indices
-/// of its regions' names again from 0.
+/// Clears this thread's [`fallbacks`], [`recomputes`] and [`walk_steps`]. Region indices, which
+/// saved plans address, count on ([`restart_region_indices`](crate::restart_region_indices)
+/// starts them again).
 pub fn reset() {
-    restart_region_indices();
     FALLBACKS.with(|counts| counts.borrow_mut().clear());
     RECOMPUTES.with(|counts| counts.borrow_mut().clear());
     WALK_STEPS.with(|steps| steps.set(0));

@@ -44,43 +44,44 @@
 
 extern crate self as burn_checkpoint;
 
-// Bottom-up: leaves first (they import nothing of the crate), then each layer uses only the
-// ones above it in this list.
+// Bottom-up: each module uses only those listed before it (docs/architecture.md has the table).
+// Below them all: burn-checkpoint-core (names, the memory report and its recording, the planner,
+// segments; shared with the crate for Burn 0.22).
+//
+// The vocabulary: leaves, importing nothing of the crate.
 mod counters;
 mod node_map;
 mod op;
-mod region_name;
 mod types;
-
+// What regions decide per op.
 mod policy;
-
+// Measuring: meters and device memory (the recording itself is the core's).
+pub mod memory;
+// The machinery: offload, the recompute walk and the op families, the region state, routing.
 mod offload;
 mod recompute;
 mod region;
 mod route;
-
+// The decorator and what is built on regions.
 mod backend;
 pub mod coverage;
-mod segments;
 mod sequential;
-
-pub mod memory;
+// Planning: runs steps under plans.
+pub mod planner;
+// Data parallelism, at the top.
 #[cfg(feature = "parallel")]
 pub mod parallel;
 
 pub use backend::Checkpointed;
+pub use burn_checkpoint_core::{RegionId, RegionName, Segments, Treatment, restart_region_indices};
 pub use burn_checkpoint_macros::checkpoint;
 pub use op::OpKind;
-#[cfg(feature = "parallel")]
-pub use parallel::{DataParallel, DataParallelConfig, ParallelError};
-pub use policy::{Decision, OpInfo, Policy, SavePredicate, Treatment};
+pub use policy::{Decision, OpInfo, Policy, SavePredicate};
 pub use recompute::verify_recomputes;
 pub use region::{
     RegionGuard, checkpoint, checkpoint_named, checkpoint_with, current_region, enter, enter_named,
     enter_with, region_depth,
 };
-pub use region_name::{RegionId, RegionName};
-pub use segments::Segments;
 pub use sequential::{Layer, checkpoint_sequential, checkpoint_sequential_with};
 
 #[doc(hidden)]

@@ -1,7 +1,8 @@
 //! Offload: what a region stores for backward, kept in host memory instead of on the device.
 //! Everything offload is lives here: the host copies and their registry, the flag that tells the
 //! recompute machinery that the region op being built offloads, the outputs a policy marked
-//! ([`Decision::Offload`](crate::Decision::Offload)), and the accounting.
+//! ([`Decision::Offload`](crate::Decision::Offload)). The bytes are counted in
+//! burn-checkpoint-core's `memory::offloaded_bytes`, which the memory report reads.
 //!
 //! A region whose policy offloads ([`Policy::offloaded`](crate::Policy::offloaded)) keeps each
 //! stored operand of its ops that is not a leaf (a parameter or a caller's input is held by its
@@ -14,53 +15,15 @@
 use std::cell::{Cell, RefCell};
 use std::sync::Arc;
 use std::sync::Weak;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use burn_autodiff::NodeId;
 use burn_backend::tensor::Device;
 use burn_backend::{Backend, TensorData, try_read_sync};
 
+use burn_checkpoint_core::memory::{host_copy_dropped, host_copy_made};
+
 use crate::node_map::{ErasedWeak, NodeMap};
 use crate::types::{Primitive, Tracked};
-
-// ---------------------------------------------------------------------------------------------
-// Accounting, over every thread
-
-static NOW: AtomicUsize = AtomicUsize::new(0);
-static PEAK: AtomicUsize = AtomicUsize::new(0);
-
-/// Bytes of region operands held in host memory now (by regions whose policy offloads, see
-/// [`Policy::offloaded`](crate::Policy::offloaded)).
-///
-/// ```
-/// use burn_checkpoint::memory::{offloaded_bytes, offloaded_peak, reset_offloaded_peak};
-///
-/// reset_offloaded_peak();
-/// // ... a training step with offloading regions ...
-/// println!("in host memory: {} bytes now, {} at most", offloaded_bytes(), offloaded_peak());
-/// ```
-pub fn offloaded_bytes() -> usize {
-    NOW.load(Ordering::Relaxed)
-}
-
-/// The most bytes held in host memory at once since the last [`reset_offloaded_peak`].
-pub fn offloaded_peak() -> usize {
-    PEAK.load(Ordering::Relaxed)
-}
-
-/// Starts a new offload peak from the bytes held now.
-pub fn reset_offloaded_peak() {
-    PEAK.store(offloaded_bytes(), Ordering::Relaxed);
-}
-
-fn copied(bytes: usize) {
-    let now = NOW.fetch_add(bytes, Ordering::Relaxed) + bytes;
-    PEAK.fetch_max(now, Ordering::Relaxed);
-}
-
-fn released(bytes: usize) {
-    NOW.fetch_sub(bytes, Ordering::Relaxed);
-}
 
 // ---------------------------------------------------------------------------------------------
 // What offloads, per thread
@@ -127,7 +90,7 @@ impl<I: Backend> HostCopy<I> {
             )
             .expect("burn-checkpoint: reading an offloaded operand back from the device failed");
         let bytes = data.bytes.len();
-        copied(bytes);
+        host_copy_made(bytes);
         let copy = Arc::new(HostCopy {
             data: Some(data),
             device: I::float_device(&tensor.primitive),
@@ -157,6 +120,6 @@ impl<I: Backend> HostCopy<I> {
 
 impl<I: Backend> Drop for HostCopy<I> {
     fn drop(&mut self) {
-        released(self.bytes);
+        host_copy_dropped(self.bytes);
     }
 }

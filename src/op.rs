@@ -1,7 +1,10 @@
 //! What the crate knows about each op of Burn's backend traits: its name, how the decorator runs
-//! it inside a region ([`Routing`]) and its family for policies ([`OpKind`]). One [`Op`] per
+//! it inside a region ([`Routing`]) and its family for policies ([`OpKind`], from
+//! burn-checkpoint-core). One [`Op`] per
 //! method, written by `forward_ops!` from the signature line in `backend/` that carries both.
 //! A leaf: it imports nothing of the crate.
+
+pub use burn_checkpoint_core::OpKind;
 
 /// How the decorator runs an op inside a region.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -19,34 +22,6 @@ pub enum Routing {
     /// Builds no graph node: tensor creation, comparisons, int and bool ops, data access,
     /// backward ops.
     Plain,
-}
-
-/// Families of ops, for policies.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum OpKind {
-    /// Matrix products: `float_matmul`, `linear`.
-    Matmul,
-    /// Convolutions of every dimension, their transposes, deformable convolution.
-    Conv,
-    /// Pooling of every kind.
-    Pool,
-    /// Reductions over all or one dimension: sum, mean, max, min (with or without indices).
-    Reduce,
-    /// Cumulative ops: cumsum, cumprod, cummin, cummax.
-    Scan,
-    /// Indexing: gather, scatter, select, slice and their assigns, masks, embedding.
-    Index,
-    /// Concatenation (`float_cat`).
-    Concat,
-    /// Reshapes and moves of the same values: reshape, permute, swap dims, flip, expand, repeat,
-    /// unfold.
-    Layout,
-    /// Elementwise arithmetic and functions, activations, casts.
-    Elementwise,
-    /// Anything else: sort, cross product, interpolation, losses, device transfer, and every op
-    /// that builds no graph node.
-    Other,
 }
 
 /// One op of Burn's backend traits as the decorator lists it; see

@@ -14,6 +14,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use burn_backend::{DType, Shape};
+use burn_checkpoint_core::Treatment;
 
 use crate::op::{Op, OpKind};
 
@@ -113,6 +114,17 @@ impl Policy {
         }
     }
 
+    /// The policy a region runs with under `treatment` (a [`Plan`](crate::planner::Plan)'s
+    /// choice); `None` for [`Treatment::Keep`], under which it is no region.
+    pub fn for_treatment(treatment: Treatment) -> Option<Policy> {
+        match treatment {
+            Treatment::Keep => None,
+            Treatment::RecomputeAll => Some(Policy::RecomputeAll),
+            Treatment::SaveComputeBound => Some(Policy::SaveComputeBound),
+            other => unimplemented!("burn-checkpoint cannot run a region under {other} yet"),
+        }
+    }
+
     /// Whether the policy keeps what its region stores in host memory.
     pub fn offloads(&self) -> bool {
         matches!(self, Policy::Offloaded(_))
@@ -162,55 +174,6 @@ impl fmt::Debug for Policy {
     }
 }
 
-/// How a [`Plan`](crate::memory::Plan) has one top-level region instance run, whatever the code
-/// says: the treatments the budget planner chooses from.
-#[derive(
-    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
-)]
-#[serde(rename_all = "kebab-case")]
-pub enum Treatment {
-    /// Not a region: its ops are Burn's own, and everything autodiff stores for them is held.
-    Keep,
-    /// A region with [`Policy::RecomputeAll`]: only its boundary is held.
-    RecomputeAll,
-    /// A region with [`Policy::SaveComputeBound`]: its boundary and its matmul, convolution and
-    /// pooling outputs are held.
-    SaveComputeBound,
-}
-
-impl Treatment {
-    /// Every treatment, from the one that holds most to the one that holds least.
-    pub const ALL: [Treatment; 3] = [
-        Treatment::Keep,
-        Treatment::SaveComputeBound,
-        Treatment::RecomputeAll,
-    ];
-
-    /// The policy a region runs with under this treatment; `None` for [`Treatment::Keep`].
-    pub fn policy(self) -> Option<Policy> {
-        match self {
-            Treatment::Keep => None,
-            Treatment::RecomputeAll => Some(Policy::RecomputeAll),
-            Treatment::SaveComputeBound => Some(Policy::SaveComputeBound),
-        }
-    }
-
-    /// Its name in reports and plans: `keep`, `recompute-all`, `save-compute-bound`.
-    pub fn name(self) -> &'static str {
-        match self {
-            Treatment::Keep => "keep",
-            Treatment::RecomputeAll => "recompute-all",
-            Treatment::SaveComputeBound => "save-compute-bound",
-        }
-    }
-}
-
-impl fmt::Display for Treatment {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
 /// The predicate of a [`Policy::Custom`]; made by [`Policy::custom`].
 #[derive(Clone)]
 pub struct SavePredicate(Arc<dyn Fn(&OpInfo<'_>) -> Decision + Send + Sync>);
@@ -238,6 +201,7 @@ pub struct SavePredicate(Arc<dyn Fn(&OpInfo<'_>) -> Decision + Send + Sync>);
 /// assert!(w.grad(&grads).is_some());
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Decision {
     /// Keep the op's output from forward to backward.
     Save,

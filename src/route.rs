@@ -14,11 +14,11 @@
 use burn_backend::{Backend, TensorMetadata};
 
 use crate::counters;
-use crate::memory::recording;
 use crate::offload;
 use crate::op::Op;
 use crate::region::{self, OpContext, Region};
 use crate::types::Tracked;
+use burn_checkpoint_core::memory::recording;
 
 /// A float operand.
 pub(crate) struct Float<I: Backend>(pub Tracked<I>);
@@ -135,7 +135,7 @@ pub(crate) fn region_op_with<I: Backend, F: Operands<I>, A, T>(
 fn note_outside<I: Backend>(op: &'static Op, output: &Tracked<I>) {
     if output.is_tracked() {
         let bytes = output.primitive.shape().num_elements() * output.primitive.dtype().size();
-        recording::made_outside(&op.kind(), bytes as u64);
+        recording::made_outside(op.kind(), bytes as u64);
     }
 }
 

@@ -6,8 +6,7 @@ use burn::tensor::backend::Backend;
 
 use crate::policy::Policy;
 use crate::region;
-use crate::region_name::RegionName;
-use crate::segments::Segments;
+use burn_checkpoint_core::{RegionName, Segments};
 
 /// A layer of a stack run by [`checkpoint_sequential`]: takes the previous layer's output and
 /// returns its own, of the same type.

@@ -12,9 +12,8 @@ use std::sync::Mutex;
 use burn::tensor::activation::relu;
 use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::{Tensor, TensorData};
-use burn_checkpoint::memory::{
-    CountingAllocator, Meter, Plan, PlanError, Profile, StepReport, mib,
-};
+use burn_checkpoint::memory::{CountingAllocator, Meter, StepReport, mib};
+use burn_checkpoint::planner::{Plan, PlanError, Profile};
 use burn_checkpoint::{Treatment, checkpoint_named};
 use common::{Ckpt, Plain, assert_values_bitwise, data, values};
 
@@ -179,7 +178,7 @@ fn a_budget_below_the_floor_says_what_holds_the_floor() {
     assert!(message.contains("boundaries"), "{message}");
 
     // `fit` checks on a real step, and says the same below the floor.
-    let fitted = Plan::fit(Meter::Host, floor / 2, || {
+    let fitted = profile.fit(Meter::Host, floor / 2, || {
         gradients(&model);
         Ok::<(), std::convert::Infallible>(())
     });
@@ -192,11 +191,12 @@ fn fit_checks_its_plan_on_a_real_step() {
     let model = model::<Ckpt>();
     let profile = profile(&model);
     let budget = (profile.smallest_peak() + profile.largest_peak()) / 2;
-    let fitted = Plan::fit(Meter::Host, budget, || {
-        gradients(&model);
-        Ok::<(), std::convert::Infallible>(())
-    })
-    .unwrap();
+    let fitted = profile
+        .fit(Meter::Host, budget, || {
+            gradients(&model);
+            Ok::<(), std::convert::Infallible>(())
+        })
+        .unwrap();
     assert!(fitted.measured_peak_bytes <= budget);
     assert!(fitted.steps >= 1, "a plan checked on a step at least");
     assert_eq!(fitted.profile.steps.len(), 3, "a step per treatment");

@@ -1,7 +1,6 @@
 //! `Checkpointed<Autodiff<Flex>>`: the decorator over burn-flex, the CPU backend Burn 0.22
 //! recommends over NdArray. A conv block in a region gives the gradients of plain
 //! `Autodiff<Flex>`.
-#![cfg(feature = "flex")]
 
 mod common;
 

@@ -5,7 +5,8 @@ use std::sync::{Arc, Mutex};
 use burn::module::Module;
 use burn::tensor::{Device, Distribution, Int, Tensor};
 
-use crate::dispatch::{self, Body, Pass};
+use crate::body::{Body, Pass};
+use crate::dispatch;
 use crate::params;
 use crate::tensors::RegionTensors;
 

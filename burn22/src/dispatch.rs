@@ -6,39 +6,16 @@
 //! strategy `C` the tensors carry. Burn's `#[backend_extension]` macro would generate this
 //! routing, but it takes no `Vec` of tensors, and a region has any number.
 
-use std::fmt;
-use std::sync::Arc;
-
 use burn::backend::autodiff::checkpoint::strategy::{
     BalancedCheckpointing, CheckpointStrategy, NoCheckpointing,
 };
-use burn::backend::tensor::FloatTensor;
 use burn::backend::{
-    Autodiff, AutodiffBackend, Backend, BackendTensor, DispatchAutodiffContext,
-    DispatchKindConversion, DispatchTensor, DispatchTensorKind, GradientCheckpointingStrategy,
+    Autodiff, AutodiffBackend, Backend, DispatchAutodiffContext, DispatchKindConversion,
+    DispatchTensor, DispatchTensorKind, GradientCheckpointingStrategy,
 };
 
+use crate::body::{Body, Pass, from_dispatch, to_dispatch};
 use crate::graph;
-
-/// Which run of a region's body this is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Pass {
-    /// The forward pass: the body's side effects (running statistics) take place.
-    Forward,
-    /// The recompute in backward: same values, no side effect may happen twice.
-    Recompute,
-}
-
-/// A region's body on dispatch tensors: the region's inputs, then its parameters, in, its
-/// outputs out. Type-erased so that one graph node type serves every region.
-#[derive(Clone)]
-pub struct Body(pub Arc<dyn Fn(Vec<DispatchTensor>, Pass) -> Vec<DispatchTensor> + Send + Sync>);
-
-impl fmt::Debug for Body {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("Body")
-    }
-}
 
 /// The backends a region runs on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -113,26 +90,4 @@ where
         .into_iter()
         .map(to_dispatch::<Autodiff<B, C>>)
         .collect()
-}
-
-/// A float tensor of backend `X` as a dispatch tensor (with `X = Autodiff<B, C>`: carrying
-/// strategy `C`).
-pub(crate) fn to_dispatch<X: Backend>(tensor: FloatTensor<X>) -> DispatchTensor
-where
-    DispatchTensor: DispatchKindConversion<X>,
-{
-    <DispatchTensor as DispatchKindConversion<X>>::from_backend(BackendTensor::Float(tensor))
-}
-
-/// A dispatch tensor as a float tensor of backend `X` (`B`, or `Autodiff<B, C>` for a tensor
-/// with autodiff).
-pub(crate) fn from_dispatch<X: Backend>(tensor: DispatchTensor) -> FloatTensor<X>
-where
-    DispatchTensor: DispatchKindConversion<X>,
-{
-    match <DispatchTensor as DispatchKindConversion<X>>::try_into_backend(tensor) {
-        Ok(BackendTensor::Float(t)) => t,
-        Ok(_) => panic!("a checkpoint region takes and gives float tensors only"),
-        Err(e) => panic!("a checkpoint region's tensor is not on the region's backend: {e}"),
-    }
 }

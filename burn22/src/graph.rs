@@ -32,7 +32,7 @@ use burn::backend::{
 };
 use burn::tensor::{DType, Shape};
 
-use crate::dispatch::{Body, Pass, from_dispatch, to_dispatch};
+use crate::body::{Body, Pass, from_dispatch, to_dispatch};
 
 /// Gradients handed from one graph node to others during one backward pass.
 struct Stash<B: Backend>(Mutex<Vec<Option<FloatTensor<B>>>>);

@@ -13,6 +13,7 @@
 //! - [`region_seed`]: how regions keep dropout's masks.
 //! - [`memory`]: the counting allocator the tests and benchmarks measure with.
 
+mod body;
 mod checkpoint;
 mod dispatch;
 mod graph;
@@ -21,14 +22,15 @@ mod sequential;
 mod tensors;
 
 pub use burn_checkpoint_22_macros::checkpoint;
+pub use burn_checkpoint_core::Segments;
 pub use checkpoint::{checkpoint, checkpoint_fn, region_seed};
-pub use segments::Segments;
 pub use sequential::{Layer, checkpoint_sequential};
 pub use tensors::RegionTensors;
 
-#[path = "../../src/memory/host.rs"]
-pub mod memory;
-
-// Shared with the crate for Burn 0.21: std only.
-#[path = "../../src/segments.rs"]
-mod segments;
+/// The counting global allocator the tests and benchmarks measure with (burn-checkpoint-core's,
+/// the same as the crate for Burn 0.21's).
+pub mod memory {
+    pub use burn_checkpoint_core::memory::{
+        CountingAllocator, allocated, mib, peak, raise_peak, reset_peak,
+    };
+}

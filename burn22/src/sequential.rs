@@ -1,15 +1,53 @@
 //! A stack of layers cut into regions: [`checkpoint_sequential`].
 
 use burn::module::Module;
+use burn::nn;
+use burn::tensor::Tensor;
 
 use crate::checkpoint::checkpoint;
-use crate::segments::Segments;
 use crate::tensors::RegionTensors;
+use burn_checkpoint_core::Segments;
 
 /// A layer of a stack: `T` in, `T` out.
+///
+/// Burn's `Linear`, `LayerNorm`, `BatchNorm`, `Conv1d`, `Conv2d`, `Relu`, `Gelu` and `Dropout`
+/// are layers as they are; a module of your own implements it by calling its forward (see
+/// [`checkpoint_sequential`]).
 pub trait Layer<T> {
     /// The layer's forward pass.
     fn forward(&self, input: T) -> T;
+}
+
+/// Burn's modules whose forward keeps the tensor's type are layers as they are.
+macro_rules! burn_layers {
+    ($($module:ty),*) => {$(
+        impl<const D: usize> Layer<Tensor<D>> for $module {
+            fn forward(&self, input: Tensor<D>) -> Tensor<D> {
+                <$module>::forward(self, input)
+            }
+        }
+    )*};
+}
+
+burn_layers!(
+    nn::Linear,
+    nn::LayerNorm,
+    nn::BatchNorm,
+    nn::Relu,
+    nn::Gelu,
+    nn::Dropout
+);
+
+impl Layer<Tensor<3>> for nn::conv::Conv1d {
+    fn forward(&self, input: Tensor<3>) -> Tensor<3> {
+        nn::conv::Conv1d::forward(self, input)
+    }
+}
+
+impl Layer<Tensor<4>> for nn::conv::Conv2d {
+    fn forward(&self, input: Tensor<4>) -> Tensor<4> {
+        nn::conv::Conv2d::forward(self, input)
+    }
 }
 
 /// Runs `layers` one after the other on `input`, cut into `segments` contiguous segments of

@@ -210,3 +210,28 @@ fn an_unused_output_that_overflows_leaves_the_gradients_alone() {
     assert!(grad.iter::<f32>().all(f32::is_finite), "{grad:?}");
     assert_eq!(Some(grad), grad_of(&x, &plain_grads));
 }
+
+#[test]
+fn burns_layers_stack_as_they_are() {
+    use burn::nn::{Linear, LinearConfig};
+    use burn_checkpoint_22::Layer;
+
+    let device = device();
+    device.seed(12);
+    let layers: Vec<Linear> = (0..4)
+        .map(|_| common::initialised(LinearConfig::new(6, 6).init(&device)))
+        .collect();
+    let x = Tensor::<2>::random([3, 6], Distribution::Default, &device).require_grad();
+
+    let plain_grads = layers
+        .iter()
+        .fold(x.clone(), |h, layer| Layer::forward(layer, h))
+        .sum()
+        .backward();
+    let cut = checkpoint_sequential(&layers, Segments::Count(2), x.clone());
+    let grads = cut.sum().backward();
+    assert_eq!(grad_of(&x, &plain_grads), grad_of(&x, &grads));
+    for layer in &layers {
+        assert_eq!(param_grads(layer, &plain_grads), param_grads(layer, &grads));
+    }
+}

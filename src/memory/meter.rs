@@ -1,12 +1,13 @@
-//! Where a profiled step's bytes are read: the counting allocator on the CPU, cubecl's count of
-//! device bytes in use on CUDA. A leaf: the recording of a step reads it at every region event.
+//! Where a step's bytes are read: the counting allocator on the CPU, cubecl's count of device
+//! bytes in use on CUDA; and [`Measure`], one step's peak measured with a meter.
 
-use super::host;
+use burn_checkpoint_core::memory::{HostMeter, MemoryMeter};
 
-/// Where the memory of a profiled step is measured.
+/// Where the memory of a step is measured: what [`StepReport::measure`](super::StepReport),
+/// the [`planner`](crate::planner) and [`Measure`] read.
 ///
 /// ```
-/// use burn_checkpoint::memory::Meter;
+/// use burn_checkpoint::memory::{Meter, MemoryMeter};
 ///
 /// // Reads 0 unless `CountingAllocator` is the program's global allocator.
 /// let meter = Meter::Host;
@@ -19,56 +20,134 @@ pub enum Meter {
     /// as the global allocator: every thread of the process, the exact peak.
     #[default]
     Host,
-    /// Bytes in use on a CUDA device by the calling thread's stream (cubecl's count), read at
-    /// every region event: the peak is the most seen at those reads (a lower bound).
+    /// Bytes in use on a CUDA device by the calling thread's stream (cubecl's count). A step's
+    /// report reads it at every region event (its peak is the most seen then, a lower bound);
+    /// a [`Measure`] samples it every 100 µs.
     #[cfg(feature = "cuda")]
     Cuda(burn::backend::cuda::CudaDevice),
 }
 
-impl Meter {
-    /// Bytes in use now.
-    pub fn in_use(&self) -> u64 {
+impl MemoryMeter for Meter {
+    fn in_use(&self) -> u64 {
         match self {
-            Meter::Host => host::allocated() as u64,
+            Meter::Host => HostMeter.in_use(),
             #[cfg(feature = "cuda")]
             Meter::Cuda(device) => super::cuda::in_use(device),
         }
     }
 
-    /// The most bytes in use since [`Meter::reset_peak`], where the meter keeps a peak of its
-    /// own (the counting allocator does; cubecl does not).
-    pub fn peak(&self) -> Option<u64> {
+    fn peak(&self) -> Option<u64> {
         match self {
-            Meter::Host => Some(host::peak() as u64),
+            Meter::Host => HostMeter.peak(),
             #[cfg(feature = "cuda")]
             Meter::Cuda(_) => None,
         }
     }
 
-    /// Starts a new peak from the bytes in use now.
-    pub fn reset_peak(&self) {
+    fn reset_peak(&self) {
         match self {
-            Meter::Host => host::reset_peak(),
+            Meter::Host => HostMeter.reset_peak(),
             #[cfg(feature = "cuda")]
             Meter::Cuda(_) => {}
         }
     }
 
-    /// Raises the meter's peak to at least `bytes` (after a measurement inside the step reset it).
-    pub(crate) fn raise_peak(&self, bytes: u64) {
+    fn raise_peak(&self, bytes: u64) {
         match self {
-            Meter::Host => host::raise_peak(bytes as usize),
+            Meter::Host => HostMeter.raise_peak(bytes),
             #[cfg(feature = "cuda")]
             Meter::Cuda(_) => {}
         }
     }
 
-    /// What the figures are, for reports.
-    pub fn describe(&self) -> &'static str {
+    fn describe(&self) -> String {
         match self {
-            Meter::Host => "host bytes allocated (counting allocator), exact peak",
+            Meter::Host => HostMeter.describe(),
             #[cfg(feature = "cuda")]
-            Meter::Cuda(_) => "CUDA device bytes in use (cubecl), peak read at region events",
+            Meter::Cuda(_) => {
+                "CUDA device bytes in use (cubecl), peak read at region events".into()
+            }
         }
+    }
+}
+
+impl Meter {
+    /// Starts measuring a step's peak: on the host the allocator's peak is reset; on CUDA a
+    /// thread samples the bytes in use on the calling thread's stream every 100 µs.
+    ///
+    /// ```
+    /// use burn_checkpoint::memory::{CountingAllocator, Meter};
+    ///
+    /// #[global_allocator]
+    /// static ALLOCATOR: CountingAllocator = CountingAllocator;
+    ///
+    /// let measure = Meter::Host.start();
+    /// let buffer = vec![1u8; 1 << 20];
+    /// assert!(measure.now() >= 1 << 20);
+    /// drop(buffer);
+    /// assert!(measure.finish() >= 1 << 20, "the peak above the start");
+    /// ```
+    pub fn start(&self) -> Measure {
+        let base = self.in_use();
+        match self {
+            Meter::Host => {
+                self.reset_peak();
+                Measure {
+                    meter: self.clone(),
+                    base,
+                    #[cfg(feature = "cuda")]
+                    sampler: None,
+                }
+            }
+            #[cfg(feature = "cuda")]
+            Meter::Cuda(device) => Measure {
+                meter: self.clone(),
+                base,
+                sampler: Some(super::cuda::DevicePeak::start(
+                    device,
+                    std::time::Duration::from_micros(100),
+                )),
+            },
+        }
+    }
+
+    /// What a [`Measure`]'s figures are, for reports.
+    pub fn describe_measure(&self) -> &'static str {
+        match self {
+            Meter::Host => {
+                "host bytes allocated (counting allocator), peak of a step above its start"
+            }
+            #[cfg(feature = "cuda")]
+            Meter::Cuda(_) => {
+                "device bytes in use (cubecl, sampled every 100 µs), peak of a step above its start"
+            }
+        }
+    }
+}
+
+/// One step's memory being measured ([`Meter::start`]).
+pub struct Measure {
+    meter: Meter,
+    /// Bytes in use when the step began.
+    base: u64,
+    #[cfg(feature = "cuda")]
+    sampler: Option<super::cuda::DevicePeak>,
+}
+
+impl Measure {
+    /// Bytes in use now, above the start (what a step holds at some point of it, e.g. between
+    /// forward and backward).
+    pub fn now(&self) -> u64 {
+        self.meter.in_use().saturating_sub(self.base)
+    }
+
+    /// The peak bytes in use since the start, above the start.
+    pub fn finish(self) -> u64 {
+        #[cfg(feature = "cuda")]
+        if let Some(sampler) = self.sampler {
+            return sampler.finish().saturating_sub(self.base);
+        }
+        let peak = self.meter.peak().unwrap_or_else(|| self.meter.in_use());
+        peak.saturating_sub(self.base)
     }
 }

@@ -1,7 +1,11 @@
-//! Peak-memory measurement on the CPU: a counting global allocator.
+//! Measuring memory: the counting global allocator for the CPU, device memory on CUDA, the
+//! [`Meter`] a step is read with, and the memory report of one training step region by region
+//! ([`StepReport::measure`]). The report's format, the allocator and the recording are
+//! burn-checkpoint-core's, shared with the crate for Burn 0.22 (same JSON); the planner that
+//! reads reports is [`planner`](crate::planner).
 //!
-//! Install it in a binary or test (one global allocator per program), then read the bytes in use
-//! and the peak since the last reset:
+//! Install the allocator in a binary or test (one global allocator per program), then read the
+//! bytes in use and the peak since the last reset:
 //!
 //! ```
 //! use burn_checkpoint::memory::{CountingAllocator, allocated, peak, reset_peak};
@@ -18,125 +22,45 @@
 //!
 //! The counts cover every thread of the process: measure with nothing else running.
 //!
-//! Above the allocator: a [`StepReport`] measures one training step region by region (what each
-//! top-level region instance holds, what its recompute costs, what is made outside regions, where
-//! the peak is); a [`Profile`] measures a step under each [`Treatment`](crate::Treatment); the
-//! budget planner ([`Profile::plan`], [`Plan::fit`]) chooses a treatment per region instance so
-//! that a step fits a byte budget at the least recompute time, and a [`Plan`] applies it to
-//! later steps. See `docs/memory-budget.md`.
+//! A [`StepReport`] measures one training step: what each top-level region instance holds, what
+//! its recompute costs, what is made outside regions, where the peak is. What it costs: a read of
+//! the meter and a clock at each top-level region's opening and closing and around each
+//! recomputed op, and a map update per tracked op outside regions; without a recording each of
+//! those hooks is one thread-local flag read.
+//!
+//! ```
+//! use burn::backend::{Autodiff, NdArray};
+//! use burn::tensor::{Tensor, activation::relu};
+//! use burn_checkpoint::memory::{Meter, StepReport};
+//! use burn_checkpoint::{Checkpointed, checkpoint_named};
+//!
+//! type B = Checkpointed<Autodiff<NdArray>>;
+//! let device = Default::default();
+//! let w = Tensor::<B, 2>::ones([16, 16], &device).require_grad();
+//! let x = Tensor::<B, 2>::ones([8, 16], &device);
+//!
+//! let (_, report) = StepReport::measure(Meter::Host, || {
+//!     let mut h = x.clone();
+//!     for _ in 0..3 {
+//!         h = checkpoint_named("block", || relu(h.clone().matmul(w.clone())));
+//!     }
+//!     h.sum().backward()
+//! });
+//! assert_eq!(report.regions.len(), 3);
+//! assert_eq!(report.regions[2].id(), "block#2");
+//! assert!(report.regions.iter().all(|region| region.recomputed_ops > 0));
+//! println!("{report}"); // a table; `serde_json::to_string(&report)` for JSON
+//! ```
 //!
 //! On CUDA (feature `cuda`), [`cuda`] reads cubecl's count of device bytes in use and samples its
 //! peak.
 
-// The counting allocator depends on nothing but std: the crate for Burn 0.22 (burn22/) uses the
-// same file.
-mod host;
-// Leaves the region state and the recompute walk report to.
-mod meter;
-pub(crate) mod recording;
-mod report;
-// Above the region state: they run steps under plans.
-mod plan;
-mod profile;
-
-pub use crate::offload::{offloaded_bytes, offloaded_peak, reset_offloaded_peak};
-pub use host::{CountingAllocator, allocated, mib, peak, raise_peak, reset_peak};
-pub use meter::Meter;
-pub use plan::{FitError, Fitted, Plan, PlanError};
-pub use profile::{Profile, ProfileError, TreatedStep};
-pub use report::{NameTotals, RegionRecord, StepReport};
-
-/// Device memory on CUDA: cubecl's memory manager counts the bytes in use on a stream but keeps
-/// no peak, so [`cuda::DevicePeak`] samples the count from a thread while a step runs.
-///
-/// ```no_run
-/// # #[cfg(feature = "cuda")] {
-/// use burn_checkpoint::memory::cuda::{DevicePeak, in_use};
-/// use std::time::Duration;
-///
-/// let device = burn::backend::cuda::CudaDevice::default();
-/// let before = in_use(&device);
-/// let sampler = DevicePeak::start(&device, Duration::from_micros(200));
-/// // ... a training step on `device`, from this thread ...
-/// let peak_above_before = sampler.finish().saturating_sub(before);
-/// # }
-/// ```
 #[cfg(feature = "cuda")]
-pub mod cuda {
-    use std::sync::Arc;
-    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-    use std::thread::JoinHandle;
-    use std::time::Duration;
+pub mod cuda;
+mod meter;
 
-    use burn::backend::cuda::CudaDevice;
-    use burn::cubecl::Runtime;
-    use burn::cubecl::client::ComputeClient;
-    use burn::cubecl::cuda::CudaRuntime;
-    use burn::cubecl::stream_id::StreamId;
-
-    /// Bytes in use on `device` by the calling thread's stream (cubecl allocates per stream).
-    pub fn in_use(device: &CudaDevice) -> u64 {
-        usage(&CudaRuntime::client(device))
-    }
-
-    fn usage(client: &ComputeClient<CudaRuntime>) -> u64 {
-        client.memory_usage().map_or(0, |usage| usage.bytes_in_use)
-    }
-
-    /// The most bytes in use on a device stream, sampled from a background thread. A sample is
-    /// taken between two of the stream's commands, so a peak shorter than the period can be
-    /// missed: the figure is a lower bound, exact for peaks that last a kernel or more.
-    pub struct DevicePeak {
-        stop: Arc<AtomicBool>,
-        peak: Arc<AtomicU64>,
-        client: ComputeClient<CudaRuntime>,
-        sampler: Option<JoinHandle<()>>,
-    }
-
-    impl DevicePeak {
-        /// Starts sampling the calling thread's stream on `device` every `period`.
-        pub fn start(device: &CudaDevice, period: Duration) -> Self {
-            let mut client = CudaRuntime::client(device);
-            // SAFETY: the sampler only reads the memory usage of the caller's stream; it submits
-            // nothing that allocates or runs on it.
-            unsafe { client.set_stream(StreamId::current()) };
-            let stop = Arc::new(AtomicBool::new(false));
-            let peak = Arc::new(AtomicU64::new(usage(&client)));
-            let sampler = {
-                let (stop, peak, client) = (stop.clone(), peak.clone(), client.clone());
-                std::thread::spawn(move || {
-                    while !stop.load(Ordering::Relaxed) {
-                        peak.fetch_max(usage(&client), Ordering::Relaxed);
-                        std::thread::sleep(period);
-                    }
-                })
-            };
-            DevicePeak {
-                stop,
-                peak,
-                client,
-                sampler: Some(sampler),
-            }
-        }
-
-        /// Stops sampling; the peak bytes in use seen since [`DevicePeak::start`].
-        pub fn finish(mut self) -> u64 {
-            self.stop_sampler();
-            let last = usage(&self.client);
-            self.peak.fetch_max(last, Ordering::Relaxed).max(last)
-        }
-
-        fn stop_sampler(&mut self) {
-            self.stop.store(true, Ordering::Relaxed);
-            if let Some(sampler) = self.sampler.take() {
-                let _ = sampler.join();
-            }
-        }
-    }
-
-    impl Drop for DevicePeak {
-        fn drop(&mut self) {
-            self.stop_sampler();
-        }
-    }
-}
+pub use burn_checkpoint_core::memory::{
+    CountingAllocator, MemoryMeter, NameTotals, RegionRecord, StepReport, allocated, mib,
+    offloaded_bytes, offloaded_peak, peak, raise_peak, reset_offloaded_peak, reset_peak,
+};
+pub use meter::{Measure, Meter};

@@ -19,8 +19,8 @@ use super::check;
 use super::operand::Operand;
 use super::step::{RegionBackward, StepState};
 use super::walk::{self, Forward, Recipe};
-use crate::memory::recording;
 use crate::types::{Plain, Primitive, Tracked};
+use burn_checkpoint_core::memory::recording;
 
 /// An op rebuilt to be recomputed on backward, written against the inner backend `I` only.
 ///

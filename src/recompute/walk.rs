@@ -37,9 +37,9 @@ use super::build::RegionOp;
 use super::check;
 use super::operand::Operand;
 use crate::counters;
-use crate::memory::recording;
 use crate::node_map::{ErasedWeak, NodeMap};
 use crate::types::{Primitive, Tracked};
+use burn_checkpoint_core::memory::recording;
 
 // ---------------------------------------------------------------------------------------------
 // Recipes

@@ -13,13 +13,13 @@ mod boundary;
 use std::borrow::Cow;
 use std::cell::RefCell;
 use std::marker::PhantomData;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use crate::counters;
-use crate::memory::recording;
-use crate::policy::{Policy, Treatment};
-use crate::region_name::{RegionId, RegionName, method_name};
+use burn_checkpoint_core::memory::recording;
+use burn_checkpoint_core::planner;
+use burn_checkpoint_core::{RegionId, RegionName, Treatment, method_name};
+
+use crate::policy::Policy;
 
 pub(crate) use boundary::forget_dropped_outputs;
 pub use boundary::remembered_outputs;
@@ -193,24 +193,21 @@ pub fn method_region_name<T: ?Sized>(method: &str) -> &'static str {
 }
 
 pub(crate) fn open(backend: Option<&'static str>, policy: Policy, name: RegionName) -> RegionGuard {
-    let id = counters::next_region(name);
+    let id = RegionId::next(name);
     STATE.with(|state| {
         let mut state = state.borrow_mut();
         state.next_instance += 1;
         let instance = state.next_instance;
         let top_level = state.stack.is_empty();
         // A plan decides for top-level regions only; nested ones run as the code says.
-        let planned = top_level
-            .then(|| PLAN.with(|plan| plan.borrow().as_ref().and_then(|plan| plan(&id))))
-            .flatten();
+        let planned = top_level.then(|| planner::planned(&id)).flatten();
         let (active, policy) = match planned {
             Some(Treatment::Keep) => (false, policy),
-            Some(treatment) => (true, treatment.policy().unwrap_or(policy)),
+            Some(treatment) => (true, Policy::for_treatment(treatment).unwrap_or(policy)),
             None => (true, policy),
         };
         if top_level && recording::on() {
-            let treatment = planned.map_or("as-written", Treatment::name);
-            recording::top_level_opened(&id.name, id.index, treatment);
+            recording::top_level_opened(&id.name, id.index, planned);
         }
         state.stack.push(Frame {
             instance,
@@ -295,27 +292,6 @@ struct State {
 
 thread_local! {
     static STATE: RefCell<State> = RefCell::new(State::default());
-    /// The treatment a plan gives each top-level region, while one runs a step on this thread.
-    static PLAN: RefCell<Option<PlanLookup>> = const { RefCell::new(None) };
-}
-
-/// A plan, as the region state asks it: the treatment of a top-level region, if it has one.
-pub(crate) type PlanLookup = Arc<dyn Fn(&RegionId) -> Option<Treatment> + Send + Sync>;
-
-/// Runs `f` (a training step) with `plan` deciding how its top-level regions run, their indices
-/// counted from 0 (so that a plan's `name#index` names the same region every step). The
-/// previous plan is back when `f` returns or panics.
-pub(crate) fn with_plan<R>(plan: PlanLookup, f: impl FnOnce() -> R) -> R {
-    struct Restore(Option<PlanLookup>);
-    impl Drop for Restore {
-        fn drop(&mut self) {
-            let previous = self.0.take();
-            let _ = PLAN.try_with(|plan| *plan.borrow_mut() = previous);
-        }
-    }
-    counters::restart_region_indices();
-    let _restore = Restore(PLAN.with(|current| current.borrow_mut().replace(plan)));
-    f()
 }
 
 /// What one op of the decorator needs to know of the region state: read once per op.

@@ -1,0 +1,446 @@
+//! The budget sweep the applications' `budget` benchmarks share: the planner's plans for a range
+//! of budgets against hand-made cuts, every method measured in the same rounds.
+
+use std::error::Error;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use burn_checkpoint::memory::{
+    Meter, StepReport, allocated, mib, offloaded_bytes, offloaded_peak, peak, reset_offloaded_peak,
+    reset_peak,
+};
+use burn_checkpoint::planner::{Plan, Profile};
+use cpu_time::ProcessTime;
+use plotters::coord::Shift;
+use plotters::prelude::*;
+use serde::{Deserialize, Serialize};
+
+/// The command-line options every budget sweep has, flattened into each benchmark's own.
+#[derive(clap::Args)]
+pub struct Options {
+    /// Budgets in the sweep (0: the hand cuts only).
+    #[arg(long, default_value_t = 10)]
+    budgets: usize,
+    /// Measured rounds (one step of every method each).
+    #[arg(long, default_value_t = 5)]
+    steps: usize,
+    /// Where the table, JSON and plots go (extensions added; default: the benchmark's name, as
+    /// in `densenet-budget`).
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Write the table and figure again from a sweep's JSON, measuring nothing.
+    #[arg(long, value_name = "JSON")]
+    replot: Option<PathBuf>,
+    /// Passed by `cargo bench`.
+    #[arg(long, hide = true)]
+    bench: bool,
+}
+
+impl Options {
+    /// Where the sweep's files go: `--out`, else `default`.
+    pub fn out(&self, default: &str) -> PathBuf {
+        self.out.clone().unwrap_or_else(|| default.into())
+    }
+
+    /// With `--replot`: writes that sweep's table and figure to `out` again, and says so (true).
+    pub fn replotted(&self, out: &Path) -> bool {
+        let Some(json) = &self.replot else {
+            return false;
+        };
+        Sweep::read(json).write(out);
+        true
+    }
+
+    /// Runs the sweep ([`run`]), prints its table and writes its files to `out`.
+    pub fn run(&self, out: &Path, title: &str, planned: StepFn<'_>, hands: Vec<Hand<'_>>) {
+        let sweep = run(title, self.budgets, self.steps, planned, hands);
+        print!("{}", sweep.markdown());
+        sweep.write(out);
+    }
+}
+
+/// A training step of one method (forward, backward, optimizer step), finished when it returns.
+pub type StepFn<'a> = Box<dyn FnMut() + 'a>;
+
+/// A hand-made cut: its name and its step.
+pub struct Hand<'a> {
+    /// What the cut is.
+    pub name: String,
+    /// Its step.
+    pub step: StepFn<'a>,
+}
+
+impl<'a> Hand<'a> {
+    /// The cut `name` whose steps `trainer.step()` takes.
+    pub fn of<T: Trainer>(name: &str, trainer: &'a std::cell::RefCell<T>) -> Self {
+        Hand {
+            name: name.to_string(),
+            step: Box::new(move || trainer.borrow_mut().step()),
+        }
+    }
+}
+
+/// A model and its optimizer taking training steps on a fixed batch.
+pub trait Trainer {
+    /// One step: forward, backward, optimizer.
+    fn step(&mut self);
+}
+
+/// One point of the sweep.
+#[derive(Serialize, Deserialize, Clone, Debug)]
+pub struct Point {
+    /// The hand cut's name, or `planner` for a plan.
+    pub method: String,
+    /// `hand` (a hand-made cut), `planner` (a plan) or `recording` (the planner's model as
+    /// written, with and without a memory report recording it: what recording costs).
+    #[serde(default)]
+    pub kind: String,
+    /// The budget a plan was made for, in bytes.
+    pub budget_bytes: Option<u64>,
+    /// The peak the planner predicted, in bytes.
+    pub predicted_peak_bytes: Option<u64>,
+    /// The most bytes a measured step held above its start.
+    pub peak_bytes: u64,
+    /// The most bytes regions held in host memory at once (offloading regions); on the CPU they
+    /// are part of `peak_bytes` too.
+    #[serde(default)]
+    pub offloaded_peak_bytes: u64,
+    /// Median process CPU time of a step (the time the ratios compare: robust to other
+    /// processes on a shared machine).
+    pub cpu_s: f64,
+    /// Median wall time of a step.
+    pub wall_s: f64,
+    /// What the plan does (counts of each treatment per region name).
+    pub plan: Option<String>,
+    /// Steps the planner ran to check the plan (beyond the profile's three).
+    pub check_steps: Option<usize>,
+    /// The fastest hand cut whose peak is within the budget.
+    pub best_hand: Option<String>,
+    /// This plan's CPU time over that cut's.
+    pub time_vs_best_hand: Option<f64>,
+}
+
+/// A whole sweep.
+#[derive(Serialize, Deserialize, Debug)]
+pub struct Sweep {
+    /// What was measured.
+    pub title: String,
+    /// Measured steps per point.
+    pub steps: usize,
+    /// The profile's three steps, in seconds (wall).
+    pub profile_seconds: f64,
+    /// The planner's solve time over the whole sweep, in seconds.
+    pub solve_seconds: f64,
+    /// Hand cuts, then plans from the largest budget to the smallest.
+    pub points: Vec<Point>,
+    /// The plans, in the points' order.
+    pub plans: Vec<Plan>,
+}
+
+struct Samples {
+    peak: u64,
+    offloaded: u64,
+    cpu: Vec<Duration>,
+    wall: Vec<Duration>,
+}
+
+impl Samples {
+    fn new() -> Self {
+        Samples {
+            peak: 0,
+            offloaded: 0,
+            cpu: Vec::new(),
+            wall: Vec::new(),
+        }
+    }
+
+    fn step(&mut self, step: impl FnOnce()) {
+        let base = allocated();
+        let offloaded = offloaded_bytes();
+        reset_peak();
+        reset_offloaded_peak();
+        let (wall, cpu) = (Instant::now(), ProcessTime::now());
+        step();
+        self.cpu.push(cpu.elapsed());
+        self.wall.push(wall.elapsed());
+        self.peak = self.peak.max(peak().saturating_sub(base) as u64);
+        self.offloaded = self
+            .offloaded
+            .max(offloaded_peak().saturating_sub(offloaded) as u64);
+    }
+
+    /// The point these samples make: peak and median times, nothing planned.
+    fn point(&self, method: &str, kind: &str) -> Point {
+        let (cpu_s, wall_s) = self.medians();
+        Point {
+            method: method.to_string(),
+            kind: kind.to_string(),
+            budget_bytes: None,
+            predicted_peak_bytes: None,
+            peak_bytes: self.peak,
+            offloaded_peak_bytes: self.offloaded,
+            cpu_s,
+            wall_s,
+            plan: None,
+            check_steps: None,
+            best_hand: None,
+            time_vs_best_hand: None,
+        }
+    }
+
+    fn medians(&self) -> (f64, f64) {
+        let median = |values: &[Duration]| {
+            let mut sorted = values.to_vec();
+            sorted.sort();
+            sorted[sorted.len() / 2].as_secs_f64()
+        };
+        (median(&self.cpu), median(&self.wall))
+    }
+}
+
+/// Profiles `planned` (the model with a region wherever one may go), plans and checks
+/// `budgets` budgets from the peak with every region kept down to the smallest reachable, then
+/// measures `steps` rounds in which every hand cut and every plan runs one step. No budgets: the
+/// hand cuts only.
+pub fn run(
+    title: &str,
+    budgets: usize,
+    steps: usize,
+    mut planned: StepFn<'_>,
+    mut hands: Vec<Hand<'_>>,
+) -> Sweep {
+    // Warm-up: thread pools and caches allocate once.
+    planned();
+    for hand in &mut hands {
+        (hand.step)();
+    }
+    let mut plans = Vec::new();
+    let mut checks = Vec::new();
+    let mut solve_seconds = 0.0;
+    let mut profile_seconds = 0.0;
+    // No budget: the hand cuts alone (and what recording costs).
+    let profile = (budgets > 0).then(|| {
+        let started = Instant::now();
+        let profile = Profile::measure(Meter::Host, &mut planned).expect("the model has regions");
+        profile_seconds = started.elapsed().as_secs_f64();
+        eprintln!("{profile}");
+        profile
+    });
+    for k in 0..budgets as u64 {
+        let profile = profile.as_ref().expect("profiled when there are budgets");
+        let (floor, roof) = (profile.smallest_peak(), profile.largest_peak());
+        // From the peak with everything kept to 2% above the floor.
+        let low = floor + floor / 50;
+        let budget = roof - (roof.saturating_sub(low)) * k / (budgets as u64 - 1).max(1);
+        match profile.fit(Meter::Host, budget, || {
+            planned();
+            Ok::<(), std::convert::Infallible>(())
+        }) {
+            Ok(fitted) => {
+                eprintln!(
+                    "budget {:.1} MiB: checked at {:.1} MiB in {} step(s); {}",
+                    mib(budget as usize),
+                    mib(fitted.measured_peak_bytes as usize),
+                    fitted.steps,
+                    fitted.plan
+                );
+                solve_seconds += fitted.solve_seconds;
+                checks.push(fitted.steps);
+                plans.push(fitted.plan);
+            }
+            Err(error) => eprintln!("budget {:.1} MiB: {error}", mib(budget as usize)),
+        }
+    }
+    let mut hand_samples: Vec<Samples> = hands.iter().map(|_| Samples::new()).collect();
+    let mut plan_samples: Vec<Samples> = plans.iter().map(|_| Samples::new()).collect();
+    // The cost of a memory report: the planner's model as written, with and without recording.
+    let (mut as_written, mut recorded) = (Samples::new(), Samples::new());
+    for round in 0..steps {
+        for (hand, samples) in hands.iter_mut().zip(&mut hand_samples) {
+            samples.step(&mut hand.step);
+        }
+        as_written.step(&mut planned);
+        recorded.step(|| {
+            StepReport::measure(Meter::Host, &mut planned);
+        });
+        for (plan, samples) in plans.iter().zip(&mut plan_samples) {
+            samples.step(|| plan.run(&mut planned));
+        }
+        eprintln!("round {} of {steps} measured", round + 1);
+    }
+    let mut points: Vec<Point> = hands
+        .iter()
+        .zip(&hand_samples)
+        .map(|(hand, samples)| samples.point(&hand.name, "hand"))
+        .collect();
+    let hand_points = points.clone();
+    points.push(as_written.point("planner's model as written", "recording"));
+    points.push(recorded.point("the same, recorded (memory report)", "recording"));
+    for ((plan, samples), check_steps) in plans.iter().zip(&plan_samples).zip(checks) {
+        let point = samples.point("planner", "planner");
+        let cpu_s = point.cpu_s;
+        let best = hand_points
+            .iter()
+            .filter(|hand| hand.peak_bytes <= plan.budget_bytes)
+            .min_by(|a, b| a.cpu_s.total_cmp(&b.cpu_s));
+        let counts: Vec<String> = plan
+            .counts()
+            .values()
+            .map(|counts| {
+                let each: Vec<String> = counts.iter().map(|(t, n)| format!("{n} {t}")).collect();
+                each.join(", ")
+            })
+            .collect();
+        points.push(Point {
+            budget_bytes: Some(plan.budget_bytes),
+            predicted_peak_bytes: Some(plan.predicted_peak_bytes),
+            plan: Some(counts.join("; ")),
+            check_steps: Some(check_steps),
+            best_hand: best.map(|hand| hand.method.clone()),
+            time_vs_best_hand: best.map(|hand| cpu_s / hand.cpu_s),
+            ..point
+        });
+    }
+    Sweep {
+        title: title.to_string(),
+        steps,
+        profile_seconds,
+        solve_seconds,
+        points,
+        plans,
+    }
+}
+
+impl Sweep {
+    /// A sweep written earlier as JSON (to draw its figure again).
+    pub fn read(path: &Path) -> Sweep {
+        let text =
+            std::fs::read(path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+        let mut sweep: Sweep = serde_json::from_slice(&text)
+            .unwrap_or_else(|e| panic!("{} is not a sweep: {e}", path.display()));
+        for point in &mut sweep.points {
+            if point.kind.is_empty() {
+                // Written before points had a kind: a plan is what has a budget.
+                point.kind = if point.budget_bytes.is_some() {
+                    "planner"
+                } else {
+                    "hand"
+                }
+                .into();
+            }
+        }
+        sweep
+    }
+
+    /// The sweep as markdown: hand cuts, then the planner's points.
+    pub fn markdown(&self) -> String {
+        let mut out = format!(
+            "{}\n\nMedian of {} interleaved steps per point; the planner's cost: a 3-step \
+             profile ({:.1} s), {:.3} s of solving for the whole sweep, and the check steps \
+             listed. Host copies: the most bytes offloading regions held in host memory at once \
+             (on the CPU also part of the peak).\n\n| Method | Budget | Predicted | Peak | Host \
+             copies | Peak / budget | CPU time | Wall time | Best hand cut within budget | × its \
+             time | Plan | Check steps |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+            self.title, self.steps, self.profile_seconds, self.solve_seconds
+        );
+        let size = |bytes: Option<u64>| {
+            bytes.map_or("".to_string(), |b| format!("{:.1} MiB", mib(b as usize)))
+        };
+        for p in &self.points {
+            out += &format!(
+                "| {} | {} | {} | {:.1} MiB | {} | {} | {:.3} s | {:.3} s | {} | {} | {} | {} |\n",
+                p.method,
+                size(p.budget_bytes),
+                size(p.predicted_peak_bytes),
+                mib(p.peak_bytes as usize),
+                size(Some(p.offloaded_peak_bytes).filter(|&b| b > 0)),
+                p.budget_bytes.map_or("".to_string(), |b| format!(
+                    "{:.3}",
+                    p.peak_bytes as f64 / b as f64
+                )),
+                p.cpu_s,
+                p.wall_s,
+                p.best_hand.clone().unwrap_or_default(),
+                p.time_vs_best_hand
+                    .map_or("".to_string(), |r| format!("{r:.3}")),
+                p.plan.clone().unwrap_or_default(),
+                p.check_steps.map_or("".to_string(), |n| n.to_string()),
+            );
+        }
+        out
+    }
+
+    /// Writes `<out>.md`, `<out>.json`, `<out>.svg` and `<out>.png`.
+    pub fn write(&self, out: &Path) {
+        let write = |extension: &str, contents: &str| {
+            let path = out.with_extension(extension);
+            std::fs::write(&path, contents)
+                .unwrap_or_else(|e| panic!("cannot write {}: {e}", path.display()));
+            eprintln!("written: {}", path.display());
+        };
+        write("md", &self.markdown());
+        write(
+            "json",
+            &serde_json::to_string_pretty(self).expect("a sweep serialises"),
+        );
+        match crate::figure::write(self, out) {
+            Ok(()) => eprintln!("plotted: {0}.svg, {0}.png", out.display()),
+            Err(e) => eprintln!("{e}"),
+        }
+    }
+}
+
+impl crate::figure::Figure for Sweep {
+    /// Step time against peak memory: the planner's points joined by a line, hand cuts labelled.
+    fn draw<DB: DrawingBackend>(&self, area: &DrawingArea<DB, Shift>) -> Result<(), Box<dyn Error>>
+    where
+        DB::ErrorType: 'static,
+    {
+        let x = |p: &Point| mib(p.peak_bytes as usize);
+        let right = self.points.iter().map(x).fold(0.0, f64::max) * 1.1;
+        let top = self.points.iter().map(|p| p.cpu_s).fold(0.0, f64::max) * 1.05;
+        let bottom = self.points.iter().map(|p| p.cpu_s).fold(f64::MAX, f64::min) * 0.9;
+        // The title's first part (the model and the step): the whole title is the table's.
+        let caption = self.title.split(':').next().unwrap_or(&self.title);
+        let mut chart = ChartBuilder::on(area)
+            .caption(caption, ("sans-serif", 18))
+            .margin(16)
+            .x_label_area_size(48)
+            .y_label_area_size(64)
+            .build_cartesian_2d(0.0..right, bottom..top)?;
+        chart
+            .configure_mesh()
+            .x_desc("peak step memory (MiB)")
+            .y_desc("CPU time per step (s)")
+            .label_style(("sans-serif", 14))
+            .draw()?;
+        let planner: Vec<(f64, f64)> = self
+            .points
+            .iter()
+            .filter(|p| p.kind == "planner")
+            .map(|p| (x(p), p.cpu_s))
+            .collect();
+        chart
+            .draw_series(LineSeries::new(planner.clone(), BLUE.stroke_width(2)))?
+            .label("planner (one point per budget)")
+            .legend(|(x, y)| PathElement::new([(x, y), (x + 18, y)], BLUE.stroke_width(2)));
+        chart.draw_series(
+            planner
+                .iter()
+                .map(|&point| Circle::new(point, 4, BLUE.filled())),
+        )?;
+        for p in self.points.iter().filter(|p| p.kind == "hand") {
+            let at = (x(p), p.cpu_s);
+            chart.draw_series([EmptyElement::at(at)
+                + TriangleMarker::new((0, 0), 6, RED.filled())
+                + Text::new(p.method.clone(), (6, -14), ("sans-serif", 13))])?;
+        }
+        chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK)
+            .label_font(("sans-serif", 14))
+            .draw()?;
+        Ok(())
+    }
+}

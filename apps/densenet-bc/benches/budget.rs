@@ -1,0 +1,153 @@
+//! The budget planner on DenseNet-BC: a sweep of budgets from the peak with every region kept
+//! down to the smallest the planner reaches, each plan measured beside the hand-made cuts
+//! (no region, the reference's bottleneck cut, layer regions with each policy, block regions),
+//! every method one step per round, interleaved.
+//!
+//! The planner chooses, for each of the dense layers' regions (`densenet::layer#0..`), keep,
+//! save-compute-bound or recompute-all. Writes `<out>.md`, `.json`, `.svg`, `.png`.
+//!
+//! ```text
+//! cargo bench -p densenet-bc --bench budget                     # BC-100, batch 16, 10 budgets
+//! cargo bench -p densenet-bc --bench budget -- --depth 40 --batch 8 --budgets 8 --steps 3
+//! ```
+
+use std::cell::RefCell;
+
+use burn::backend::{Autodiff, Flex};
+use burn::module::Module;
+use burn::nn::loss::CrossEntropyLossConfig;
+use burn::optim::momentum::MomentumConfig;
+use burn::optim::{GradientsParams, Optimizer, SgdConfig};
+use burn::record::{BinBytesRecorder, FullPrecisionSettings, Recorder};
+use burn::tensor::backend::Backend;
+use burn::tensor::{Distribution, Int, Tensor, TensorData};
+use burn_checkpoint::Checkpointed;
+use burn_checkpoint::memory::CountingAllocator;
+use densenet_bc::{Cut, DenseNet, DenseNetConfig, RegionPolicy};
+
+use bench_kit::sweep;
+
+use sweep::Trainer as _;
+
+#[global_allocator]
+static ALLOCATOR: CountingAllocator = CountingAllocator;
+
+type B = Checkpointed<Autodiff<Flex>>;
+
+/// DenseNet-BC under the budget planner, against the hand-made cuts.
+#[derive(clap::Parser)]
+struct Args {
+    /// DenseNet-BC depth.
+    #[arg(long, default_value_t = 100)]
+    depth: usize,
+    /// Growth rate.
+    #[arg(long, default_value_t = 12)]
+    growth: usize,
+    /// Images per step (3×32×32).
+    #[arg(long, default_value_t = 16)]
+    batch: usize,
+    #[command(flatten)]
+    sweep: sweep::Options,
+}
+
+/// A model and its optimizer, stepping on one fixed batch.
+struct Trainer {
+    model: Option<DenseNet<B>>,
+    optimizer: burn::optim::adaptor::OptimizerAdaptor<burn::optim::Sgd<Flex>, DenseNet<B>, B>,
+    images: TensorData,
+    labels: TensorData,
+}
+
+impl Trainer {
+    fn new(
+        config: &DenseNetConfig,
+        weights: &[u8],
+        images: &TensorData,
+        labels: &TensorData,
+    ) -> Self {
+        let device = Default::default();
+        let recorder = BinBytesRecorder::<FullPrecisionSettings>::default();
+        let model = config
+            .init::<B>(&device)
+            .load_record(recorder.load(weights.to_vec(), &device).unwrap());
+        Trainer {
+            model: Some(model),
+            optimizer: SgdConfig::new()
+                .with_momentum(Some(MomentumConfig::new()))
+                .init(),
+            images: images.clone(),
+            labels: labels.clone(),
+        }
+    }
+}
+
+impl sweep::Trainer for Trainer {
+    fn step(&mut self) {
+        let device = Default::default();
+        let model = self.model.take().expect("a model");
+        let x = Tensor::<B, 4>::from_data(self.images.clone(), &device);
+        let y = Tensor::<B, 1, Int>::from_data(self.labels.clone(), &device);
+        let loss = CrossEntropyLossConfig::new()
+            .init(&device)
+            .forward(model.forward(x), y);
+        let grads = GradientsParams::from_grads(loss.backward(), &model);
+        self.model = Some(self.optimizer.step(0.05, model, grads));
+    }
+}
+
+fn main() {
+    let args: Args = clap::Parser::parse();
+    let out = args.sweep.out("densenet-budget");
+    if args.sweep.replotted(&out) {
+        return;
+    }
+    let device = Default::default();
+    Flex::seed(&device, 1);
+    let config = DenseNetConfig::new(args.depth).with_growth_rate(args.growth);
+    let weights = BinBytesRecorder::<FullPrecisionSettings>::default()
+        .record(config.init::<B>(&device).into_record(), ())
+        .unwrap();
+    let images = Tensor::<Flex, 4>::random([args.batch, 3, 32, 32], Distribution::Default, &device)
+        .into_data();
+    let labels =
+        Tensor::<Flex, 1, Int>::random([args.batch], Distribution::Uniform(0.0, 10.0), &device)
+            .into_data();
+    let trainer = |cut: Cut, policy: RegionPolicy| {
+        let config = config.clone().with_cut(cut).with_policy(policy);
+        RefCell::new(Trainer::new(&config, &weights, &images, &labels))
+    };
+    // The planner's model: a region per dense layer, each of which a plan may keep.
+    let planned = trainer(Cut::Layer, RegionPolicy::RecomputeAll);
+    let hands = [
+        ("no region", Cut::None, RegionPolicy::RecomputeAll),
+        ("bottleneck", Cut::Bottleneck, RegionPolicy::RecomputeAll),
+        (
+            "layer, save-compute-bound",
+            Cut::Layer,
+            RegionPolicy::SaveComputeBound,
+        ),
+        (
+            "layer, save-reductions",
+            Cut::Layer,
+            RegionPolicy::SaveReductions,
+        ),
+        ("layer", Cut::Layer, RegionPolicy::RecomputeAll),
+        ("layer, offloaded", Cut::Layer, RegionPolicy::Offload),
+        ("block", Cut::Block, RegionPolicy::RecomputeAll),
+    ]
+    .map(|(name, cut, policy)| (name, trainer(cut, policy)));
+    let title = format!(
+        "DenseNet-BC-{} (growth {}), batch {} of 3×32×32, SGD step, flex backend: the budget \
+         planner over the dense layers' regions against hand-made cuts",
+        args.depth, args.growth, args.batch
+    );
+    args.sweep.run(
+        &out,
+        &title,
+        Box::new(|| planned.borrow_mut().step()),
+        hands
+            .iter()
+            .map(|(name, trainer)| sweep::Hand::of(name, trainer))
+            .collect(),
+    );
+}

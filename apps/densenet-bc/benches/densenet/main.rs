@@ -1,0 +1,433 @@
+//! DenseNet-BC training steps, each method in one process, interleaved, on the same weights and
+//! inputs: plain `Autodiff<I>`, Burn's `Autodiff<I, BalancedCheckpointing>`, and
+//! `Checkpointed<Autodiff<I, BalancedCheckpointing>>` with each checkpoint cut.
+//!
+//! For each method and batch size: the peak bytes of a full training step (forward, backward,
+//! optimizer step) above what was held before it, the bytes held between forward and backward
+//! (counting allocator), and the median step time after a warm-up step. Prints a markdown table
+//! in the reference's form and writes it with the same rows as JSON and a plot of peak memory
+//! against batch size (`<out>.md`, `<out>.json`, `<out>.svg`, `<out>.png`).
+//!
+//! ```text
+//! cargo bench -p densenet-bc --bench densenet                          # BC-100, batches 16 32 64
+//! cargo bench -p densenet-bc --bench densenet -- --depth 40 --batches 16 --steps 5
+//! cargo bench -p densenet-bc --bench densenet --features ndarray -- --backend ndarray
+//! cargo bench -p densenet-bc --bench densenet --features cuda -- --backend cuda
+//! ```
+//!
+//! On CUDA the memory columns are cubecl's bytes in use on the device (the peak sampled every
+//! 100 µs from a second thread), not the host allocator's.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use cpu_time::ProcessTime;
+
+use burn::backend::Autodiff;
+use burn::backend::autodiff::checkpoint::strategy::BalancedCheckpointing;
+use burn::module::Module;
+use burn::nn::loss::CrossEntropyLossConfig;
+use burn::optim::decay::WeightDecayConfig;
+use burn::optim::momentum::MomentumConfig;
+use burn::optim::{GradientsParams, Optimizer, SgdConfig};
+use burn::record::{BinBytesRecorder, FullPrecisionSettings, Recorder};
+use burn::tensor::backend::{AutodiffBackend, Backend};
+use burn::tensor::{Distribution, Int, Tensor, TensorData};
+use burn_checkpoint::Checkpointed;
+use burn_checkpoint::memory::Meter;
+use burn_checkpoint::memory::{CountingAllocator, mib};
+use densenet_bc::{Cut, DenseNet, DenseNetConfig, RegionPolicy};
+use serde::Serialize;
+
+mod plot;
+
+#[global_allocator]
+static ALLOCATOR: CountingAllocator = CountingAllocator;
+
+/// Every method, by key.
+const METHODS: &[&str] = &[
+    "plain",
+    "balanced",
+    "bottleneck",
+    "layer",
+    "layer-save",
+    "bottleneck-reduce",
+    "layer-reduce",
+    "block",
+];
+const DEFAULT_METHODS: &[&str] = &[
+    "plain",
+    "balanced",
+    "bottleneck",
+    "layer",
+    "layer-save",
+    "block",
+];
+
+/// DenseNet-BC training steps with every checkpoint method: peak memory and time per step
+/// against plain autodiff and Burn's BalancedCheckpointing.
+#[derive(clap::Parser)]
+struct Args {
+    /// DenseNet-BC depth.
+    #[arg(long, default_value_t = 100)]
+    depth: usize,
+    /// Growth rate.
+    #[arg(long, default_value_t = 12)]
+    growth: usize,
+    /// Batch sizes, one table each.
+    #[arg(long, value_delimiter = ',', default_value = "16,32,64")]
+    batches: Vec<usize>,
+    /// Measured steps per method (at least 5).
+    #[arg(long, default_value_t = 5)]
+    steps: usize,
+    /// flex, ndarray (`--features ndarray`) or cuda (`--features cuda`).
+    #[arg(long, default_value = "flex")]
+    backend: String,
+    /// Methods to run, comma-separated: plain, balanced, bottleneck, layer, layer-save,
+    /// bottleneck-reduce, layer-reduce, block.
+    #[arg(long, value_delimiter = ',', default_values_t = DEFAULT_METHODS.iter().map(|m| m.to_string()))]
+    methods: Vec<String>,
+    /// Where the table, JSON and plots go (`<out>.md`, `.json`, `.svg`, `.png`).
+    #[arg(long, default_value = "densenet-bench")]
+    out: PathBuf,
+    /// Passed by `cargo bench`.
+    #[arg(long, hide = true)]
+    bench: bool,
+}
+
+impl Args {
+    fn parse() -> Args {
+        let mut args: Args = clap::Parser::parse();
+        args.steps = args.steps.max(5);
+        args
+    }
+}
+
+/// One method's measurements at one batch size: medians and maxima over the measured steps.
+struct Summary {
+    key: String,
+    name: String,
+    peak: usize,
+    held: usize,
+    wall: f64,
+    cpu: f64,
+}
+
+/// One row of the table.
+#[derive(Serialize)]
+pub struct Row {
+    pub method: String,
+    devices: usize,
+    pub batch: usize,
+    pub peak_bytes: usize,
+    held_bytes: usize,
+    /// Median wall-clock time of a step.
+    median_step_s: f64,
+    /// Median process CPU time of a step.
+    median_step_cpu_s: f64,
+    /// Which of the two the time ratios compare: "cpu" on CPU backends, "wall" on CUDA.
+    time_basis: &'static str,
+    peak_vs_plain: f64,
+    peak_vs_balanced: f64,
+    time_vs_plain: f64,
+    time_vs_balanced: f64,
+}
+
+/// What one measured step gives.
+struct Step {
+    time: Duration,
+    /// Process CPU time: on a shared CPU it counts the step's own work, not the time it waited.
+    cpu: Duration,
+    peak: usize,
+    held: usize,
+}
+
+/// A method under test: its own backend, model and optimizer.
+trait Method {
+    fn key(&self) -> &str;
+    fn name(&self) -> String;
+    fn step(&mut self, images: &TensorData, labels: &TensorData) -> Step;
+}
+
+struct Trainer<B: AutodiffBackend, O: Optimizer<DenseNet<B>, B>> {
+    key: String,
+    name: String,
+    model: Option<DenseNet<B>>,
+    optimizer: O,
+    meter: Meter,
+}
+
+impl<B: AutodiffBackend, O: Optimizer<DenseNet<B>, B>> Method for Trainer<B, O> {
+    fn key(&self) -> &str {
+        &self.key
+    }
+
+    fn name(&self) -> String {
+        self.name.clone()
+    }
+
+    fn step(&mut self, images: &TensorData, labels: &TensorData) -> Step {
+        let device = Default::default();
+        let model = self.model.take().expect("a model");
+        let x = Tensor::<B, 4>::from_data(images.clone(), &device);
+        let y = Tensor::<B, 1, Int>::from_data(labels.clone(), &device);
+        B::sync(&device).expect("the device syncs");
+        let measure = self.meter.start();
+        let start = Instant::now();
+        let cpu_start = ProcessTime::now();
+        let loss = CrossEntropyLossConfig::new()
+            .init(&device)
+            .forward(model.forward(x), y);
+        let held = measure.now() as usize;
+        let grads = GradientsParams::from_grads(loss.backward(), &model);
+        let model = self.optimizer.step(0.1, model, grads);
+        // Lazy backends: finish the step inside the timing.
+        B::sync(&device).expect("the device syncs");
+        let time = start.elapsed();
+        let cpu = cpu_start.elapsed();
+        let peak = measure.finish() as usize;
+        self.model = Some(model);
+        Step {
+            time,
+            cpu,
+            peak,
+            held,
+        }
+    }
+}
+
+fn trainer<B: AutodiffBackend>(
+    meter: &Meter,
+    key: &str,
+    name: &str,
+    config: &DenseNetConfig,
+    weights: &[u8],
+) -> Box<dyn Method> {
+    let device = Default::default();
+    let recorder = BinBytesRecorder::<FullPrecisionSettings>::default();
+    let model = config
+        .init::<B>(&device)
+        .load_record(recorder.load(weights.to_vec(), &device).unwrap());
+    let optimizer = SgdConfig::new()
+        .with_momentum(Some(MomentumConfig::new().with_nesterov(true)))
+        .with_weight_decay(Some(WeightDecayConfig::new(1e-4)))
+        .init::<B, DenseNet<B>>();
+    Box::new(Trainer {
+        key: key.to_string(),
+        name: name.to_string(),
+        meter: meter.clone(),
+        model: Some(model),
+        optimizer,
+    })
+}
+
+fn median(values: &[Duration]) -> Duration {
+    let mut sorted = values.to_vec();
+    sorted.sort();
+    sorted[sorted.len() / 2]
+}
+
+fn run<I: Backend>(args: &Args, meter: Meter) -> Vec<Row> {
+    let config = DenseNetConfig::new(args.depth).with_growth_rate(args.growth);
+    let device: I::Device = Default::default();
+    I::seed(&device, 1);
+    let recorder = BinBytesRecorder::<FullPrecisionSettings>::default();
+    let weights = recorder
+        .record(config.init::<Autodiff<I>>(&device).into_record(), ())
+        .unwrap();
+    type Bal<I> = Autodiff<I, BalancedCheckpointing>;
+    let cut = |cut: Cut, policy: RegionPolicy| config.clone().with_cut(cut).with_policy(policy);
+    let mut rows = Vec::new();
+    for &batch in &args.batches {
+        let mut methods: Vec<Box<dyn Method>> = Vec::new();
+        for key in &args.methods {
+            methods.push(match key.as_str() {
+                "plain" => trainer::<Autodiff<I>>(&meter, key, "plain Autodiff", &config, &weights),
+                "balanced" => {
+                    trainer::<Bal<I>>(&meter, key, "Burn BalancedCheckpointing", &config, &weights)
+                }
+                "bottleneck" => trainer::<Checkpointed<Bal<I>>>(
+                    &meter,
+                    key,
+                    "regions: bottleneck (the reference's cut)",
+                    &cut(Cut::Bottleneck, RegionPolicy::RecomputeAll),
+                    &weights,
+                ),
+                "layer" => trainer::<Checkpointed<Bal<I>>>(
+                    &meter,
+                    key,
+                    "regions: layer",
+                    &cut(Cut::Layer, RegionPolicy::RecomputeAll),
+                    &weights,
+                ),
+                "bottleneck-reduce" => trainer::<Checkpointed<Bal<I>>>(
+                    &meter,
+                    key,
+                    "regions: bottleneck, SaveReductions",
+                    &cut(Cut::Bottleneck, RegionPolicy::SaveReductions),
+                    &weights,
+                ),
+                "layer-reduce" => trainer::<Checkpointed<Bal<I>>>(
+                    &meter,
+                    key,
+                    "regions: layer, SaveReductions",
+                    &cut(Cut::Layer, RegionPolicy::SaveReductions),
+                    &weights,
+                ),
+                "layer-save" => trainer::<Checkpointed<Bal<I>>>(
+                    &meter,
+                    key,
+                    "regions: layer, SaveComputeBound",
+                    &cut(Cut::Layer, RegionPolicy::SaveComputeBound),
+                    &weights,
+                ),
+                "block" => trainer::<Checkpointed<Bal<I>>>(
+                    &meter,
+                    key,
+                    "regions: block",
+                    &cut(Cut::Block, RegionPolicy::RecomputeAll),
+                    &weights,
+                ),
+                other => panic!("unknown method `{other}`; methods: {}", METHODS.join(",")),
+            });
+        }
+        let images =
+            Tensor::<I, 4>::random([batch, 3, 32, 32], Distribution::Default, &device).into_data();
+        let labels =
+            Tensor::<I, 1, Int>::random([batch], Distribution::Uniform(0.0, 10.0), &device)
+                .into_data();
+        let mut measured: Vec<Vec<Step>> = methods.iter().map(|_| Vec::new()).collect();
+        for step in 0..=args.steps {
+            for (method, steps) in methods.iter_mut().zip(&mut measured) {
+                let s = method.step(&images, &labels);
+                eprintln!(
+                    "batch {batch} step {step} {}: {:.2?} (CPU {:.2?}), peak {:.1} MiB",
+                    method.name(),
+                    s.time,
+                    s.cpu,
+                    mib(s.peak)
+                );
+                // Step 0 warms up thread pools and caches.
+                if step > 0 {
+                    steps.push(s);
+                }
+            }
+        }
+        let summary: Vec<Summary> = methods
+            .iter()
+            .zip(&measured)
+            .map(|(method, steps)| {
+                let wall: Vec<Duration> = steps.iter().map(|s| s.time).collect();
+                let cpu: Vec<Duration> = steps.iter().map(|s| s.cpu).collect();
+                Summary {
+                    key: method.key().to_string(),
+                    name: method.name(),
+                    peak: steps.iter().map(|s| s.peak).max().unwrap(),
+                    held: steps.iter().map(|s| s.held).max().unwrap(),
+                    wall: median(&wall).as_secs_f64(),
+                    cpu: median(&cpu).as_secs_f64(),
+                }
+            })
+            .collect();
+        // The time the ratios compare: CPU time on the host (robust to other processes on a
+        // shared machine), wall time on a GPU (the host thread mostly waits for the device).
+        let on_host = matches!(meter, Meter::Host);
+        let basis = |s: &Summary| if on_host { s.cpu } else { s.wall };
+        // Ratios to a method left out of `--methods` are NaN (JSON null).
+        let reference = |key: &str| {
+            summary
+                .iter()
+                .find(|s| s.key == key)
+                .map_or((f64::NAN, f64::NAN), |s| (s.peak as f64, basis(s)))
+        };
+        let (plain, balanced) = (reference("plain"), reference("balanced"));
+        for s in &summary {
+            rows.push(Row {
+                method: s.name.clone(),
+                devices: 1,
+                batch,
+                peak_bytes: s.peak,
+                held_bytes: s.held,
+                median_step_s: s.wall,
+                median_step_cpu_s: s.cpu,
+                time_basis: if on_host { "cpu" } else { "wall" },
+                peak_vs_plain: s.peak as f64 / plain.0,
+                peak_vs_balanced: s.peak as f64 / balanced.0,
+                time_vs_plain: basis(s) / plain.1,
+                time_vs_balanced: basis(s) / balanced.1,
+            });
+        }
+    }
+    rows
+}
+
+fn main() {
+    let args = Args::parse();
+    let rows = match args.backend.as_str() {
+        #[cfg(feature = "ndarray")]
+        "ndarray" => run::<burn::backend::NdArray>(&args, Meter::Host),
+        #[cfg(feature = "flex")]
+        "flex" => run::<burn::backend::Flex>(&args, Meter::Host),
+        #[cfg(feature = "cuda")]
+        "cuda" => run::<burn::backend::Cuda>(&args, Meter::Cuda(Default::default())),
+        other => panic!("backend `{other}` is not built in (features: flex, ndarray, cuda)"),
+    };
+    let basis = if args.backend == "cuda" {
+        "wall"
+    } else {
+        "CPU"
+    };
+    let title = format!(
+        "DenseNet-BC-{} (growth {}), 3×32×32, SGD step, {} backend, median of {} steps; time \
+         ratios from {basis} time",
+        args.depth, args.growth, args.backend, args.steps
+    );
+    let table = markdown(&title, &rows);
+    print!("{table}");
+    let write = |extension: &str, contents: &str| {
+        let path = args.out.with_extension(extension);
+        std::fs::write(&path, contents)
+            .unwrap_or_else(|e| panic!("cannot write {}: {e}", path.display()));
+        eprintln!("written: {}", path.display());
+    };
+    write("md", &table);
+    write(
+        "json",
+        &serde_json::to_string_pretty(&rows).expect("rows serialise"),
+    );
+    match plot::write(
+        &rows,
+        &format!(
+            "DenseNet-BC-{}, {}: peak step memory",
+            args.depth, args.backend
+        ),
+        &args.out,
+    ) {
+        Ok(()) => eprintln!("plotted: {0}.svg, {0}.png", args.out.display()),
+        Err(e) => eprintln!("{e}"),
+    }
+}
+
+/// The table in the reference's form (Method | # devices | Batch | Memory | Time), with ratios.
+fn markdown(title: &str, rows: &[Row]) -> String {
+    let mut table = format!(
+        "{title}\n\n| Method | # devices | Batch | Memory (peak) | held fwd→bwd | Time (wall) | CPU time | × plain mem | × Balanced mem | × plain time | × Balanced time |\n|---|---|---|---|---|---|---|---|---|---|---|\n"
+    );
+    for r in rows {
+        table += &format!(
+            "| {} | {} | {} | {:.1} MiB | {:.1} MiB | {:.3} s | {:.3} s | {:.2} | {:.2} | {:.2} | {:.2} |\n",
+            r.method,
+            r.devices,
+            r.batch,
+            mib(r.peak_bytes),
+            mib(r.held_bytes),
+            r.median_step_s,
+            r.median_step_cpu_s,
+            r.peak_vs_plain,
+            r.peak_vs_balanced,
+            r.time_vs_plain,
+            r.time_vs_balanced
+        );
+    }
+    table
+}

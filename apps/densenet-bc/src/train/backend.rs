@@ -1,0 +1,134 @@
+//! From a checkpoint mode and a device list to a [`StepRunner`] on the matching backend type:
+//! the only place that names backend types.
+
+use burn::backend::Autodiff;
+use burn::backend::autodiff::checkpoint::strategy::BalancedCheckpointing;
+use burn::module::Module;
+use burn::optim::SgdConfig;
+use burn::optim::decay::WeightDecayConfig;
+use burn::optim::momentum::MomentumConfig;
+use burn::tensor::backend::{AutodiffBackend, Backend};
+use burn_checkpoint::Checkpointed;
+
+use super::options::{CheckpointMode, TrainOptions};
+use super::parallel::Parallel;
+use super::runner::{SingleDevice, StepRunner, load_state};
+use super::save::SavedWeights;
+use crate::seeds::{Purpose, derive};
+use crate::{DenseNet, DenseNetConfig};
+use burn_checkpoint::memory::Meter;
+
+/// A runner and what the report says about it.
+pub struct Built {
+    /// The runner.
+    pub runner: Box<dyn StepRunner>,
+    /// The backend type, shortened (`Checkpointed<Autodiff<Flex, BalancedCheckpointing>>`).
+    pub backend: String,
+    /// The model's trainable parameters.
+    pub parameters: usize,
+}
+
+/// The reference's optimizer: SGD with Nesterov momentum (no dampening, as PyTorch's) and L2
+/// weight decay.
+pub fn sgd(options: &TrainOptions) -> SgdConfig {
+    let momentum = (options.momentum > 0.0).then(|| {
+        MomentumConfig::new()
+            .with_momentum(options.momentum)
+            .with_dampening(0.0)
+            .with_nesterov(true)
+    });
+    SgdConfig::new().with_momentum(momentum).with_weight_decay(
+        (options.weight_decay > 0.0).then(|| WeightDecayConfig::new(options.weight_decay as f32)),
+    )
+}
+
+/// A runner for `mode` on `devices` of the inner backend `I`, with freshly initialised weights
+/// (drawn from the run's seed), or the weights and optimizer state saved in `resume`.
+pub fn runner<I: Backend>(
+    mode: CheckpointMode,
+    config: &DenseNetConfig,
+    devices: &[I::Device],
+    options: &TrainOptions,
+    meter: Meter,
+    resume: Option<&SavedWeights>,
+) -> anyhow::Result<Built> {
+    match mode {
+        CheckpointMode::None => build::<Autodiff<I>>(config, devices, options, meter, resume),
+        CheckpointMode::Balanced => {
+            build::<Autodiff<I, BalancedCheckpointing>>(config, devices, options, meter, resume)
+        }
+        CheckpointMode::Regions | CheckpointMode::RegionsSaveCompute => {
+            build::<Checkpointed<Autodiff<I, BalancedCheckpointing>>>(
+                config, devices, options, meter, resume,
+            )
+        }
+    }
+}
+
+/// The model and optimizer, fresh or resumed, on `devices[0]`; then one device trains
+/// alone, several data-parallel.
+fn build<B: AutodiffBackend>(
+    config: &DenseNetConfig,
+    devices: &[B::Device],
+    options: &TrainOptions,
+    meter: Meter,
+    resume: Option<&SavedWeights>,
+) -> anyhow::Result<Built> {
+    let device = devices[0].clone();
+    B::seed(&device, derive(options.seed, Purpose::Init, 0));
+    // Parameters are initialised lazily, each on first use; `fork` touches them all now, in
+    // the module's order, so the weights depend on the seed only, not on the backend type.
+    let mut model: DenseNet<B> = config.init::<B>(&device).fork(&device);
+    let parameters = model.num_params();
+    let mut optimizer = sgd(options).init::<B, DenseNet<B>>();
+    if let Some(saved) = resume {
+        (model, optimizer) = load_state(model, optimizer, saved, &device)?;
+    }
+    let runner: Box<dyn StepRunner> = if devices.len() == 1 {
+        Box::new(SingleDevice::new(model, optimizer, device, meter))
+    } else {
+        Box::new(Parallel::new(
+            model,
+            optimizer,
+            devices.to_vec(),
+            options.batch_size,
+            meter,
+        )?)
+    };
+    Ok(Built {
+        runner,
+        backend: short_type_name(std::any::type_name::<B>()),
+        parameters,
+    })
+}
+
+/// A type name without module paths: `a::B<c::D, e::F>` → `B<D, F>`.
+pub fn short_type_name(name: &str) -> String {
+    let mut short = String::new();
+    let mut word = String::new();
+    for c in name.chars() {
+        if c.is_alphanumeric() || c == '_' || c == ':' {
+            word.push(c);
+        } else {
+            short.push_str(word.rsplit("::").next().unwrap_or(""));
+            word.clear();
+            short.push(c);
+        }
+    }
+    short.push_str(word.rsplit("::").next().unwrap_or(""));
+    short
+}
+
+#[cfg(test)]
+mod tests {
+    use super::short_type_name;
+
+    #[test]
+    fn type_names_lose_their_paths() {
+        assert_eq!(
+            short_type_name("a::b::Checkpointed<x::Autodiff<y::Flex, z::Balanced>>"),
+            "Checkpointed<Autodiff<Flex, Balanced>>"
+        );
+        assert_eq!(short_type_name("Flex"), "Flex");
+    }
+}

@@ -1,0 +1,19 @@
+//! The example trainer behind the `train` binary: options, the epoch loop, the per-device step
+//! runner, memory measurement, save/resume and the report.
+
+pub mod backend;
+pub mod options;
+pub mod outputs;
+pub mod parallel;
+pub mod planning;
+pub mod progress;
+pub mod report;
+pub mod run;
+pub mod runner;
+pub mod save;
+
+pub use options::{CheckpointMode, DeviceSpec, TrainOptions, parse_devices};
+pub use parallel::Parallel;
+pub use report::{EpochReport, Report};
+pub use run::run;
+pub use runner::{SingleDevice, StepRunner};

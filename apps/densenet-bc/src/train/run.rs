@@ -1,0 +1,598 @@
+//! The training run: data, model and runner set up, then per epoch the training steps, a
+//! validation pass, the epoch's line and (with `--save`) the saved state; at the end, the report.
+
+use std::io::Write;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use burn::data::dataloader::{DataLoader, DataLoaderBuilder};
+use burn::data::dataset::Dataset;
+use burn::data::dataset::transform::{PartialDataset, ShuffledDataset};
+use burn::tensor::backend::Backend;
+
+use super::backend;
+use super::options::{DeviceSpec, TrainOptions, parse_devices};
+use super::outputs::{ReportFile, SaveDir};
+use super::planning;
+use super::progress::{self, Console};
+use super::report::{EpochReport, Report};
+use super::runner::StepRunner;
+use super::save::{self, RunSettings, STATE_FILE, SavedState, SavedWeights};
+use crate::DenseNetConfig;
+use crate::data::{self, Augmented, HostBatch, ImageBatcher, ImageItem, Splits};
+use crate::seeds::{Purpose, derive};
+use burn_checkpoint::memory::Meter;
+
+/// Padding of CIFAR's random crops.
+const CROP_PADDING: usize = 4;
+
+/// Trains as `options` say, printing each epoch's line and at the end the table to `out`, and
+/// returns the report (also written to `--report`).
+///
+/// Before the first step, every output is claimed: the save directory (refused if it holds
+/// anything but a save of this trainer, locked against a second run) and the report file (its
+/// directory writable). After each epoch the state is saved before its line is printed, and the
+/// report is written before the table: a closed or full standard output stops the run with an
+/// error, but loses nothing.
+pub fn run(options: &TrainOptions, out: &mut dyn Write) -> anyhow::Result<Report> {
+    let started = Instant::now();
+    let devices = parse_devices(&options.devices).map_err(anyhow::Error::msg)?;
+    if options.depth < 10 || !(options.depth - 4).is_multiple_of(6) {
+        bail!(
+            "--depth {} is not a DenseNet-BC depth: it must be 6n + 4 with n ≥ 1 (10, 16, 22, 40, 100, …)",
+            options.depth
+        );
+    }
+    check_size(options, devices.len())?;
+    let save = options
+        .save
+        .as_deref()
+        .map(|root| SaveDir::claim(root, options.resume))
+        .transpose()?;
+    let report = options
+        .report
+        .as_deref()
+        .map(|path| ReportFile::claim(path, save.as_ref()))
+        .transpose()?;
+    let outputs = Outputs {
+        save,
+        report,
+        console: Console::new(out),
+        started,
+    };
+    match devices[0] {
+        DeviceSpec::Cpu => on_cpu(options, devices.len(), outputs),
+        DeviceSpec::Cuda(_) => on_cuda(options, &devices, outputs),
+    }
+}
+
+/// What a run writes to, claimed before it starts.
+struct Outputs<'a> {
+    save: Option<SaveDir>,
+    report: Option<ReportFile>,
+    console: Console<'a>,
+    started: Instant,
+}
+
+/// Refuses settings whose network cannot fit in this machine's memory (its weights, gradients
+/// and momentum, on every device), before anything is allocated: a failed allocation aborts
+/// the process instead of returning an error.
+fn check_size(options: &TrainOptions, devices: usize) -> anyhow::Result<()> {
+    // The largest input the data sets have (3 channels) and their 10 classes.
+    let elements = DenseNetConfig::new(options.depth)
+        .with_growth_rate(options.growth_rate)
+        .tensor_elements();
+    let bytes = elements * 4.0 * 3.0 * devices as f64;
+    let Some(memory) = physical_memory() else {
+        return Ok(());
+    };
+    if bytes > memory as f64 {
+        let parameters = if elements.is_finite() {
+            format!("{elements:.3e} parameters")
+        } else {
+            "more than 10^18 parameters".to_string()
+        };
+        bail!(
+            "--depth {} --growth-rate {}: the network has {parameters}; its weights, gradients and \
+             momentum alone need {} on {devices} device(s), more than this machine's {} of memory",
+            options.depth,
+            options.growth_rate,
+            gib(bytes),
+            gib(memory as f64)
+        );
+    }
+    Ok(())
+}
+
+fn gib(bytes: f64) -> String {
+    if bytes.is_finite() {
+        format!("{:.1} GiB", bytes / (1u64 << 30) as f64)
+    } else {
+        "more bytes than can be counted".to_string()
+    }
+}
+
+/// The machine's memory in bytes (Linux: `MemTotal` of /proc/meminfo), if known.
+fn physical_memory() -> Option<u64> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = info.lines().find(|l| l.starts_with("MemTotal:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
+#[cfg(feature = "flex")]
+fn on_cpu(options: &TrainOptions, count: usize, outputs: Outputs) -> anyhow::Result<Report> {
+    let devices = vec![burn::backend::flex::FlexDevice; count];
+    run_on::<burn::backend::Flex>(options, &devices, Meter::Host, outputs)
+}
+
+#[cfg(not(feature = "flex"))]
+fn on_cpu(_: &TrainOptions, _: usize, _: Outputs) -> anyhow::Result<Report> {
+    bail!("this build has no CPU backend: build with the `flex` feature (on by default)")
+}
+
+#[cfg(feature = "cuda")]
+fn on_cuda(
+    options: &TrainOptions,
+    devices: &[DeviceSpec],
+    outputs: Outputs,
+) -> anyhow::Result<Report> {
+    use burn::backend::cuda::CudaDevice;
+    let devices: Vec<CudaDevice> = devices
+        .iter()
+        .map(|d| match d {
+            DeviceSpec::Cuda(index) => CudaDevice::new(*index),
+            DeviceSpec::Cpu => unreachable!("parse_devices refuses mixed lists"),
+        })
+        .collect();
+    let meter = Meter::Cuda(devices[0].clone());
+    run_on::<burn::backend::Cuda>(options, &devices, meter, outputs)
+}
+
+#[cfg(not(feature = "cuda"))]
+fn on_cuda(_: &TrainOptions, _: &[DeviceSpec], _: Outputs) -> anyhow::Result<Report> {
+    bail!("this build has no CUDA backend: build with `--features cuda`")
+}
+
+/// The learning rate of `epoch` (from 0): the reference's schedule, `lr` divided by 10 at 50%
+/// and again at 75% of the epochs.
+pub fn learning_rate(lr: f64, epoch: usize, epochs: usize) -> f64 {
+    let progress = epoch as f64 / epochs as f64;
+    if progress < 0.5 {
+        lr
+    } else if progress < 0.75 {
+        lr / 10.0
+    } else {
+        lr / 100.0
+    }
+}
+
+/// Training steps per epoch: whole batches only (every step has the same shape), at most
+/// `--limit`.
+fn steps_per_epoch(options: &TrainOptions, images: usize) -> anyhow::Result<usize> {
+    let steps = images / options.batch_size;
+    if steps == 0 {
+        bail!(
+            "the training split has {images} images, fewer than one batch of {}",
+            options.batch_size
+        );
+    }
+    Ok(options.limit.map_or(steps, |limit| limit.min(steps)))
+}
+
+/// The loader of `epoch`'s training batches: the images (cropped and flipped for CIFAR),
+/// shuffled, both by seeds derived from the run's seed and the epoch, cut to whole batches.
+fn train_loader<I: Backend>(
+    splits: &Splits,
+    batcher: &ImageBatcher,
+    options: &TrainOptions,
+    epoch: usize,
+    steps: usize,
+) -> Arc<dyn DataLoader<I, HostBatch>> {
+    let images: Arc<dyn Dataset<ImageItem>> = if splits.augment {
+        let seed = derive(options.seed, Purpose::Augment, epoch);
+        Arc::new(Augmented::new(
+            splits.train.clone(),
+            splits.shape,
+            CROP_PADDING,
+            seed,
+        ))
+    } else {
+        splits.train.clone()
+    };
+    let shuffled = ShuffledDataset::new(images, derive(options.seed, Purpose::Shuffle, epoch));
+    let part = PartialDataset::new(shuffled, 0, steps * options.batch_size);
+    DataLoaderBuilder::new(batcher.clone())
+        .batch_size(options.batch_size)
+        .num_workers(options.workers)
+        .build(part)
+}
+
+/// The loader of the validation batches: all of the test split, or with `--valid-limit` a
+/// fixed random subset of it.
+fn valid_loader<I: Backend>(
+    splits: &Splits,
+    batcher: &ImageBatcher,
+    options: &TrainOptions,
+) -> Arc<dyn DataLoader<I, HostBatch>> {
+    let builder = || {
+        DataLoaderBuilder::new(batcher.clone())
+            .batch_size(options.batch_size)
+            .num_workers(options.workers)
+    };
+    match options.valid_limit {
+        None => builder().build(splits.valid.clone()),
+        Some(batches) => {
+            let images = (batches * options.batch_size).min(splits.valid.len());
+            let seed = derive(options.seed, Purpose::Validation, 0);
+            let shuffled = ShuffledDataset::new(splits.valid.clone(), seed);
+            builder().build(PartialDataset::new(shuffled, 0, images))
+        }
+    }
+}
+
+/// The settings a resumed run must share with the saved one.
+fn settings(options: &TrainOptions) -> RunSettings {
+    RunSettings {
+        data: options.data.name().to_string(),
+        depth: options.depth,
+        growth_rate: options.growth_rate,
+        batch_size: options.batch_size,
+        epochs: options.epochs,
+        lr: options.lr,
+        momentum: options.momentum,
+        weight_decay: options.weight_decay,
+        seed: options.seed,
+        limit: options.limit,
+        valid_limit: options.valid_limit,
+    }
+}
+
+/// With `--resume`, the saved state and its weights, checked against this run's settings.
+fn saved_run(
+    options: &TrainOptions,
+    save: Option<&SaveDir>,
+) -> anyhow::Result<Option<(SavedState, SavedWeights)>> {
+    let Some(save) = save.filter(|_| options.resume) else {
+        return Ok(None);
+    };
+    let root = save.root();
+    let (state, weights) = save::load_state(root)?;
+    let differences = settings(options).differences(&state.settings);
+    if !differences.is_empty() {
+        bail!(
+            "--resume needs the saved run's settings ({}), but these differ:\n  {}",
+            root.join(STATE_FILE).display(),
+            differences.join("\n  ")
+        );
+    }
+    if state.epochs_done >= options.epochs {
+        bail!(
+            "nothing to resume: the run saved in {} is complete ({} of {} epochs, last validation \
+             accuracy {:.2}%)",
+            root.display(),
+            state.epochs_done,
+            options.epochs,
+            100.0 * state.history.last().map_or(0.0, |e| e.valid_accuracy)
+        );
+    }
+    Ok(Some((state, weights)))
+}
+
+/// The figures of this invocation's steps.
+#[derive(Default)]
+struct StepLog {
+    times: Vec<Duration>,
+    peaks: Vec<usize>,
+}
+
+impl StepLog {
+    /// The first step is left out when there are others: it warms up and allocates the
+    /// optimizer state.
+    fn steady<T: Copy>(values: &[T]) -> &[T] {
+        if values.len() > 1 {
+            &values[1..]
+        } else {
+            values
+        }
+    }
+
+    fn median_seconds(&self) -> f64 {
+        let mut times = Self::steady(&self.times).to_vec();
+        times.sort();
+        times
+            .get(times.len() / 2)
+            .map_or(0.0, Duration::as_secs_f64)
+    }
+
+    fn peak_bytes(&self) -> usize {
+        Self::steady(&self.peaks).iter().copied().max().unwrap_or(0)
+    }
+}
+
+fn run_on<I: Backend>(
+    options: &TrainOptions,
+    devices: &[I::Device],
+    meter: Meter,
+    mut outputs: Outputs,
+) -> anyhow::Result<Report> {
+    let splits = data::load(options.data, options.data_dir.as_deref(), options.seed)?;
+    let saved = saved_run(options, outputs.save.as_ref())?;
+    let mode = options.checkpoint_mode();
+    let (cut, policy) = mode.cut();
+    let config = DenseNetConfig::new(options.depth)
+        .with_growth_rate(options.growth_rate)
+        .with_input_channels(splits.shape[0])
+        .with_classes(splits.classes)
+        .with_cut(cut)
+        .with_policy(policy);
+    let built = backend::runner::<I>(
+        mode,
+        &config,
+        devices,
+        options,
+        meter.clone(),
+        saved.as_ref().map(|(_, weights)| weights),
+    )?;
+    let mut runner = built.runner;
+    let planning = planning::wanted(options)
+        .then(|| {
+            planning::prepare(
+                options,
+                runner.as_mut(),
+                meter.clone(),
+                splits.shape,
+                &mut outputs.console,
+            )
+        })
+        .transpose()?;
+    // `--fit-batch` chooses the batch size.
+    let fitted;
+    let options = match &planning {
+        Some(planning) if planning.batch_size != options.batch_size => {
+            fitted = TrainOptions {
+                batch_size: planning.batch_size,
+                ..options.clone()
+            };
+            &fitted
+        }
+        _ => options,
+    };
+    let batcher = ImageBatcher::new(splits.shape, &splits.normalisation);
+    let valid = valid_loader::<I>(&splits, &batcher, options);
+    let steps = steps_per_epoch(options, splits.train.len())?;
+    let mut previous = saved.map(|(state, _)| state);
+    let mut history = previous
+        .as_ref()
+        .map(|state| state.history.clone())
+        .unwrap_or_default();
+    let first = history.len();
+    let last = options
+        .stop_after
+        .map_or(options.epochs, |n| (first + n).min(options.epochs));
+    let [c, h, w] = splits.shape;
+    outputs.console.line(&format!(
+        "DenseNet-BC-{} (growth {}, {} parameters) on {} ({c}×{h}×{w}, {} training and {} validation images), {} on {}, batch {}, {steps} steps per epoch",
+        options.depth,
+        options.growth_rate,
+        built.parameters,
+        options.data.name(),
+        splits.train.len(),
+        valid.num_items(),
+        mode.method(),
+        built.backend,
+        options.batch_size
+    ))?;
+    if first > 0 {
+        outputs.console.line(&format!(
+            "resuming after epoch {first} of {}",
+            options.epochs
+        ))?;
+    }
+    let mut log = StepLog::default();
+    let plan = EpochPlan {
+        splits: &splits,
+        batcher: &batcher,
+        valid: valid.as_ref(),
+        options,
+        steps,
+    };
+    // A failed write to standard output stops the run after the epoch is saved and before the
+    // report is lost.
+    let mut stopped = None;
+    for epoch in first..last {
+        let report = plan.train(runner.as_mut(), epoch, &mut log)?;
+        history.push(report.clone());
+        if let Some(save) = &outputs.save {
+            let state = SavedState {
+                format: save::FORMAT,
+                epochs_done: epoch + 1,
+                weights: save::epoch_dir_name(epoch + 1),
+                files: Default::default(),
+                settings: settings(options),
+                history: history.clone(),
+            };
+            let root = save.root();
+            previous = Some(
+                save::save_epoch(root, state, previous.as_ref(), |dir| runner.save(dir))
+                    .with_context(|| {
+                        format!("cannot save epoch {} in {}", epoch + 1, root.display())
+                    })?,
+            );
+        }
+        if let Err(error) = outputs
+            .console
+            .line(&progress::epoch_line(options.epochs, &report))
+        {
+            stopped = Some(stopped_after(error, epoch + 1, &outputs));
+            break;
+        }
+    }
+    let report = Report {
+        method: mode.method().to_string(),
+        checkpoint: mode.name().to_string(),
+        backend: built.backend,
+        devices: parse_devices(&options.devices)
+            .map_err(anyhow::Error::msg)?
+            .iter()
+            .map(ToString::to_string)
+            .collect(),
+        device_count: runner.device_count(),
+        batch_size: options.batch_size,
+        data: options.data.name().to_string(),
+        depth: options.depth,
+        growth_rate: options.growth_rate,
+        parameters: built.parameters,
+        peak_step_bytes: log.peak_bytes(),
+        memory_meter: meter.describe_measure().to_string(),
+        median_step_seconds: log.median_seconds(),
+        steps_measured: log.times.len(),
+        valid_accuracy: history.last().map_or(0.0, |e| e.valid_accuracy),
+        epochs: history,
+        wall_seconds: outputs.started.elapsed().as_secs_f64(),
+        planning,
+    };
+    finish(report, outputs, stopped)
+}
+
+/// The error of a run whose standard output failed after `epochs_done` epochs.
+fn stopped_after(error: anyhow::Error, epochs_done: usize, outputs: &Outputs) -> anyhow::Error {
+    let kept = match (&outputs.save, &outputs.report) {
+        (Some(save), _) => format!(
+            "epoch {epochs_done} is saved in {} (continue with --resume)",
+            save.root().display()
+        ),
+        (None, Some(report)) => format!("the report is written to {}", report.path().display()),
+        (None, None) => "nothing was saved (no --save)".to_string(),
+    };
+    error.context(format!(
+        "training stopped after epoch {epochs_done}: standard output failed; {kept}"
+    ))
+}
+
+/// Writes the report file, then prints the table: what the run produced is on disk before
+/// anything that can fail on output.
+fn finish(
+    report: Report,
+    mut outputs: Outputs,
+    stopped: Option<anyhow::Error>,
+) -> anyhow::Result<Report> {
+    let written = match outputs.report.take() {
+        Some(file) => {
+            let path = file.path().to_path_buf();
+            file.write(&report.json()?)
+                .with_context(|| format!("the report was not written to {}", path.display()))?;
+            Some(path)
+        }
+        None => None,
+    };
+    if let Some(error) = stopped {
+        return Err(error);
+    }
+    outputs.console.line(&report.summary())?;
+    if let Some(path) = written {
+        outputs
+            .console
+            .line(&format!("report written to {}", path.display()))?;
+    }
+    Ok(report)
+}
+
+/// What every epoch of a run reads: the data, how it is batched, the validation loader, the
+/// options and the number of steps.
+struct EpochPlan<'a, I: Backend> {
+    splits: &'a Splits,
+    batcher: &'a ImageBatcher,
+    valid: &'a dyn DataLoader<I, HostBatch>,
+    options: &'a TrainOptions,
+    steps: usize,
+}
+
+impl<I: Backend> EpochPlan<'_, I> {
+    /// One epoch: training steps, then the validation pass.
+    fn train(
+        &self,
+        runner: &mut dyn StepRunner,
+        epoch: usize,
+        log: &mut StepLog,
+    ) -> anyhow::Result<EpochReport> {
+        let Self {
+            splits,
+            batcher,
+            valid,
+            options,
+            steps,
+        } = *self;
+        let epoch_start = Instant::now();
+        runner.seed(derive(options.seed, Purpose::Backend, epoch));
+        let lr = learning_rate(options.lr, epoch, options.epochs);
+        let loader = train_loader::<I>(splits, batcher, options, epoch, steps);
+        let bar = progress::epoch_bar(epoch, options.epochs, steps);
+        let (mut loss_sum, mut images, mut done) = (0.0f64, 0usize, 0usize);
+        // Stays `Some` while every step reports its correct predictions.
+        let mut correct = Some(0usize);
+        let mut train_time = Duration::ZERO;
+        for batch in loader.iter() {
+            let start = Instant::now();
+            let step = runner.train_step(&batch, lr)?;
+            let time = start.elapsed();
+            if !step.loss.is_finite() {
+                bar.abandon();
+                bail!(
+                    "the loss is {} at epoch {}, step {}: training diverged (try a lower --lr)",
+                    step.loss,
+                    epoch + 1,
+                    done + 1
+                );
+            }
+            log.times.push(time);
+            log.peaks.push(step.peak_bytes);
+            train_time += time;
+            done += 1;
+            loss_sum += step.loss as f64;
+            correct = correct.zip(step.correct).map(|(sum, c)| sum + c);
+            images += batch.len();
+            bar.set_message(progress::step_message(
+                loss_sum / done as f64,
+                correct.map(|c| c as f64 / images as f64),
+                images as f64 / train_time.as_secs_f64(),
+            ));
+            bar.inc(1);
+        }
+        bar.finish_and_clear();
+        let (valid_loss, valid_correct, valid_images) =
+            validate(runner, valid, options.batch_size)?;
+        Ok(EpochReport {
+            epoch: epoch + 1,
+            lr,
+            steps: done,
+            train_loss: loss_sum / done.max(1) as f64,
+            train_accuracy: correct.map(|c| c as f64 / images.max(1) as f64),
+            valid_loss: valid_loss / valid_images.max(1) as f64,
+            valid_accuracy: valid_correct as f64 / valid_images.max(1) as f64,
+            valid_images,
+            images_per_second: images as f64 / train_time.as_secs_f64().max(f64::MIN_POSITIVE),
+            seconds: epoch_start.elapsed().as_secs_f64(),
+        })
+    }
+}
+
+/// The validation pass: summed loss, correct predictions, images.
+fn validate<I: Backend>(
+    runner: &mut dyn StepRunner,
+    valid: &dyn DataLoader<I, HostBatch>,
+    batch_size: usize,
+) -> anyhow::Result<(f64, usize, usize)> {
+    let bar = progress::valid_bar(valid.num_items().div_ceil(batch_size));
+    let (mut loss, mut correct, mut images) = (0.0, 0, 0);
+    for batch in valid.iter() {
+        let out = runner.evaluate(&batch)?;
+        loss += out.loss_sum;
+        correct += out.correct;
+        images += batch.len();
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    Ok((loss, correct, images))
+}

@@ -1,0 +1,135 @@
+//! The budget planner on the GPT-style model: a sweep of budgets from the peak with every block
+//! region kept down to the smallest the planner reaches, each plan measured beside the hand-made
+//! cuts (no region, a region per block with each policy, `checkpoint_sequential`, the whole
+//! stack), every method one step per round, interleaved.
+//!
+//! The planner chooses, for each block's region (`gpt::model::Block::forward_checkpointed#i`),
+//! keep, save-compute-bound or recompute-all. Writes `<out>.md`, `.json`, `.svg`, `.png`.
+//!
+//! ```text
+//! cargo bench -p gpt --bench budget                                 # 8 blocks, d 128, 10 budgets
+//! cargo bench -p gpt --bench budget -- --blocks 4 --d-model 64 --seq 64 --batch 4 --budgets 8
+//! ```
+
+use std::cell::RefCell;
+
+use burn::backend::{Autodiff, Flex};
+use burn::module::Module;
+use burn::optim::{AdamWConfig, GradientsParams, Optimizer};
+use burn::record::{BinBytesRecorder, FullPrecisionSettings, Recorder};
+use burn::tensor::backend::Backend;
+use burn::tensor::{Distribution, Int, Tensor, TensorData};
+use burn_checkpoint::Checkpointed;
+use burn_checkpoint::memory::CountingAllocator;
+use gpt::{Cut, Gpt, GptConfig};
+
+use bench_kit::sweep;
+
+use sweep::Trainer as _;
+
+#[global_allocator]
+static ALLOCATOR: CountingAllocator = CountingAllocator;
+
+type B = Checkpointed<Autodiff<Flex>>;
+
+/// The GPT-style model under the budget planner, against the hand-made cuts.
+#[derive(clap::Parser)]
+struct Args {
+    /// Transformer blocks.
+    #[arg(long, default_value_t = 8)]
+    blocks: usize,
+    /// Model width.
+    #[arg(long, default_value_t = 128)]
+    d_model: usize,
+    /// Attention heads.
+    #[arg(long, default_value_t = 4)]
+    heads: usize,
+    /// Tokens per sequence.
+    #[arg(long, default_value_t = 128)]
+    seq: usize,
+    /// Sequences per step.
+    #[arg(long, default_value_t = 16)]
+    batch: usize,
+    /// Vocabulary size.
+    #[arg(long, default_value_t = 512)]
+    vocab: usize,
+    #[command(flatten)]
+    sweep: sweep::Options,
+}
+
+/// A model and its optimizer, stepping on one fixed batch of tokens.
+struct Trainer<O> {
+    model: Option<Gpt<B>>,
+    optimizer: O,
+    tokens: TensorData,
+}
+
+impl<O: Optimizer<Gpt<B>, B>> sweep::Trainer for Trainer<O> {
+    fn step(&mut self) {
+        let device = Default::default();
+        let model = self.model.take().expect("a model");
+        let tokens = Tensor::<B, 2, Int>::from_data(self.tokens.clone(), &device);
+        let [batch, seq] = tokens.dims();
+        let inputs = tokens.clone().slice([0..batch, 0..seq - 1]);
+        let targets = tokens.slice([0..batch, 1..seq]);
+        let loss = model.loss(inputs, targets);
+        let grads = GradientsParams::from_grads(loss.backward(), &model);
+        self.model = Some(self.optimizer.step(1e-3, model, grads));
+    }
+}
+
+fn main() {
+    let args: Args = clap::Parser::parse();
+    let out = args.sweep.out("gpt-budget");
+    if args.sweep.replotted(&out) {
+        return;
+    }
+    let device = Default::default();
+    Flex::seed(&device, 1);
+    let config = GptConfig::new(args.vocab, args.d_model, args.blocks, args.heads, args.seq);
+    let weights = BinBytesRecorder::<FullPrecisionSettings>::default()
+        .record(config.init::<B>(&device).into_record(), ())
+        .unwrap();
+    let tokens = Tensor::<Flex, 2, Int>::random(
+        [args.batch, args.seq + 1],
+        Distribution::Uniform(0.0, args.vocab as f64),
+        &device,
+    )
+    .into_data();
+    let trainer = |cut: Cut| {
+        let record = BinBytesRecorder::<FullPrecisionSettings>::default()
+            .load(weights.clone(), &device)
+            .unwrap();
+        RefCell::new(Trainer {
+            model: Some(config.init::<B>(&device).load_record(record).with_cut(cut)),
+            optimizer: AdamWConfig::new().init::<B, Gpt<B>>(),
+            tokens: tokens.clone(),
+        })
+    };
+    // The planner's model: a region per block, each of which a plan may keep.
+    let planned = trainer(Cut::Block);
+    let hands = [
+        ("no region", Cut::None),
+        ("per block, save-compute-bound", Cut::BlockSaveCompute),
+        ("per block", Cut::Block),
+        ("per block, offloaded", Cut::BlockOffload),
+        ("sequential, sqrt", Cut::SequentialSqrt),
+        ("sequential, 2 segments", Cut::SequentialTwo),
+        ("whole stack", Cut::Whole),
+    ]
+    .map(|(name, cut)| (name, trainer(cut)));
+    let title = format!(
+        "GPT {} blocks × d {}, {} heads, vocab {}, batch {}×{} tokens, AdamW step, flex backend: \
+         the budget planner over the blocks' regions against hand-made cuts",
+        args.blocks, args.d_model, args.heads, args.vocab, args.batch, args.seq
+    );
+    args.sweep.run(
+        &out,
+        &title,
+        Box::new(|| planned.borrow_mut().step()),
+        hands
+            .iter()
+            .map(|(name, trainer)| sweep::Hand::of(name, trainer))
+            .collect(),
+    );
+}

@@ -1,0 +1,51 @@
+//! A region's body as the graph sees it: what it runs on ([`Body`], [`Pass`]) and the conversions
+//! between dispatch tensors and a backend's float tensors. A leaf: `dispatch.rs` (which backend a
+//! region runs on) and `graph.rs` (the region's nodes) both use it.
+
+use std::fmt;
+use std::sync::Arc;
+
+use burn::backend::tensor::FloatTensor;
+use burn::backend::{Backend, BackendTensor, DispatchKindConversion, DispatchTensor};
+
+/// Which run of a region's body this is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pass {
+    /// The forward pass: the body's side effects (running statistics) take place.
+    Forward,
+    /// The recompute in backward: same values, no side effect may happen twice.
+    Recompute,
+}
+
+/// A region's body on dispatch tensors: the region's inputs, then its parameters, in, its
+/// outputs out. Type-erased so that one graph node type serves every region.
+#[derive(Clone)]
+pub struct Body(pub Arc<dyn Fn(Vec<DispatchTensor>, Pass) -> Vec<DispatchTensor> + Send + Sync>);
+
+impl fmt::Debug for Body {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Body")
+    }
+}
+
+/// A float tensor of backend `X` as a dispatch tensor (with `X = Autodiff<B, C>`: carrying
+/// strategy `C`).
+pub(crate) fn to_dispatch<X: Backend>(tensor: FloatTensor<X>) -> DispatchTensor
+where
+    DispatchTensor: DispatchKindConversion<X>,
+{
+    <DispatchTensor as DispatchKindConversion<X>>::from_backend(BackendTensor::Float(tensor))
+}
+
+/// A dispatch tensor as a float tensor of backend `X` (`B`, or `Autodiff<B, C>` for a tensor
+/// with autodiff).
+pub(crate) fn from_dispatch<X: Backend>(tensor: DispatchTensor) -> FloatTensor<X>
+where
+    DispatchTensor: DispatchKindConversion<X>,
+{
+    match <DispatchTensor as DispatchKindConversion<X>>::try_into_backend(tensor) {
+        Ok(BackendTensor::Float(t)) => t,
+        Ok(_) => panic!("a checkpoint region takes and gives float tensors only"),
+        Err(e) => panic!("a checkpoint region's tensor is not on the region's backend: {e}"),
+    }
+}

@@ -1,0 +1,27 @@
+//! What burn-checkpoint's two crates share, with no Burn in it: `burn-checkpoint` (Burn 0.21,
+//! a backend decorator) and `burn-checkpoint-22` (Burn 0.22, regions as graph nodes) name
+//! their regions, measure a step and plan for a memory budget with the same code and the same
+//! JSON.
+//!
+//! - [`RegionName`], [`RegionId`]: what a region is called, and which call of it;
+//! - [`memory`]: the counting allocator, meters, the memory report of a step
+//!   ([`StepReport`](memory::StepReport)) and the hooks the region machinery records it through;
+//! - [`planner`]: a profile of a step under each [`Treatment`], the budget planner, and the
+//!   [`Plan`](planner::Plan) that applies its choice to later steps;
+//! - [`OpKind`], [`Segments`]: the vocabulary of policies and of `checkpoint_sequential`.
+//!
+//! Users reach all of it through the Burn crates, which re-export what they need.
+
+#![warn(missing_docs)]
+
+pub mod memory;
+mod names;
+mod op_kind;
+pub mod planner;
+mod segments;
+mod treatment;
+
+pub use names::{RegionId, RegionName, method_name, restart_region_indices};
+pub use op_kind::OpKind;
+pub use segments::Segments;
+pub use treatment::Treatment;

@@ -1,0 +1,62 @@
+//! Where a measured step's bytes are read: [`MemoryMeter`], and the counting allocator's
+//! [`HostMeter`]. Each Burn crate adds the meters of its devices.
+
+use super::host;
+
+/// Where the memory of a measured step is read: the recording reads it at every region event.
+///
+/// ```
+/// use burn_checkpoint_core::memory::{HostMeter, MemoryMeter};
+///
+/// // Reads 0 unless `CountingAllocator` is the program's global allocator.
+/// assert!(HostMeter.describe().contains("allocator"));
+/// ```
+pub trait MemoryMeter: Send + 'static {
+    /// Bytes in use now.
+    fn in_use(&self) -> u64;
+
+    /// The most bytes in use since [`MemoryMeter::reset_peak`], where the meter keeps a peak of
+    /// its own (the counting allocator does; a device's memory manager may not).
+    fn peak(&self) -> Option<u64> {
+        None
+    }
+
+    /// Starts a new peak from the bytes in use now (where the meter keeps one).
+    fn reset_peak(&self) {}
+
+    /// Raises the meter's peak to at least `bytes` (after a measurement inside the step reset
+    /// it).
+    fn raise_peak(&self, bytes: u64) {
+        let _ = bytes;
+    }
+
+    /// What the figures are, for reports.
+    fn describe(&self) -> String;
+}
+
+/// Host bytes allocated, through [`CountingAllocator`](super::CountingAllocator) installed as
+/// the global allocator: every thread of the process, the exact peak.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct HostMeter;
+
+impl MemoryMeter for HostMeter {
+    fn in_use(&self) -> u64 {
+        host::allocated() as u64
+    }
+
+    fn peak(&self) -> Option<u64> {
+        Some(host::peak() as u64)
+    }
+
+    fn reset_peak(&self) {
+        host::reset_peak();
+    }
+
+    fn raise_peak(&self, bytes: u64) {
+        host::raise_peak(bytes as usize);
+    }
+
+    fn describe(&self) -> String {
+        "host bytes allocated (counting allocator), exact peak".to_string()
+    }
+}

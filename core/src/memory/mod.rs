@@ -1,0 +1,35 @@
+//! Measuring memory: a counting global allocator for the CPU, the [`MemoryMeter`] a step is read
+//! with, what regions hold in host memory, and the memory report of one step
+//! ([`StepReport::measure`]), recorded through the hooks of [`recording`].
+//!
+//! Install the allocator in a binary or test (one global allocator per program), then read the
+//! bytes in use and the peak since the last reset:
+//!
+//! ```
+//! use burn_checkpoint_core::memory::{CountingAllocator, allocated, peak, reset_peak};
+//!
+//! #[global_allocator]
+//! static ALLOCATOR: CountingAllocator = CountingAllocator;
+//!
+//! reset_peak();
+//! let before = allocated();
+//! let buffer = vec![0u8; 1 << 20];
+//! assert!(peak() - before >= 1 << 20);
+//! drop(buffer);
+//! ```
+//!
+//! The counts cover every thread of the process: measure with nothing else running.
+
+mod host;
+mod meter;
+mod offloaded;
+pub mod recording;
+mod report;
+
+pub use host::{CountingAllocator, allocated, mib, peak, raise_peak, reset_peak};
+pub use meter::{HostMeter, MemoryMeter};
+pub use offloaded::{
+    host_copy_dropped, host_copy_made, offloaded_bytes, offloaded_peak, reset_offloaded_peak,
+};
+pub use report::{NameTotals, RegionRecord, StepReport};
+pub(crate) use report::{mib_signed, shorten};

@@ -1,0 +1,246 @@
+//! The recording of one measured step on this thread ([`StepReport::measure`]): the Burn crates'
+//! region machinery reports to it through the hooks below as the step runs (a top-level region
+//! opens and closes, backward recomputes for a region, an op outside regions makes a tensor).
+//!
+//! Off, every hook is one read of a thread-local flag: nothing is measured in the hot path.
+
+use std::cell::{Cell, RefCell};
+use std::fmt;
+use std::time::Instant;
+
+use super::meter::MemoryMeter;
+use super::offloaded as offload;
+use super::report::{RegionRecord, StepReport};
+use crate::op_kind::OpKind;
+use crate::treatment::Treatment;
+
+thread_local! {
+    static ON: Cell<bool> = const { Cell::new(false) };
+    static RECORDING: RefCell<Option<Recording>> = const { RefCell::new(None) };
+}
+
+struct Recording {
+    meter: Box<dyn MemoryMeter>,
+    start_bytes: u64,
+    start: Instant,
+    report: StepReport,
+    /// The top-level region open now: its slot in `report.regions`, bytes and time at opening.
+    open: Option<(usize, u64, Instant)>,
+    /// Bytes in the offload store when the step began, and when the open region opened.
+    offloaded_at_start: usize,
+    offloaded_at_open: usize,
+    /// The slot of the last top-level region closed (outside ops are counted after it).
+    last_closed: Option<usize>,
+    /// Where the step is now, for the peak's place.
+    now: String,
+    /// The highest peak seen so far (absolute bytes) and whether backward has begun.
+    peak: u64,
+    backward: bool,
+}
+
+impl Recording {
+    /// Reads the meter; if the peak rose since the last event, it rose where the step was.
+    fn event(&mut self, next: String) {
+        let in_use = self.meter.in_use();
+        let peak = self.meter.peak().unwrap_or(in_use).max(in_use);
+        if peak > self.peak {
+            self.peak = peak;
+            self.report.peak_at = std::mem::replace(&mut self.now, next);
+        } else {
+            self.now = next;
+        }
+    }
+
+    fn id(&self, slot: usize) -> String {
+        self.report.regions[slot].id()
+    }
+}
+
+impl StepReport {
+    /// Runs `step` (one training step: forward, backward, optimizer) on this thread and measures
+    /// it with `meter`, region by region; regions run as the code says (or as the plan a
+    /// [`Plan::run`](crate::planner::Plan::run) around it says). A measurement nested in another
+    /// records into the outermost, and returns an empty report.
+    ///
+    /// What it costs: a read of the meter and a clock at each top-level region's opening and
+    /// closing and around each region's recompute, and a map update per tracked op outside
+    /// regions. Without a recording each of those hooks is one thread-local flag read.
+    ///
+    /// See the Burn crates' guides for a step with regions; without any:
+    ///
+    /// ```
+    /// use burn_checkpoint_core::memory::{HostMeter, StepReport};
+    ///
+    /// let (sum, report) = StepReport::measure(HostMeter, || (0..10).sum::<u32>());
+    /// assert_eq!(sum, 45);
+    /// assert!(report.regions.is_empty());
+    /// ```
+    pub fn measure<R>(meter: impl MemoryMeter, step: impl FnOnce() -> R) -> (R, StepReport) {
+        record(Box::new(meter), step)
+    }
+}
+
+/// Records the step `f` runs on this thread, measured with `meter`; nested calls record into
+/// the outermost.
+fn record<R>(meter: Box<dyn MemoryMeter>, f: impl FnOnce() -> R) -> (R, StepReport) {
+    if ON.with(Cell::get) {
+        return (f(), StepReport::default());
+    }
+    meter.reset_peak();
+    offload::reset_offloaded_peak();
+    let start_bytes = meter.in_use();
+    RECORDING.with(|recording| {
+        *recording.borrow_mut() = Some(Recording {
+            report: StepReport {
+                meter: meter.describe(),
+                peak_at: "the start".to_string(),
+                ..StepReport::default()
+            },
+            meter,
+            start_bytes,
+            start: Instant::now(),
+            open: None,
+            offloaded_at_start: offload::offloaded_bytes(),
+            offloaded_at_open: 0,
+            last_closed: None,
+            now: "before the first region".to_string(),
+            peak: start_bytes,
+            backward: false,
+        })
+    });
+    // Off again on every exit path, panics included.
+    struct Off;
+    impl Drop for Off {
+        fn drop(&mut self) {
+            ON.with(|on| on.set(false));
+            RECORDING.with(|recording| recording.borrow_mut().take());
+        }
+    }
+    let off = Off;
+    ON.with(|on| on.set(true));
+    let result = f();
+    let report = RECORDING.with(|recording| {
+        let mut recording = recording.borrow_mut();
+        let recording = recording.as_mut().expect("recording until `Off` drops");
+        recording.event("the end".to_string());
+        let mut report = std::mem::take(&mut recording.report);
+        report.peak_bytes = recording.peak.saturating_sub(recording.start_bytes);
+        report.end_bytes = recording.meter.in_use() as i64 - recording.start_bytes as i64;
+        report.seconds = recording.start.elapsed().as_secs_f64();
+        report.offloaded_peak_bytes =
+            offload::offloaded_peak().saturating_sub(recording.offloaded_at_start) as u64;
+        // The regions reset the meter's peak to measure their own: give the step's back to
+        // whoever measures around this one.
+        recording.meter.raise_peak(recording.peak);
+        report
+    });
+    drop(off);
+    (result, report)
+}
+
+fn with<T>(f: impl FnOnce(&mut Recording) -> T) -> Option<T> {
+    if !ON.with(Cell::get) {
+        return None;
+    }
+    RECORDING.with(|recording| recording.borrow_mut().as_mut().map(f))
+}
+
+/// A top-level region (not nested in another) opens; `treatment` says how a plan has it run
+/// (`None`: as written).
+pub fn top_level_opened(name: &dyn fmt::Display, index: u64, treatment: Option<Treatment>) {
+    with(|recording| {
+        let slot = recording.report.regions.len();
+        recording.report.regions.push(RegionRecord {
+            name: name.to_string(),
+            index,
+            treatment,
+            ..RegionRecord::default()
+        });
+        let label = format!("forward, in {}", recording.id(slot));
+        recording.event(label);
+        recording.open = Some((slot, recording.meter.in_use(), Instant::now()));
+        recording.offloaded_at_open = offload::offloaded_bytes();
+        // The peak inside the region, from here.
+        recording.meter.reset_peak();
+    });
+}
+
+/// The open top-level region closes.
+pub fn top_level_closed() {
+    with(|recording| {
+        let Some((slot, opened_bytes, opened)) = recording.open.take() else {
+            return;
+        };
+        let in_use = recording.meter.in_use();
+        let peak = recording.meter.peak().unwrap_or(in_use).max(in_use);
+        let region = &mut recording.report.regions[slot];
+        region.held_bytes = in_use as i64 - opened_bytes as i64;
+        region.forward_peak_bytes = peak.saturating_sub(opened_bytes);
+        region.forward_seconds = opened.elapsed().as_secs_f64();
+        region.offloaded_bytes =
+            offload::offloaded_bytes().saturating_sub(recording.offloaded_at_open) as u64;
+        recording.last_closed = Some(slot);
+        let label = format!("forward, after {}", recording.id(slot));
+        recording.event(label);
+    });
+}
+
+/// The slot of the top-level region open now, for what its recompute will report to
+/// [`recompute`].
+pub fn current_region() -> Option<usize> {
+    with(|recording| recording.open.map(|(slot, ..)| slot)).flatten()
+}
+
+/// Runs a recompute (one op's, or a whole region body's) for the region in `slot` (from
+/// [`current_region`] when the region ran), measuring its time; `bytes` sizes its output.
+pub fn recompute<T>(slot: usize, f: impl FnOnce() -> T, bytes: impl FnOnce(&T) -> u64) -> T {
+    if !ON.with(Cell::get) {
+        return f();
+    }
+    with(|recording| {
+        if slot >= recording.report.regions.len() {
+            return;
+        }
+        recording.backward = true;
+        let label = format!("backward, recomputing {}", recording.id(slot));
+        recording.event(label);
+    });
+    let started = Instant::now();
+    let output = f();
+    let elapsed = started.elapsed();
+    let size = bytes(&output);
+    with(|recording| {
+        // A recipe left by a step recorded earlier (its graph never went backward).
+        let Some(region) = recording.report.regions.get_mut(slot) else {
+            return;
+        };
+        region.recomputed_bytes += size;
+        region.recompute_seconds += elapsed.as_secs_f64();
+        region.recomputed_ops += 1;
+        let label = format!("backward, after recomputing {}", recording.id(slot));
+        recording.event(label);
+    });
+    output
+}
+
+/// A tracked op outside every region made `bytes` (kind `kind`).
+pub fn made_outside(kind: OpKind, bytes: u64) {
+    with(|recording| {
+        if recording.open.is_some() {
+            // Inside a top-level region a plan keeps: its bytes are the region's.
+            return;
+        }
+        *recording.report.outside_by_kind.entry(kind).or_default() += bytes;
+        let site = match recording.last_closed {
+            None => "before the first region".to_string(),
+            Some(_) if recording.backward => "backward".to_string(),
+            Some(slot) => format!("after {}", recording.report.regions[slot].name),
+        };
+        *recording.report.outside_by_site.entry(site).or_default() += bytes;
+    });
+}
+
+/// Whether a step is being recorded on this thread.
+pub fn on() -> bool {
+    ON.with(Cell::get)
+}

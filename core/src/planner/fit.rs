@@ -1,0 +1,197 @@
+//! Fitting a plan to a budget on real steps: [`Profile::fit`], and [`Profile::extrapolate`] for
+//! a batch too large to profile.
+
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+
+use super::plan::Plan;
+use super::profile::{Profile, ProfileError};
+use super::solver::PlanError;
+use crate::memory::{MemoryMeter, StepReport, mib};
+
+/// What [`Profile::fit`] did: the plan, the steps it measured and what they cost.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct Fitted {
+    /// The plan, checked on a real step.
+    pub plan: Plan,
+    /// The profile it was planned from.
+    pub profile: Profile,
+    /// The peak of the last checked step under the plan, in bytes.
+    pub measured_peak_bytes: u64,
+    /// That step's time, in seconds.
+    pub measured_seconds: f64,
+    /// Steps run to check plans (each a real training step; profiling took three more).
+    pub steps: usize,
+    /// Time spent solving, in seconds.
+    pub solve_seconds: f64,
+}
+
+/// Why [`Profile::fit`] failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum FitError<E> {
+    /// A checked step failed.
+    #[error(transparent)]
+    Profile(#[from] ProfileError<E>),
+    /// No plan fits the budget.
+    #[error(transparent)]
+    Budget(#[from] PlanError),
+}
+
+/// Tries the planner makes after the first when a checked step is over the budget.
+const RETRIES: usize = 3;
+
+impl Profile {
+    /// Plans for `budget_bytes` and checks the plan on a step of `step` measured with `meter`; if
+    /// the measured peak is over the budget, plans again for the budget less the overshoot (up to
+    /// three more steps). Every step trains the model. The profile is usually
+    /// [`Profile::try_measure`] of the same step (three steps more), or an
+    /// [`extrapolated`](Profile::extrapolate) one for a batch too large to profile.
+    ///
+    /// A budget at or above the peak with every region kept gives a plan that keeps them all.
+    pub fn fit<M: MemoryMeter + Clone, E>(
+        &self,
+        meter: M,
+        budget_bytes: u64,
+        mut step: impl FnMut() -> Result<(), E>,
+    ) -> Result<Fitted, FitError<E>> {
+        let mut solve_seconds = 0.0;
+        let mut target = budget_bytes;
+        let mut steps = 0;
+        let mut tries = 0;
+        loop {
+            let started = Instant::now();
+            let plan = self.plan(target);
+            solve_seconds += started.elapsed().as_secs_f64();
+            let mut plan = plan.map_err(|error| match error {
+                PlanError::BelowFloor { floor, holders, .. } => PlanError::BelowFloor {
+                    budget: budget_bytes,
+                    floor,
+                    holders,
+                },
+            })?;
+            plan.budget_bytes = budget_bytes;
+            let (result, report) = StepReport::measure(meter.clone(), || plan.run(&mut step));
+            result.map_err(|error| FitError::Profile(ProfileError::Step(error)))?;
+            steps += 1;
+            let fits = report.peak_bytes <= budget_bytes;
+            if fits {
+                return Ok(Fitted {
+                    plan,
+                    profile: self.clone(),
+                    measured_peak_bytes: report.peak_bytes,
+                    measured_seconds: report.seconds,
+                    steps,
+                    solve_seconds,
+                });
+            }
+            if tries == RETRIES {
+                return Err(FitError::Budget(PlanError::BelowFloor {
+                    budget: budget_bytes,
+                    floor: report.peak_bytes.min(self.smallest_peak()),
+                    holders: format!(
+                        "the plan for {:.1} MiB still peaked at {:.1} MiB at {}",
+                        mib(target as usize),
+                        mib(report.peak_bytes as usize),
+                        report.peak_at
+                    ),
+                }));
+            }
+            tries += 1;
+            let over = report.peak_bytes - budget_bytes;
+            target = target.saturating_sub(over + budget_bytes / 200);
+        }
+    }
+}
+
+impl Profile {
+    /// Each figure of two profiles of the same step at batch sizes `a` (`self`) and `b`
+    /// (`larger`), extended linearly to batch `to`: the profile of a batch too large to run with
+    /// every region kept (such a step is the largest there is). Where the peak was, and the
+    /// regions' names and treatments, are `larger`'s.
+    pub fn extrapolate(&self, a: usize, larger: &Profile, b: usize, to: usize) -> Profile {
+        let scale = (to as f64 - a as f64) / (b as f64 - a as f64);
+        let line = |x: f64, y: f64| x + (y - x) * scale;
+        let bytes = |x: u64, y: u64| line(x as f64, y as f64).max(0.0).round() as u64;
+        let signed = |x: i64, y: i64| line(x as f64, y as f64).round() as i64;
+        let seconds = |x: f64, y: f64| line(x, y).max(0.0);
+        let mut out = self.clone();
+        for (step, other) in out.steps.iter_mut().zip(&larger.steps) {
+            let (r, o) = (&mut step.report, &other.report);
+            r.peak_bytes = bytes(r.peak_bytes, o.peak_bytes);
+            r.end_bytes = signed(r.end_bytes, o.end_bytes);
+            r.seconds = seconds(r.seconds, o.seconds);
+            r.offloaded_peak_bytes = bytes(r.offloaded_peak_bytes, o.offloaded_peak_bytes);
+            r.peak_at = o.peak_at.clone();
+            for (region, other) in r.regions.iter_mut().zip(&o.regions) {
+                region.held_bytes = signed(region.held_bytes, other.held_bytes);
+                region.forward_peak_bytes =
+                    bytes(region.forward_peak_bytes, other.forward_peak_bytes);
+                region.forward_seconds = seconds(region.forward_seconds, other.forward_seconds);
+                region.recomputed_bytes = bytes(region.recomputed_bytes, other.recomputed_bytes);
+                region.recompute_seconds =
+                    seconds(region.recompute_seconds, other.recompute_seconds);
+                region.offloaded_bytes = bytes(region.offloaded_bytes, other.offloaded_bytes);
+            }
+            for (kind, value) in r.outside_by_kind.iter_mut() {
+                *value = bytes(
+                    *value,
+                    o.outside_by_kind.get(kind).copied().unwrap_or(*value),
+                );
+            }
+            for (site, value) in r.outside_by_site.iter_mut() {
+                *value = bytes(
+                    *value,
+                    o.outside_by_site.get(site).copied().unwrap_or(*value),
+                );
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::memory::RegionRecord;
+    use crate::treatment::Treatment;
+
+    fn held(regions: &[RegionRecord]) -> Vec<i64> {
+        regions.iter().map(|r| r.held_bytes).collect()
+    }
+
+    #[test]
+    fn extrapolation_is_linear_in_the_batch() {
+        let small: Profile =
+            serde_json::from_str(include_str!("../../tests/fixtures/profile-before-30.json"))
+                .unwrap();
+        // The same step at twice the batch, every figure twice as large.
+        let mut large = small.clone();
+        for step in &mut large.steps {
+            let report = &mut step.report;
+            report.peak_bytes *= 2;
+            report.seconds *= 2.0;
+            for region in &mut report.regions {
+                region.held_bytes *= 2;
+                region.recompute_seconds *= 2.0;
+            }
+            for bytes in report.outside_by_kind.values_mut() {
+                *bytes *= 2;
+            }
+        }
+        let at_three = small.extrapolate(1, &large, 2, 3);
+        for ((three, one), treatment) in at_three.steps.iter().zip(&small.steps).zip(Treatment::ALL)
+        {
+            assert_eq!(
+                three.report.peak_bytes,
+                3 * one.report.peak_bytes,
+                "{treatment}"
+            );
+            let tripled: Vec<i64> = held(&one.report.regions).iter().map(|h| 3 * h).collect();
+            assert_eq!(held(&three.report.regions), tripled);
+            assert_eq!(three.report.outside_bytes(), 3 * one.report.outside_bytes());
+        }
+    }
+}

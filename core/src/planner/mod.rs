@@ -1,0 +1,19 @@
+//! The budget planner: "fit this step in N bytes".
+//!
+//! A [`Profile`] measures a training step once per [`Treatment`](crate::Treatment), every
+//! top-level region run that way; [`Profile::plan`] chooses a treatment per region instance so
+//! that the step's peak fits a byte budget at the least recompute time (the solver,
+//! `solver.rs`); [`Profile::fit`] checks the choice on real steps; a [`Plan`] applies it to later
+//! steps without code changes ([`Plan::run`]), and is saved and loaded as JSON.
+//!
+//! The region machinery of each Burn crate asks [`planned`] how a top-level region runs.
+
+mod fit;
+mod plan;
+mod profile;
+mod solver;
+
+pub use fit::{FitError, Fitted};
+pub use plan::{Plan, planned};
+pub use profile::{Profile, ProfileError, TreatedStep};
+pub use solver::PlanError;

@@ -1,0 +1,198 @@
+//! The profile the budget planner reads ([`Profile::measure`]): one step per [`Treatment`], every
+//! top-level region run that way.
+
+use std::convert::Infallible;
+use std::fmt;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use super::plan::{Lookup, with_lookup};
+use crate::memory::{MemoryMeter, StepReport, mib, mib_signed, shorten};
+use crate::treatment::Treatment;
+
+/// One step measured under each [`Treatment`], every top-level region run that way: what each
+/// region instance holds and what its recompute costs under each, which is what the budget
+/// planner ([`Profile::plan`]) chooses from. Serialisable (JSON through `serde_json`).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[non_exhaustive]
+pub struct Profile {
+    /// The step under each treatment, in [`Treatment::ALL`]'s order.
+    pub steps: Vec<TreatedStep>,
+}
+
+/// One profiled step and the treatment every top-level region had in it.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[non_exhaustive]
+pub struct TreatedStep {
+    /// How every top-level region ran.
+    pub treatment: Treatment,
+    /// What the step measured.
+    pub report: StepReport,
+}
+
+/// Why a profile could not be made.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ProfileError<E> {
+    /// The step failed.
+    #[error("a profiled step failed")]
+    Step(#[source] E),
+    /// The step ran no region: there is nothing to choose.
+    #[error(
+        "the profiled step opened no checkpoint region: the planner chooses how regions run, so \
+         the model needs regions (`#[checkpoint]`, `checkpoint`) where they may go"
+    )]
+    NoRegions,
+    /// Two profiled steps did not open the same regions (control flow that depends on the data
+    /// or on a counter): a plan by `name#index` would not name the same region every step.
+    #[error(
+        "the profiled steps opened different regions ({first} under {first_treatment}, {second} \
+         under {second_treatment}): a plan needs the same regions every step"
+    )]
+    Differ {
+        /// The regions of the first step, `name#index` joined.
+        first: String,
+        /// Its treatment.
+        first_treatment: Treatment,
+        /// The regions of the step that differs.
+        second: String,
+        /// Its treatment.
+        second_treatment: Treatment,
+    },
+}
+
+impl Profile {
+    /// Runs `step` once per [`Treatment`] with every top-level region run that way, measured with
+    /// `meter` (three steps: they train the model like any other).
+    ///
+    /// ```
+    /// use burn_checkpoint_core::memory::{HostMeter, recording};
+    /// use burn_checkpoint_core::planner::{Profile, planned};
+    /// use burn_checkpoint_core::{RegionId, RegionName, Treatment};
+    ///
+    /// // A stand-in for a step of four regions: a Burn crate's regions call these hooks.
+    /// let step = || {
+    ///     for _ in 0..4 {
+    ///         let id = RegionId::next(RegionName::new("block"));
+    ///         recording::top_level_opened(&id.name, id.index, planned(&id));
+    ///         recording::top_level_closed();
+    ///     }
+    /// };
+    /// let profile = Profile::measure(HostMeter, step).unwrap();
+    /// let kept = &profile.step(Treatment::Keep).regions;
+    /// assert_eq!(kept.len(), 4);
+    /// assert!(kept.iter().all(|region| region.treatment == Some(Treatment::Keep)));
+    /// ```
+    pub fn measure<M: MemoryMeter + Clone>(
+        meter: M,
+        mut step: impl FnMut(),
+    ) -> Result<Profile, ProfileError<Infallible>> {
+        Self::try_measure(meter, || {
+            step();
+            Ok(())
+        })
+    }
+
+    /// [`Profile::measure`] for a step that can fail: the first error stops profiling.
+    pub fn try_measure<M: MemoryMeter + Clone, E>(
+        meter: M,
+        mut step: impl FnMut() -> Result<(), E>,
+    ) -> Result<Profile, ProfileError<E>> {
+        let mut steps = Vec::new();
+        for treatment in Treatment::ALL {
+            let every: Lookup = Arc::new(move |_| Some(treatment));
+            let (result, report) =
+                StepReport::measure(meter.clone(), || with_lookup(every, &mut step));
+            result.map_err(ProfileError::Step)?;
+            steps.push(TreatedStep { treatment, report });
+        }
+        let profile = Profile { steps };
+        profile.check()?;
+        Ok(profile)
+    }
+
+    fn check<E>(&self) -> Result<(), ProfileError<E>> {
+        let ids = |step: &TreatedStep| {
+            let ids: Vec<_> = step.report.regions.iter().map(|r| r.id()).collect();
+            ids.join(", ")
+        };
+        let first = &self.steps[0];
+        if first.report.regions.is_empty() {
+            return Err(ProfileError::NoRegions);
+        }
+        for other in &self.steps[1..] {
+            if ids(other) != ids(first) {
+                return Err(ProfileError::Differ {
+                    first: shorten(&ids(first), 300),
+                    first_treatment: first.treatment,
+                    second: shorten(&ids(other), 300),
+                    second_treatment: other.treatment,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// The step measured with every top-level region under `treatment`.
+    pub fn step(&self, treatment: Treatment) -> &StepReport {
+        &self
+            .steps
+            .iter()
+            .find(|step| step.treatment == treatment)
+            .expect("a profile measures every treatment")
+            .report
+    }
+}
+
+impl fmt::Display for Profile {
+    /// Per region name: what its instances hold under each treatment and what their recompute
+    /// costs; then each step's peak and where it was.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let keep = self.step(Treatment::Keep);
+        let compute_bound = self.step(Treatment::SaveComputeBound);
+        let all = self.step(Treatment::RecomputeAll);
+        writeln!(f, "memory report ({})", keep.meter)?;
+        writeln!(
+            f,
+            "{:<40} {:>5} {:>10} {:>10} {:>10} {:>10} {:>9} {:>9}",
+            "region (held MiB: kept/boundary+kept/boundary)",
+            "count",
+            "keep",
+            "save-cb",
+            "recompute",
+            "recomp MiB",
+            "s save-cb",
+            "s recomp"
+        )?;
+        let names = keep.by_name();
+        let (compute_bound, all) = (compute_bound.by_name(), all.by_name());
+        for ((kept, cb), rc) in names.iter().zip(&compute_bound).zip(&all) {
+            writeln!(
+                f,
+                "{:<40} {:>5} {:>10.2} {:>10.2} {:>10.2} {:>10.2} {:>9.3} {:>9.3}",
+                shorten(&kept.name, 40),
+                kept.instances,
+                mib_signed(kept.held_bytes),
+                mib_signed(cb.held_bytes),
+                mib_signed(rc.held_bytes),
+                mib(rc.recomputed_bytes as usize),
+                cb.recompute_seconds,
+                rc.recompute_seconds
+            )?;
+        }
+        for step in &self.steps {
+            writeln!(
+                f,
+                "every region {:<19} step peak {:>9.1} MiB at {}; {:.3} s; made outside regions \
+                 {:.1} MiB",
+                step.treatment.name(),
+                mib(step.report.peak_bytes as usize),
+                step.report.peak_at,
+                step.report.seconds,
+                mib(step.report.outside_bytes() as usize)
+            )?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,61 @@
+//! Reports, profiles and plans saved as JSON before the report was typed (`treatment` a string,
+//! `outside_by_kind` keyed by strings; commit a597beb) load after it, and save back to the same
+//! JSON.
+
+use burn_checkpoint_core::OpKind;
+use burn_checkpoint_core::Treatment;
+use burn_checkpoint_core::memory::StepReport;
+use burn_checkpoint_core::planner::{Plan, Profile};
+use serde_json::Value;
+
+const REPORT: &str = include_str!("fixtures/report-before-30.json");
+const PROFILE: &str = include_str!("fixtures/profile-before-30.json");
+const PLAN: &str = include_str!("fixtures/plan-before-30.json");
+
+/// `text` loaded as `T` and saved again gives the same JSON.
+fn round_trips<T: serde::Serialize + serde::de::DeserializeOwned>(text: &str) -> T {
+    let value: T = serde_json::from_str(text).expect("loads");
+    let before: Value = serde_json::from_str(text).unwrap();
+    let after = serde_json::to_value(&value).unwrap();
+    assert_eq!(before, after, "saved back the same");
+    value
+}
+
+#[test]
+fn a_report_saved_before_loads_typed() {
+    let report: StepReport = round_trips(REPORT);
+    assert_eq!(report.regions.len(), 3);
+    assert!(
+        report.regions.iter().all(|r| r.treatment.is_none()),
+        "\"as-written\" is no treatment"
+    );
+    assert_eq!(report.outside_by_kind[&OpKind::Matmul], 8192);
+    assert_eq!(report.outside_by_kind[&OpKind::Layout], 16384);
+    assert_eq!(report.regions[2].offloaded_bytes, 8192);
+}
+
+#[test]
+fn a_profile_saved_before_loads_typed_and_plans_the_same() {
+    let profile: Profile = round_trips(PROFILE);
+    for (step, treatment) in profile.steps.iter().zip(Treatment::ALL) {
+        assert_eq!(step.treatment, treatment);
+        assert!(
+            step.report
+                .regions
+                .iter()
+                .all(|r| r.treatment == Some(treatment))
+        );
+    }
+    let plan: Plan = round_trips(PLAN);
+    // The plan was made by this profile for this budget, before the change: the same plan now.
+    let again = profile.plan(plan.budget_bytes).unwrap();
+    assert_eq!(again.regions, plan.regions);
+    assert_eq!(again.predicted_peak_bytes, plan.predicted_peak_bytes);
+}
+
+#[test]
+fn an_unknown_treatment_is_refused() {
+    let bad = REPORT.replacen("\"as-written\"", "\"recompute-some\"", 1);
+    let error = serde_json::from_str::<StepReport>(&bad).unwrap_err();
+    assert!(error.to_string().contains("recompute-some"), "{error}");
+}
