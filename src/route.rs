@@ -102,7 +102,7 @@ pub(crate) fn region_op<I: Backend, F: Operands<I>, A>(
     region_version: impl FnOnce(F, A) -> Tracked<I>,
     burn_version: impl FnOnce(F, A) -> Tracked<I>,
 ) -> Tracked<I> {
-    routed(
+    dispatch(
         operands,
         rest,
         region_version,
@@ -121,7 +121,7 @@ pub(crate) fn region_op_with<I: Backend, F: Operands<I>, A, T>(
     region_version: impl FnOnce(F, A) -> (Tracked<I>, T),
     burn_version: impl FnOnce(F, A) -> (Tracked<I>, T),
 ) -> (Tracked<I>, T) {
-    routed(
+    dispatch(
         operands,
         rest,
         region_version,
@@ -139,7 +139,7 @@ fn note_outside<I: Backend>(op: &'static Op, output: &Tracked<I>) {
     }
 }
 
-fn routed<I: Backend, F: Operands<I>, A, R>(
+fn dispatch<I: Backend, F: Operands<I>, A, R>(
     operands: F,
     rest: A,
     region_version: impl FnOnce(F, A) -> R,

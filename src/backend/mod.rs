@@ -8,9 +8,9 @@
 //! that regions see every primitive op.
 
 mod activation;
-mod bool;
-mod float;
-mod int;
+mod bool_tensor;
+mod float_tensor;
+mod int_tensor;
 mod module;
 mod qtensor;
 mod transaction;
@@ -220,11 +220,11 @@ impl<I: Backend, C: CheckpointStrategy> AutodiffBackend for Checkpointed<Autodif
 /// Every op the decorator lists, by family, with its routing.
 pub(crate) fn listed_ops() -> impl Iterator<Item = &'static Op> {
     [
-        float::OPS,
+        float_tensor::OPS,
         module::OPS,
         activation::OPS,
-        int::OPS,
-        bool::OPS,
+        int_tensor::OPS,
+        bool_tensor::OPS,
         qtensor::OPS,
         transaction::OPS,
     ]

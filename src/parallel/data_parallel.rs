@@ -11,9 +11,9 @@ use burn::optim::Optimizer;
 use burn::tensor::backend::AutodiffBackend;
 
 use super::bucket::Layout;
+use super::coordinator::{Asked, Handle, Workers};
 use super::session::Session;
 use super::worker::{self, Command, EvalJob, Inner, Job, Setup, replies};
-use super::workers::{Asked, Handle, Workers};
 use super::{DataParallelConfig, IntoLoss, ParallelError, Shard, StepStats};
 
 /// Data-parallel training: one OS thread per device, each with a replica of the model and of

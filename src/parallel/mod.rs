@@ -17,6 +17,7 @@
 
 mod bucket;
 mod config;
+mod coordinator;
 mod data_parallel;
 mod error;
 mod loss;
@@ -25,7 +26,6 @@ mod shard;
 mod stats;
 mod visit;
 mod worker;
-mod workers;
 
 pub use burn::collective::AllReduceStrategy;
 pub use config::{DEFAULT_BUCKET_BYTES, DataParallelConfig};

@@ -74,7 +74,7 @@ pub trait StepRunner {
         bail!("profiling and budget plans run on one device; give --devices one device")
     }
 
-    /// Runs every later training step under `plan` (see `burn_checkpoint::memory::Plan`).
+    /// Runs every later training step under `plan` (see `burn_checkpoint::planner::Plan`).
     fn set_plan(&mut self, _plan: Plan) -> anyhow::Result<()> {
         bail!("budget plans run on one device; give --devices one device")
     }
