@@ -1,7 +1,10 @@
-//! Where a step's bytes are read: the counting allocator on the CPU, cubecl's count of device
-//! bytes in use on CUDA; and [`Measure`], one step's peak measured with a meter.
+//! Where a step's bytes are read: the counting allocator on the CPU, cubecl's counts on a device;
+//! and [`Measure`], one step's peak measured with a meter.
 
 use burn_checkpoint_core::memory::{HostMeter, MemoryMeter};
+
+#[cfg(any(feature = "cuda", feature = "wgpu"))]
+use super::device::usage;
 
 /// Where the memory of a step is measured: what [`StepReport::measure`](super::StepReport),
 /// the [`planner`](crate::planner) and [`Measure`] read.
@@ -20,11 +23,15 @@ pub enum Meter {
     /// as the global allocator: every thread of the process, the exact peak.
     #[default]
     Host,
-    /// Bytes in use on a CUDA device by the calling thread's stream (cubecl's count). A step's
-    /// report reads it at every region event (its peak is the most seen then, a lower bound);
-    /// a [`Measure`] samples it every 100 µs.
+    /// Bytes in use on a CUDA device by the calling thread's stream, and bytes reserved
+    /// (cubecl's counts). A step's report reads them at every region event, after a sync (so
+    /// that a fused backend's queue has run and a recompute's time is the device's): the in-use
+    /// peak is the most seen then, a lower bound; a [`Measure`] samples them every 100 µs.
     #[cfg(feature = "cuda")]
     Cuda(burn::backend::cuda::CudaDevice),
+    /// The same on a wgpu device (Vulkan, Metal, ...; Mesa's lavapipe on the CPU).
+    #[cfg(feature = "wgpu")]
+    Wgpu(burn::backend::wgpu::WgpuDevice),
 }
 
 impl MemoryMeter for Meter {
@@ -32,31 +39,58 @@ impl MemoryMeter for Meter {
         match self {
             Meter::Host => HostMeter.in_use(),
             #[cfg(feature = "cuda")]
-            Meter::Cuda(device) => super::cuda::in_use(device),
+            Meter::Cuda(device) => usage::<burn::cubecl::cuda::CudaRuntime>(device).in_use,
+            #[cfg(feature = "wgpu")]
+            Meter::Wgpu(device) => usage::<burn::cubecl::wgpu::WgpuRuntime>(device).in_use,
+        }
+    }
+
+    fn settle(&self) {
+        // The result is ignored: a meter has no error to give, and a failed device fails the
+        // step's own next read.
+        match self {
+            Meter::Host => {}
+            // `burn::backend::Cuda` (and `Wgpu`) are fused wherever the program's Burn has
+            // `fusion`: their sync runs the fusion queue of the calling thread's stream (an
+            // unfused backend's has nothing queued), then waits for the device.
+            #[cfg(feature = "cuda")]
+            Meter::Cuda(device) => {
+                let _ = <burn::backend::Cuda as burn::tensor::backend::Backend>::sync(device);
+            }
+            #[cfg(feature = "wgpu")]
+            Meter::Wgpu(device) => {
+                let _ = <burn::backend::Wgpu as burn::tensor::backend::Backend>::sync(device);
+            }
+        }
+    }
+
+    fn reserved(&self) -> Option<u64> {
+        match self {
+            Meter::Host => None,
+            #[cfg(feature = "cuda")]
+            Meter::Cuda(device) => Some(usage::<burn::cubecl::cuda::CudaRuntime>(device).reserved),
+            #[cfg(feature = "wgpu")]
+            Meter::Wgpu(device) => Some(usage::<burn::cubecl::wgpu::WgpuRuntime>(device).reserved),
         }
     }
 
     fn peak(&self) -> Option<u64> {
         match self {
             Meter::Host => HostMeter.peak(),
-            #[cfg(feature = "cuda")]
-            Meter::Cuda(_) => None,
+            #[cfg(any(feature = "cuda", feature = "wgpu"))]
+            _ => None,
         }
     }
 
     fn reset_peak(&self) {
-        match self {
-            Meter::Host => HostMeter.reset_peak(),
-            #[cfg(feature = "cuda")]
-            Meter::Cuda(_) => {}
+        if let Meter::Host = self {
+            HostMeter.reset_peak();
         }
     }
 
     fn raise_peak(&self, bytes: u64) {
-        match self {
-            Meter::Host => HostMeter.raise_peak(bytes),
-            #[cfg(feature = "cuda")]
-            Meter::Cuda(_) => {}
+        if let Meter::Host = self {
+            HostMeter.raise_peak(bytes);
         }
     }
 
@@ -65,15 +99,29 @@ impl MemoryMeter for Meter {
             Meter::Host => HostMeter.describe(),
             #[cfg(feature = "cuda")]
             Meter::Cuda(_) => {
-                "CUDA device bytes in use (cubecl), peak read at region events".into()
+                "CUDA device bytes in use and reserved (cubecl), read at region events".into()
+            }
+            #[cfg(feature = "wgpu")]
+            Meter::Wgpu(_) => {
+                "wgpu device bytes in use and reserved (cubecl), read at region events".into()
             }
         }
     }
 }
 
+/// The peak of one step measured with [`Meter::start`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Peak {
+    /// The most bytes in use, above those in use when the step began.
+    pub in_use: u64,
+    /// On a device, the most bytes its memory manager held during the step (absolute: pages
+    /// reserved before the step count, as `nvidia-smi` counts them); `None` on the host.
+    pub reserved: Option<u64>,
+}
+
 impl Meter {
-    /// Starts measuring a step's peak: on the host the allocator's peak is reset; on CUDA a
-    /// thread samples the bytes in use on the calling thread's stream every 100 µs.
+    /// Starts measuring a step's peak: on the host the allocator's peak is reset; on a device a
+    /// thread samples the bytes in use and reserved on the calling thread's stream every 100 µs.
     ///
     /// ```
     /// use burn_checkpoint::memory::{CountingAllocator, Meter};
@@ -85,29 +133,30 @@ impl Meter {
     /// let buffer = vec![1u8; 1 << 20];
     /// assert!(measure.now() >= 1 << 20);
     /// drop(buffer);
-    /// assert!(measure.finish() >= 1 << 20, "the peak above the start");
+    /// assert!(measure.finish().in_use >= 1 << 20, "the peak above the start");
     /// ```
     pub fn start(&self) -> Measure {
+        self.settle();
         let base = self.in_use();
+        self.reset_peak();
+        Measure {
+            meter: self.clone(),
+            base,
+            #[cfg(any(feature = "cuda", feature = "wgpu"))]
+            sampler: self.sampler(),
+        }
+    }
+
+    #[cfg(any(feature = "cuda", feature = "wgpu"))]
+    fn sampler(&self) -> Option<Sampler> {
+        use super::device::DevicePeak;
+        let period = std::time::Duration::from_micros(100);
         match self {
-            Meter::Host => {
-                self.reset_peak();
-                Measure {
-                    meter: self.clone(),
-                    base,
-                    #[cfg(feature = "cuda")]
-                    sampler: None,
-                }
-            }
+            Meter::Host => None,
             #[cfg(feature = "cuda")]
-            Meter::Cuda(device) => Measure {
-                meter: self.clone(),
-                base,
-                sampler: Some(super::cuda::DevicePeak::start(
-                    device,
-                    std::time::Duration::from_micros(100),
-                )),
-            },
+            Meter::Cuda(device) => Some(Sampler::Cuda(DevicePeak::start(device, period))),
+            #[cfg(feature = "wgpu")]
+            Meter::Wgpu(device) => Some(Sampler::Wgpu(DevicePeak::start(device, period))),
         }
     }
 
@@ -117,12 +166,22 @@ impl Meter {
             Meter::Host => {
                 "host bytes allocated (counting allocator), peak of a step above its start"
             }
-            #[cfg(feature = "cuda")]
-            Meter::Cuda(_) => {
-                "device bytes in use (cubecl, sampled every 100 µs), peak of a step above its start"
+            #[cfg(any(feature = "cuda", feature = "wgpu"))]
+            _ => {
+                "device bytes in use (cubecl, sampled every 100 µs), peak of a step above its \
+                 start; reserved: the most the memory manager held"
             }
         }
     }
+}
+
+/// A device's sampler, whichever runtime.
+#[cfg(any(feature = "cuda", feature = "wgpu"))]
+enum Sampler {
+    #[cfg(feature = "cuda")]
+    Cuda(super::device::DevicePeak<burn::cubecl::cuda::CudaRuntime>),
+    #[cfg(feature = "wgpu")]
+    Wgpu(super::device::DevicePeak<burn::cubecl::wgpu::WgpuRuntime>),
 }
 
 /// One step's memory being measured ([`Meter::start`]).
@@ -130,24 +189,38 @@ pub struct Measure {
     meter: Meter,
     /// Bytes in use when the step began.
     base: u64,
-    #[cfg(feature = "cuda")]
-    sampler: Option<super::cuda::DevicePeak>,
+    #[cfg(any(feature = "cuda", feature = "wgpu"))]
+    sampler: Option<Sampler>,
 }
 
 impl Measure {
     /// Bytes in use now, above the start (what a step holds at some point of it, e.g. between
     /// forward and backward).
     pub fn now(&self) -> u64 {
+        self.meter.settle();
         self.meter.in_use().saturating_sub(self.base)
     }
 
-    /// The peak bytes in use since the start, above the start.
-    pub fn finish(self) -> u64 {
-        #[cfg(feature = "cuda")]
+    /// The peaks since the start.
+    pub fn finish(self) -> Peak {
+        self.meter.settle();
+        #[cfg(any(feature = "cuda", feature = "wgpu"))]
         if let Some(sampler) = self.sampler {
-            return sampler.finish().saturating_sub(self.base);
+            let usage = match sampler {
+                #[cfg(feature = "cuda")]
+                Sampler::Cuda(sampler) => sampler.finish(),
+                #[cfg(feature = "wgpu")]
+                Sampler::Wgpu(sampler) => sampler.finish(),
+            };
+            return Peak {
+                in_use: usage.in_use.saturating_sub(self.base),
+                reserved: Some(usage.reserved),
+            };
         }
         let peak = self.meter.peak().unwrap_or_else(|| self.meter.in_use());
-        peak.saturating_sub(self.base)
+        Peak {
+            in_use: peak.saturating_sub(self.base),
+            reserved: None,
+        }
     }
 }

@@ -52,15 +52,15 @@
 //! println!("{report}"); // a table; `serde_json::to_string(&report)` for JSON
 //! ```
 //!
-//! On CUDA (feature `cuda`), [`cuda`] reads cubecl's count of device bytes in use and samples its
-//! peak.
+//! On cubecl devices (features `cuda`, `wgpu`), [`device`] reads cubecl's count of device bytes in
+//! use and reserved, and samples their peaks.
 
-#[cfg(feature = "cuda")]
-pub mod cuda;
+#[cfg(any(feature = "cuda", feature = "wgpu"))]
+pub mod device;
 mod meter;
 
 pub use burn_checkpoint_core::memory::{
     CountingAllocator, MemoryMeter, NameTotals, RegionRecord, StepReport, allocated, mib,
     offloaded_bytes, offloaded_peak, peak, raise_peak, reset_offloaded_peak, reset_peak,
 };
-pub use meter::{Measure, Meter};
+pub use meter::{Measure, Meter, Peak};

@@ -1,6 +1,8 @@
-//! What the benchmarks of burn-checkpoint's applications share: [`figure`] writes a chart as SVG
-//! and PNG, [`sweep`] runs the budget planner over a range of budgets against hand-made cuts.
-//! Its own benchmark, `cpu_backend`, measures NdArray against burn-flex (`docs/cpu-backend.md`).
+//! What the benchmarks and tests of burn-checkpoint's applications share: [`figure`] writes a
+//! chart as SVG and PNG, [`sweep`] runs the budget planner over a range of budgets against
+//! hand-made cuts, [`wgpu`] is Burn's wgpu backend as the tests run it. Its own benchmark,
+//! `cpu_backend`, measures NdArray against burn-flex (`docs/cpu-backend.md`).
 
 pub mod figure;
 pub mod sweep;
+pub mod wgpu;

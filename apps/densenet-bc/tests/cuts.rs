@@ -99,6 +99,20 @@ fn every_cut_gives_the_uncheckpointed_losses_and_gradients_on_ndarray() {
     every_cut_gives_the_uncheckpointed_losses_and_gradients::<NdArray>();
 }
 
+#[test]
+fn every_cut_gives_the_uncheckpointed_losses_and_gradients_on_wgpu_with_fusion() {
+    if let Some(_wgpu) = bench_kit::wgpu::claim() {
+        every_cut_gives_the_uncheckpointed_losses_and_gradients::<burn::backend::Wgpu>();
+    }
+}
+
+#[test]
+fn every_cut_gives_the_uncheckpointed_losses_and_gradients_on_wgpu_without_fusion() {
+    if let Some(_wgpu) = bench_kit::wgpu::claim() {
+        every_cut_gives_the_uncheckpointed_losses_and_gradients::<bench_kit::wgpu::Unfused>();
+    }
+}
+
 fn every_cut_gives_the_uncheckpointed_losses_and_gradients<I: Backend>() {
     let device = Default::default();
     I::seed(&device, 3);

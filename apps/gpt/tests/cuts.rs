@@ -1,7 +1,8 @@
 //! Every checkpoint cut of the GPT model (burn-nn attention with a causal mask, LayerNorm, GELU
 //! MLP, dropout) gives the loss and every parameter gradient of plain `Autodiff`, bit for bit, on
 //! the same weights, tokens and dropout masks; regions that span many blocks are recomputed by a
-//! walk that visits each op once.
+//! walk that visits each op once. On NdArray, and on a cubecl runtime: Burn's wgpu backend with
+//! and without fusion (on Mesa's lavapipe in CI, see `bench_kit::wgpu`).
 
 use std::sync::Mutex;
 
@@ -13,10 +14,7 @@ use burn::tensor::{Distribution, Int, Tensor, TensorData};
 use burn_checkpoint::{Checkpointed, coverage};
 use gpt::{Cut, Gpt, GptConfig};
 
-type Plain = Autodiff<NdArray>;
-type Ckpt = Checkpointed<Autodiff<NdArray>>;
-
-/// NdArray's random generator is shared by the process: dropout masks are drawn from it.
+/// A backend's random generator is shared by the process: dropout masks are drawn from it.
 static RANDOM: Mutex<()> = Mutex::new(());
 
 fn config(dropout: f64) -> GptConfig {
@@ -69,17 +67,36 @@ fn bits(values: &[Vec<f32>]) -> Vec<Vec<u32>> {
 
 #[test]
 fn every_cut_gives_the_plain_gradients_bitwise() {
-    let _random = RANDOM.lock().unwrap();
+    every_cut_gives_the_plain_gradients::<NdArray>();
+}
+
+#[test]
+fn every_cut_gives_the_plain_gradients_bitwise_on_wgpu_with_fusion() {
+    if let Some(_wgpu) = bench_kit::wgpu::claim() {
+        every_cut_gives_the_plain_gradients::<burn::backend::Wgpu>();
+    }
+}
+
+#[test]
+fn every_cut_gives_the_plain_gradients_bitwise_on_wgpu_without_fusion() {
+    if let Some(_wgpu) = bench_kit::wgpu::claim() {
+        every_cut_gives_the_plain_gradients::<bench_kit::wgpu::Unfused>();
+    }
+}
+
+fn every_cut_gives_the_plain_gradients<I: Backend>() {
+    type Plain<I> = Autodiff<I>;
+    let _random = RANDOM.lock().unwrap_or_else(|e| e.into_inner());
     let device = Default::default();
     for dropout in [0.0, 0.1] {
-        <NdArray as Backend>::seed(&device, 1);
+        I::seed(&device, 1);
         let weights = BinBytesRecorder::<FullPrecisionSettings>::default()
-            .record(config(dropout).init::<Plain>(&device).into_record(), ())
+            .record(config(dropout).init::<Plain<I>>(&device).into_record(), ())
             .unwrap();
         let tokens =
-            Tensor::<NdArray, 2, Int>::random([3, 13], Distribution::Uniform(0.0, 48.0), &device)
+            Tensor::<I, 2, Int>::random([3, 13], Distribution::Uniform(0.0, 48.0), &device)
                 .into_data();
-        let plain = run::<Plain>(&weights, Cut::None, dropout, &tokens);
+        let plain = run::<Plain<I>>(&weights, Cut::None, dropout, &tokens);
         // The loss, the embeddings, 6 blocks of at least 12 tensors, the head.
         assert!(plain.len() > 1 + 2 + 6 * 12, "{} values", plain.len());
         for cut in [
@@ -91,7 +108,7 @@ fn every_cut_gives_the_plain_gradients_bitwise() {
             Cut::Whole,
         ] {
             coverage::reset();
-            let ckpt = run::<Ckpt>(&weights, cut, dropout, &tokens);
+            let ckpt = run::<Checkpointed<Autodiff<I>>>(&weights, cut, dropout, &tokens);
             assert!(
                 bits(&ckpt) == bits(&plain),
                 "{cut:?}, dropout {dropout}: loss or gradients differ"

@@ -15,6 +15,17 @@ pub trait MemoryMeter: Send + 'static {
     /// Bytes in use now.
     fn in_use(&self) -> u64;
 
+    /// Waits until the work queued so far has run, so that the next reads (and clocks) see it:
+    /// a device runs behind the host, and a fused backend allocates only when its queue runs.
+    /// The recording calls it before every read; on the host it does nothing.
+    fn settle(&self) {}
+
+    /// Bytes the device's memory manager holds now, used or not (its pools' pages), where the
+    /// meter is a device's; `None` on the host.
+    fn reserved(&self) -> Option<u64> {
+        None
+    }
+
     /// The most bytes in use since [`MemoryMeter::reset_peak`], where the meter keeps a peak of
     /// its own (the counting allocator does; a device's memory manager may not).
     fn peak(&self) -> Option<u64> {

@@ -35,12 +35,18 @@ struct Recording {
     now: String,
     /// The highest peak seen so far (absolute bytes) and whether backward has begun.
     peak: u64,
+    /// The most bytes reserved seen so far, on a device.
+    reserved: Option<u64>,
     backward: bool,
 }
 
 impl Recording {
     /// Reads the meter; if the peak rose since the last event, it rose where the step was.
     fn event(&mut self, next: String) {
+        self.meter.settle();
+        if let Some(now) = self.meter.reserved() {
+            self.reserved = Some(self.reserved.map_or(now, |seen| seen.max(now)));
+        }
         let in_use = self.meter.in_use();
         let peak = self.meter.peak().unwrap_or(in_use).max(in_use);
         if peak > self.peak {
@@ -86,9 +92,11 @@ fn record<R>(meter: Box<dyn MemoryMeter>, f: impl FnOnce() -> R) -> (R, StepRepo
     if ON.with(Cell::get) {
         return (f(), StepReport::default());
     }
+    meter.settle();
     meter.reset_peak();
     offload::reset_offloaded_peak();
     let start_bytes = meter.in_use();
+    let start_reserved = meter.reserved();
     RECORDING.with(|recording| {
         *recording.borrow_mut() = Some(Recording {
             report: StepReport {
@@ -105,6 +113,7 @@ fn record<R>(meter: Box<dyn MemoryMeter>, f: impl FnOnce() -> R) -> (R, StepRepo
             last_closed: None,
             now: "before the first region".to_string(),
             peak: start_bytes,
+            reserved: start_reserved,
             backward: false,
         })
     });
@@ -125,6 +134,7 @@ fn record<R>(meter: Box<dyn MemoryMeter>, f: impl FnOnce() -> R) -> (R, StepRepo
         recording.event("the end".to_string());
         let mut report = std::mem::take(&mut recording.report);
         report.peak_bytes = recording.peak.saturating_sub(recording.start_bytes);
+        report.reserved_peak_bytes = recording.reserved;
         report.end_bytes = recording.meter.in_use() as i64 - recording.start_bytes as i64;
         report.seconds = recording.start.elapsed().as_secs_f64();
         report.offloaded_peak_bytes =
@@ -171,6 +181,7 @@ pub fn top_level_closed() {
         let Some((slot, opened_bytes, opened)) = recording.open.take() else {
             return;
         };
+        recording.meter.settle();
         let in_use = recording.meter.in_use();
         let peak = recording.meter.peak().unwrap_or(in_use).max(in_use);
         let region = &mut recording.report.regions[slot];
@@ -207,6 +218,8 @@ pub fn recompute<T>(slot: usize, f: impl FnOnce() -> T, bytes: impl FnOnce(&T) -
     });
     let started = Instant::now();
     let output = f();
+    // A device runs behind the host: the recompute's time is until its work has run.
+    with(|recording| recording.meter.settle());
     let elapsed = started.elapsed();
     let size = bytes(&output);
     with(|recording| {

@@ -38,6 +38,11 @@ pub struct StepReport {
     /// are also in `peak_bytes` (host and device memory are one); on a GPU they are not.
     #[serde(default)]
     pub offloaded_peak_bytes: u64,
+    /// On a device, the most bytes its memory manager held during the step (absolute, its pools'
+    /// pages, used or not: what `nvidia-smi` shows and what decides whether a step fits); read at
+    /// the region events like the peak. `None` on the host.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reserved_peak_bytes: Option<u64>,
     /// Each top-level region instance (regions not nested in another), in the order opened.
     pub regions: Vec<RegionRecord>,
     /// Bytes made by tracked ops outside every region, by [`OpKind`] (what autodiff may store

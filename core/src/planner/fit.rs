@@ -18,7 +18,8 @@ pub struct Fitted {
     pub plan: Plan,
     /// The profile it was planned from.
     pub profile: Profile,
-    /// The peak of the last checked step under the plan, in bytes.
+    /// The peak of the last checked step under the plan, in bytes: what the budget was checked
+    /// against (on a device, the bytes its memory manager reserved; see [`Profile::fit`]).
     pub measured_peak_bytes: u64,
     /// That step's time, in seconds.
     pub measured_seconds: f64,
@@ -51,6 +52,14 @@ impl Profile {
     /// [`extrapolated`](Profile::extrapolate) one for a batch too large to profile.
     ///
     /// A budget at or above the peak with every region kept gives a plan that keeps them all.
+    ///
+    /// **On a device** (a meter that reports [`reserved`](MemoryMeter::reserved) bytes: cubecl's
+    /// CUDA and wgpu meters), the budget is what the memory manager may hold during the step —
+    /// its pages, used or not, the model's included: what `nvidia-smi` shows, and what decides
+    /// whether a step fits, since a page that cannot be allocated is an out-of-memory error
+    /// however much of the other pages is free. The solver plans bytes in use; the first plan
+    /// is for the budget less the least gap between reserved and in-use seen in the profile,
+    /// and each check lowers it by the overshoot in reserved bytes.
     pub fn fit<M: MemoryMeter + Clone, E>(
         &self,
         meter: M,
@@ -58,7 +67,7 @@ impl Profile {
         mut step: impl FnMut() -> Result<(), E>,
     ) -> Result<Fitted, FitError<E>> {
         let mut solve_seconds = 0.0;
-        let mut target = budget_bytes;
+        let mut target = budget_bytes.saturating_sub(self.reserved_gap());
         let mut steps = 0;
         let mut tries = 0;
         loop {
@@ -68,7 +77,7 @@ impl Profile {
             let mut plan = plan.map_err(|error| match error {
                 PlanError::BelowFloor { floor, holders, .. } => PlanError::BelowFloor {
                     budget: budget_bytes,
-                    floor,
+                    floor: floor + self.reserved_gap(),
                     holders,
                 },
             })?;
@@ -76,12 +85,12 @@ impl Profile {
             let (result, report) = StepReport::measure(meter.clone(), || plan.run(&mut step));
             result.map_err(|error| FitError::Profile(ProfileError::Step(error)))?;
             steps += 1;
-            let fits = report.peak_bytes <= budget_bytes;
-            if fits {
+            let measured = checked_bytes(&report);
+            if measured <= budget_bytes {
                 return Ok(Fitted {
                     plan,
                     profile: self.clone(),
-                    measured_peak_bytes: report.peak_bytes,
+                    measured_peak_bytes: measured,
                     measured_seconds: report.seconds,
                     steps,
                     solve_seconds,
@@ -90,23 +99,43 @@ impl Profile {
             if tries == RETRIES {
                 return Err(FitError::Budget(PlanError::BelowFloor {
                     budget: budget_bytes,
-                    floor: report.peak_bytes.min(self.smallest_peak()),
+                    floor: measured.min(self.smallest_peak() + self.reserved_gap()),
                     holders: format!(
-                        "the plan for {:.1} MiB still peaked at {:.1} MiB at {}",
+                        "the plan for {:.1} MiB in use still peaked at {:.1} MiB {} at {}",
                         mib(target as usize),
-                        mib(report.peak_bytes as usize),
+                        mib(measured as usize),
+                        if report.reserved_peak_bytes.is_some() {
+                            "reserved"
+                        } else {
+                            "in use"
+                        },
                         report.peak_at
                     ),
                 }));
             }
             tries += 1;
-            let over = report.peak_bytes - budget_bytes;
+            let over = measured - budget_bytes;
             target = target.saturating_sub(over + budget_bytes / 200);
         }
     }
 }
 
+/// What a step's budget is checked against: on a device the bytes reserved, else the peak in use.
+fn checked_bytes(report: &StepReport) -> u64 {
+    report.reserved_peak_bytes.unwrap_or(report.peak_bytes)
+}
+
 impl Profile {
+    /// On a device, the least that the bytes reserved exceeded the peak in use over the
+    /// profiled steps (the model, pages' free space); 0 on the host.
+    fn reserved_gap(&self) -> u64 {
+        self.steps
+            .iter()
+            .map(|s| checked_bytes(&s.report).saturating_sub(s.report.peak_bytes))
+            .min()
+            .unwrap_or(0)
+    }
+
     /// Each figure of two profiles of the same step at batch sizes `a` (`self`) and `b`
     /// (`larger`), extended linearly to batch `to`: the profile of a batch too large to run with
     /// every region kept (such a step is the largest there is). Where the peak was, and the
@@ -121,6 +150,10 @@ impl Profile {
         for (step, other) in out.steps.iter_mut().zip(&larger.steps) {
             let (r, o) = (&mut step.report, &other.report);
             r.peak_bytes = bytes(r.peak_bytes, o.peak_bytes);
+            r.reserved_peak_bytes = r
+                .reserved_peak_bytes
+                .zip(o.reserved_peak_bytes)
+                .map(|(x, y)| bytes(x, y));
             r.end_bytes = signed(r.end_bytes, o.end_bytes);
             r.seconds = seconds(r.seconds, o.seconds);
             r.offloaded_peak_bytes = bytes(r.offloaded_peak_bytes, o.offloaded_peak_bytes);

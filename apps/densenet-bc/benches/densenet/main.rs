@@ -185,7 +185,7 @@ impl<B: AutodiffBackend, O: Optimizer<DenseNet<B>, B>> Method for Trainer<B, O> 
         B::sync(&device).expect("the device syncs");
         let time = start.elapsed();
         let cpu = cpu_start.elapsed();
-        let peak = measure.finish() as usize;
+        let peak = measure.finish().in_use as usize;
         self.model = Some(model);
         Step {
             time,

@@ -103,10 +103,12 @@ where
                 loss
             },
         )?;
+        let peak = measure.finish();
         Ok(StepOutput {
             loss,
             correct: Some(right.load(Ordering::Relaxed)),
-            peak_bytes: measure.finish() as usize,
+            peak_bytes: peak.in_use as usize,
+            reserved_bytes: peak.reserved.map(|r| r as usize),
         })
     }
 

@@ -56,6 +56,10 @@ pub struct Report {
     /// The largest step peak memory of this invocation, in bytes (the first step left out when
     /// there are more: it also allocates the optimizer state).
     pub peak_step_bytes: usize,
+    /// On a device, the most bytes its memory manager held during any step (what `nvidia-smi`
+    /// shows).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reserved_bytes: Option<usize>,
     /// How memory was measured.
     pub memory_meter: String,
     /// The median step time of this invocation, in seconds (the first step, a warm-up, left out
@@ -77,14 +81,20 @@ pub struct Report {
 impl Report {
     /// The table, in markdown.
     pub fn markdown(&self) -> String {
+        use burn_checkpoint::memory::mib;
+        // A device's reserved bytes beside the bytes in use; the host has none.
+        let (head, rule, reserved) = match self.reserved_bytes {
+            Some(bytes) => (" Reserved |", "---|", format!(" {:.1} MiB |", mib(bytes))),
+            None => ("", "", String::new()),
+        };
         format!(
-            "| Method | # devices | Batch | Memory | Time per step | Valid accuracy |\n\
-             |---|---|---|---|---|---|\n\
-             | {} | {} | {} | {:.1} MiB | {:.3} s | {:.2}% |\n",
+            "| Method | # devices | Batch | Memory |{head} Time per step | Valid accuracy |\n\
+             |---|---|---|---|{rule}---|---|\n\
+             | {} | {} | {} | {:.1} MiB |{reserved} {:.3} s | {:.2}% |\n",
             self.method,
             self.device_count,
             self.batch_size,
-            burn_checkpoint::memory::mib(self.peak_step_bytes),
+            mib(self.peak_step_bytes),
             self.median_step_seconds,
             100.0 * self.valid_accuracy
         )

@@ -285,6 +285,8 @@ fn saved_run(
 struct StepLog {
     times: Vec<Duration>,
     peaks: Vec<usize>,
+    /// On a device, the most bytes reserved in any step.
+    reserved: Option<usize>,
 }
 
 impl StepLog {
@@ -445,6 +447,7 @@ fn run_on<I: Backend>(
         growth_rate: options.growth_rate,
         parameters: built.parameters,
         peak_step_bytes: log.peak_bytes(),
+        reserved_bytes: log.reserved,
         memory_meter: meter.describe_measure().to_string(),
         median_step_seconds: log.median_seconds(),
         steps_measured: log.times.len(),
@@ -548,6 +551,7 @@ impl<I: Backend> EpochPlan<'_, I> {
             }
             log.times.push(time);
             log.peaks.push(step.peak_bytes);
+            log.reserved = log.reserved.max(step.reserved_bytes);
             train_time += time;
             done += 1;
             loss_sum += step.loss as f64;

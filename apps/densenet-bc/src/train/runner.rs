@@ -38,6 +38,8 @@ pub struct StepOutput {
     pub correct: Option<usize>,
     /// The step's peak memory above its start, in bytes (see [`Meter`]).
     pub peak_bytes: usize,
+    /// On a device, the most bytes its memory manager held during the step.
+    pub reserved_bytes: Option<usize>,
 }
 
 /// What evaluating one batch reports.
@@ -374,10 +376,12 @@ where
         let loss = loss.into_scalar().elem::<f32>();
         // Lazy backends: the step is finished inside the measurement.
         B::sync(&self.device).context("the device failed to finish the step")?;
+        let peak = measure.finish();
         Ok(StepOutput {
             loss,
             correct: Some(correct),
-            peak_bytes: measure.finish() as usize,
+            peak_bytes: peak.in_use as usize,
+            reserved_bytes: peak.reserved.map(|r| r as usize),
         })
     }
 
