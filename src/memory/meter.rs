@@ -64,6 +64,23 @@ impl MemoryMeter for Meter {
         }
     }
 
+    fn release(&self) {
+        // Burn's fused backends pass the cleanup on without running their queue: settle first.
+        self.settle();
+        match self {
+            Meter::Host => {}
+            #[cfg(feature = "cuda")]
+            Meter::Cuda(device) => {
+                <burn::backend::Cuda as burn::tensor::backend::Backend>::memory_cleanup(device)
+            }
+            #[cfg(feature = "wgpu")]
+            Meter::Wgpu(device) => {
+                <burn::backend::Wgpu as burn::tensor::backend::Backend>::memory_cleanup(device)
+            }
+        }
+        self.settle();
+    }
+
     fn reserved(&self) -> Option<u64> {
         match self {
             Meter::Host => None,

@@ -53,3 +53,56 @@ pub fn available() -> bool {
         }
     })
 }
+
+/// A layout of cubecl's memory pools on wgpu.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Pools {
+    /// cubecl's default (`SubSlices`): sliced pages from 32 MiB up, in size classes four times
+    /// apart, the largest a quarter of what the device allows a buffer.
+    Default,
+    /// `ExclusivePages`: a buffer per allocation, in 24 size buckets (what burn-checkpoint's
+    /// `exclusive-pools` feature makes the default on every runtime).
+    Exclusive,
+    /// Sliced pages of 8 MiB for allocations up to 8 MiB, a buffer each above.
+    Small,
+}
+
+/// Sets cubecl's pools on `device`: before the device's first tensor, in the process's first
+/// use of it (cubecl takes a device's options once).
+pub fn set_pools(pools: Pools, device: &WgpuDevice) {
+    use burn::backend::wgpu::graphics::AutoGraphicsApi;
+    use burn::backend::wgpu::{MemoryConfiguration, RuntimeOptions, init_setup};
+    use cubecl_runtime::memory_management::{MemoryPoolOptions, PoolType};
+    const MIB: u64 = 1 << 20;
+    let memory_config = match pools {
+        Pools::Default => return,
+        Pools::Exclusive => MemoryConfiguration::ExclusivePages,
+        Pools::Small => MemoryConfiguration::Custom {
+            pool_options: vec![
+                // Below wgpu's offset alignment, as cubecl's own layouts begin.
+                MemoryPoolOptions {
+                    pool_type: PoolType::ExclusivePages { max_alloc_size: 0 },
+                    dealloc_period: None,
+                },
+                MemoryPoolOptions {
+                    pool_type: PoolType::SlicedPages {
+                        page_size: 8 * MIB,
+                        max_slice_size: 8 * MIB,
+                    },
+                    dealloc_period: None,
+                },
+                MemoryPoolOptions {
+                    pool_type: PoolType::ExclusivePages {
+                        max_alloc_size: 1 << 40,
+                    },
+                    dealloc_period: Some(1000),
+                },
+            ],
+        },
+    };
+    let options = RuntimeOptions {
+        memory_config,
+        ..RuntimeOptions::default()
+    };
+    init_setup::<AutoGraphicsApi>(device, options);
+}

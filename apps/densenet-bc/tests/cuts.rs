@@ -113,6 +113,14 @@ fn every_cut_gives_the_uncheckpointed_losses_and_gradients_on_wgpu_without_fusio
     }
 }
 
+/// `burn::backend::Cuda` as the `cuda` feature builds it: fused and autotuned (run by
+/// scripts/gpu-check on a CUDA machine).
+#[cfg(feature = "cuda")]
+#[test]
+fn every_cut_gives_the_uncheckpointed_losses_and_gradients_on_cuda() {
+    every_cut_gives_the_uncheckpointed_losses_and_gradients::<burn::backend::Cuda>();
+}
+
 fn every_cut_gives_the_uncheckpointed_losses_and_gradients<I: Backend>() {
     let device = Default::default();
     I::seed(&device, 3);

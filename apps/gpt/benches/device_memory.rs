@@ -1,34 +1,41 @@
 //! Device memory as the user sees it: on a cubecl runtime, a GPT training step's bytes in use and
-//! bytes **reserved** (the memory manager's pages: what `nvidia-smi` shows), plain autodiff
-//! against regions, **one process per method** (a process's pools keep what earlier steps
-//! reserved), each sampled every 100 µs on the step's stream.
+//! bytes **reserved** (the memory manager's pages: what `nvidia-smi` shows, and what decides
+//! whether a batch fits), for plain autodiff, Burn's Balanced checkpointing and the region cuts,
+//! **one process per method** (a process's pools keep what its earlier steps reserved), read with
+//! the library's device [`Meter`] (sampled every 100 µs on the step's stream).
 //!
-//! Runs on Burn's wgpu backend without fusion (Mesa's lavapipe on a machine without a GPU), or on
-//! CUDA with `--features cuda --backend cuda`. `--cleanup` says what the library does about
-//! reserved bytes (see `burn_checkpoint::memory::device`), so that the options are measured side
-//! by side.
+//! Backends: Burn's wgpu without fusion (`wgpu`: Mesa's lavapipe on a machine without a GPU), with
+//! fusion (`wgpu-fused`), and with `--features cuda`, `burn::backend::Cuda` (fused and autotuned,
+//! as a Burn user gets it). `--pools` picks cubecl's pool layout on wgpu, through `init_setup`
+//! (`exclusive` is what burn-checkpoint's `exclusive-pools` feature makes the default on every
+//! runtime, CUDA included); `--cleanup step` returns wholly free pages after each step.
 //!
 //! ```text
 //! cargo bench -p gpt --bench device_memory                         # 4 blocks, d 256, batch 8 × 128
-//! cargo bench -p gpt --bench device_memory -- --cleanup none,step
+//! cargo bench -p gpt --bench device_memory -- --pools exclusive --cleanup none,step
+//! cargo bench -p gpt --features cuda --bench device_memory -- --backend cuda --blocks 12 \
+//!     --d-model 768 --heads 12 --seq 512 --batch 8 --vocab 50257 --methods all   # GPT-2 small
 //! ```
 
-use std::process::Command;
-use std::time::{Duration, Instant};
+use std::path::PathBuf;
 
+use bench_kit::child;
+use bench_kit::device::{StepFigures, measure_steps};
+use bench_kit::wgpu::{Pools, set_pools};
+use burn::backend::Autodiff;
+use burn::backend::autodiff::checkpoint::strategy::BalancedCheckpointing;
 use burn::module::AutodiffModule;
-use burn::optim::{AdamWConfig, GradientsParams, Optimizer};
+use burn::optim::AdamWConfig;
 use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::{Distribution, Int, Tensor};
 use burn_checkpoint::Checkpointed;
-use burn_checkpoint::memory::device::{DevicePeak, Usage, usage};
-use burn_checkpoint::memory::mib;
+use burn_checkpoint::memory::{MemoryMeter, Meter, mib};
 use clap::{Parser, ValueEnum};
 use gpt::{Cut, Gpt, GptConfig};
 use serde::{Deserialize, Serialize};
 
-/// Bytes in use and reserved on a cubecl device, plain against regions, one process each.
-#[derive(Parser, Clone)]
+/// Bytes in use and reserved on a cubecl device, one process per method.
+#[derive(Parser, Clone, Debug)]
 struct Args {
     /// Transformer blocks.
     #[arg(long, default_value_t = 4)]
@@ -51,25 +58,21 @@ struct Args {
     /// Measured steps per process (after one warm-up step).
     #[arg(long, default_value_t = 3)]
     steps: usize,
-    /// Methods, each in a process of its own.
+    /// Methods, each in a process of its own (`all` for every one).
     #[arg(long, value_enum, value_delimiter = ',', default_values_t = [Method::Plain, Method::Block])]
     methods: Vec<Method>,
-    /// What the library does about reserved bytes, each measured for every method.
-    #[arg(long, value_enum, value_delimiter = ',', default_values_t = [Cleanup::None, Cleanup::Step])]
+    /// What is done about reserved bytes, each measured for every method.
+    #[arg(long, value_enum, value_delimiter = ',', default_values_t = [Cleanup::None])]
     cleanup: Vec<Cleanup>,
     /// The runtime.
     #[arg(long, value_enum, default_value_t = Runtime::Wgpu)]
     backend: Runtime,
-    /// cubecl's pools on wgpu, set through `init_setup` before the first tensor (user code: what
-    /// each layout would do; CUDA takes none of them at run time).
+    /// cubecl's pools on wgpu (CUDA takes none at run time: see the `exclusive-pools` feature).
     #[arg(long, value_enum, default_value_t = Pools::Default)]
     pools: Pools,
-    /// Run one method in this process and print its figures as JSON (used by the parent).
-    #[arg(long, hide = true)]
-    child: Option<Method>,
-    /// The cleanup of a child process.
-    #[arg(long, hide = true, value_enum, default_value_t = Cleanup::None)]
-    child_cleanup: Cleanup,
+    /// Where the table and JSON go (extensions added).
+    #[arg(long, default_value = "device-memory")]
+    out: PathBuf,
     /// Passed by `cargo bench`.
     #[arg(long, hide = true)]
     bench: bool,
@@ -79,227 +82,194 @@ struct Args {
 enum Method {
     /// Plain `Autodiff`.
     Plain,
+    /// Burn's `Autodiff<_, BalancedCheckpointing>`.
+    Balanced,
     /// A region per block.
     Block,
+    /// A region per block over Balanced.
+    BlockBalanced,
+    /// A region per block keeping matmul outputs (`SaveComputeBound`).
+    BlockSave,
+    /// A region per block, its input held in host memory.
+    BlockOffload,
+    /// `checkpoint_sequential`, √n segments.
+    SeqSqrt,
+    /// The whole stack one region.
+    Whole,
+    /// Every method above.
+    All,
+}
+
+impl Method {
+    const EACH: [Method; 8] = [
+        Method::Plain,
+        Method::Balanced,
+        Method::Block,
+        Method::BlockBalanced,
+        Method::BlockSave,
+        Method::BlockOffload,
+        Method::SeqSqrt,
+        Method::Whole,
+    ];
+
+    fn cut(self) -> Cut {
+        match self {
+            Method::Plain | Method::Balanced | Method::All => Cut::None,
+            Method::Block | Method::BlockBalanced => Cut::Block,
+            Method::BlockSave => Cut::BlockSaveCompute,
+            Method::BlockOffload => Cut::BlockOffload,
+            Method::SeqSqrt => Cut::SequentialSqrt,
+            Method::Whole => Cut::Whole,
+        }
+    }
+
+    fn name(self) -> String {
+        self.to_possible_value()
+            .expect("a value")
+            .get_name()
+            .to_string()
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
 enum Cleanup {
     /// Nothing: cubecl's pools keep every page they allocated.
     None,
-    /// `memory_cleanup` after each step (after the optimizer): pages wholly free go back.
+    /// The memory manager's wholly free pages go back after each step (`Meter::release`).
     Step,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-enum Pools {
-    /// cubecl's default (`SubSlices`: pages from 32 MiB up to the largest buffer).
-    Default,
-    /// `ExclusivePages`: a buffer per allocation, in 24 size buckets.
-    Exclusive,
-    /// Sliced pages of 8 MiB for allocations up to 8 MiB, exclusive pages above.
-    Small,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 enum Runtime {
+    /// Burn's wgpu backend without fusion.
     Wgpu,
+    /// `burn::backend::Wgpu`: with fusion.
+    WgpuFused,
+    /// `burn::backend::Cuda` (fused, autotuned).
     #[cfg(feature = "cuda")]
     Cuda,
 }
 
 /// One process's figures.
 #[derive(Debug, Serialize, Deserialize)]
-struct Figures {
+struct Row {
     method: Method,
     cleanup: Cleanup,
-    /// Peak bytes in use during a step, above the step's start (max over measured steps).
-    in_use_peak: u64,
-    /// Bytes in use between forward and backward, above the step's start.
-    held: u64,
-    /// The most bytes reserved during a step.
-    reserved_peak: u64,
-    /// Bytes reserved after the last step.
-    reserved_after: u64,
-    /// Median step time, seconds.
-    seconds: f64,
+    figures: StepFigures,
 }
 
-fn step<B: AutodiffBackend, O: Optimizer<Gpt<B>, B>>(
-    model: Gpt<B>,
-    optimizer: &mut O,
-    tokens: &Tensor<B, 2, Int>,
-    cleanup: Cleanup,
-    sample: &dyn Fn() -> Usage,
-) -> (Gpt<B>, u64) {
-    let device = tokens.device();
-    let [batch, seq] = tokens.dims();
-    let inputs = tokens.clone().slice([0..batch, 0..seq - 1]);
-    let targets = tokens.clone().slice([0..batch, 1..seq]);
-    let base = sample().in_use;
-    let loss = model.loss(inputs, targets);
-    B::sync(&device).expect("the device syncs");
-    let held = sample().in_use.saturating_sub(base);
-    let grads = GradientsParams::from_grads(loss.backward(), &model);
-    let model = optimizer.step(1e-3, model, grads);
-    B::sync(&device).expect("the device syncs");
-    if cleanup == Cleanup::Step {
-        B::memory_cleanup(&device);
-        B::sync(&device).expect("the device syncs");
-    }
-    (model, held)
-}
-
-fn child<R: burn::cubecl::Runtime, I: Backend<Device = R::Device>>(
+fn measure<B: AutodiffBackend>(
     args: &Args,
-    method: Method,
-) -> Figures
+    cut: Cut,
+    cleanup: Cleanup,
+    meter: &Meter,
+) -> StepFigures
 where
-    Gpt<Checkpointed<burn::backend::Autodiff<I>>>:
-        AutodiffModule<Checkpointed<burn::backend::Autodiff<I>>>,
+    Gpt<B>: AutodiffModule<B>,
 {
-    type B<I> = Checkpointed<burn::backend::Autodiff<I>>;
-    let device = R::Device::default();
-    if args.backend == Runtime::Wgpu && args.pools != Pools::Default {
-        set_pools(args.pools);
-    }
-    let cut = match method {
-        Method::Plain => Cut::None,
-        Method::Block => Cut::Block,
-    };
-    I::seed(&device, 1);
+    let device = B::Device::default();
+    B::seed(&device, 1);
     let config = GptConfig::new(args.vocab, args.d_model, args.blocks, args.heads, args.seq);
-    let mut model = config.with_cut(cut).init::<B<I>>(&device);
+    let mut model = Some(config.with_cut(cut).init::<B>(&device));
     let mut optimizer = AdamWConfig::new().init();
-    let tokens = Tensor::<B<I>, 2, Int>::random(
+    let tokens = Tensor::<B, 2, Int>::random(
         [args.batch, args.seq + 1],
         Distribution::Uniform(0.0, args.vocab as f64),
         &device,
     );
-    let sample = || usage::<R>(&device);
-    let mut figures = Figures {
-        method,
-        cleanup: args.child_cleanup,
-        in_use_peak: 0,
-        held: 0,
-        reserved_peak: 0,
-        reserved_after: 0,
-        seconds: 0.0,
-    };
-    let mut times = Vec::new();
-    for index in 0..=args.steps {
-        let base = sample().in_use;
-        let sampler = DevicePeak::<R>::start(&device, Duration::from_micros(100));
-        let started = Instant::now();
-        let (next, held) = step(model, &mut optimizer, &tokens, args.child_cleanup, &sample);
-        model = next;
-        let elapsed = started.elapsed();
-        let peak = sampler.finish();
-        if index > 0 {
-            // The first step also allocates the optimizer's state and tunes kernels.
-            times.push(elapsed.as_secs_f64());
-            figures.in_use_peak = figures.in_use_peak.max(peak.in_use.saturating_sub(base));
-            figures.held = figures.held.max(held);
-            figures.reserved_peak = figures.reserved_peak.max(peak.reserved);
+    measure_steps(meter, 1, args.steps, |measure| {
+        let mut held = 0;
+        let (next, _) = model.take().expect("a model between steps").train_step(
+            &mut optimizer,
+            tokens.clone(),
+            1e-3,
+            || held = measure.now(),
+        );
+        model = Some(next);
+        if cleanup == Cleanup::Step {
+            meter.release();
         }
+        held
+    })
+}
+
+fn methods<I: Backend>(
+    args: &Args,
+    method: Method,
+    cleanup: Cleanup,
+    meter: &Meter,
+) -> StepFigures {
+    type Bal<I> = Autodiff<I, BalancedCheckpointing>;
+    let cut = method.cut();
+    match method {
+        Method::Plain => measure::<Autodiff<I>>(args, cut, cleanup, meter),
+        Method::Balanced => measure::<Bal<I>>(args, cut, cleanup, meter),
+        Method::BlockBalanced => measure::<Checkpointed<Bal<I>>>(args, cut, cleanup, meter),
+        _ => measure::<Checkpointed<Autodiff<I>>>(args, cut, cleanup, meter),
     }
-    figures.reserved_after = sample().reserved;
-    times.sort_by(f64::total_cmp);
-    figures.seconds = times[times.len() / 2];
-    figures
 }
 
-fn set_pools(pools: Pools) {
-    use burn::backend::wgpu::graphics::AutoGraphicsApi;
-    use burn::backend::wgpu::{MemoryConfiguration, RuntimeOptions, WgpuDevice, init_setup};
-    use cubecl_runtime::memory_management::{MemoryPoolOptions, PoolType};
-    const MIB: u64 = 1 << 20;
-    let memory_config = match pools {
-        Pools::Default => return,
-        Pools::Exclusive => MemoryConfiguration::ExclusivePages,
-        Pools::Small => MemoryConfiguration::Custom {
-            pool_options: vec![
-                MemoryPoolOptions {
-                    pool_type: PoolType::ExclusivePages { max_alloc_size: 0 },
-                    dealloc_period: None,
-                },
-                MemoryPoolOptions {
-                    pool_type: PoolType::SlicedPages {
-                        page_size: 8 * MIB,
-                        max_slice_size: 8 * MIB,
-                    },
-                    dealloc_period: None,
-                },
-                MemoryPoolOptions {
-                    pool_type: PoolType::ExclusivePages {
-                        max_alloc_size: 1 << 40,
-                    },
-                    dealloc_period: Some(1000),
-                },
-            ],
-        },
-    };
-    let options = RuntimeOptions {
-        memory_config,
-        ..RuntimeOptions::default()
-    };
-    init_setup::<AutoGraphicsApi>(&WgpuDevice::default(), options);
-}
-
-fn run_child(args: &Args, method: Method) -> Figures {
+/// The child: one method, one cleanup, in this process.
+fn run_child(args: &Args, method: Method, cleanup: Cleanup) -> StepFigures {
     match args.backend {
-        Runtime::Wgpu => {
-            child::<burn::cubecl::wgpu::WgpuRuntime, bench_kit::wgpu::Unfused>(args, method)
+        Runtime::Wgpu | Runtime::WgpuFused => {
+            let device = burn::backend::wgpu::WgpuDevice::default();
+            set_pools(args.pools, &device);
+            let meter = Meter::Wgpu(device);
+            if args.backend == Runtime::Wgpu {
+                methods::<bench_kit::wgpu::Unfused>(args, method, cleanup, &meter)
+            } else {
+                methods::<burn::backend::Wgpu>(args, method, cleanup, &meter)
+            }
         }
         #[cfg(feature = "cuda")]
-        Runtime::Cuda => child::<
-            burn::cubecl::cuda::CudaRuntime,
-            burn::backend::cuda::CubeBackend<burn::cubecl::cuda::CudaRuntime, f32, i32, u8>,
-        >(args, method),
+        Runtime::Cuda => {
+            let meter = Meter::Cuda(Default::default());
+            methods::<burn::backend::Cuda>(args, method, cleanup, &meter)
+        }
     }
 }
 
 fn main() {
-    let args = Args::parse();
-    if let Some(method) = args.child {
-        let figures = run_child(&args, method);
-        println!(
-            "{}",
-            serde_json::to_string(&figures).expect("figures serialise")
-        );
+    let mut args = Args::parse();
+    if args.methods.contains(&Method::All) {
+        args.methods = Method::EACH.to_vec();
+    }
+    if let Some(task) = child::task() {
+        let (method, cleanup) = serde_json::from_str(&task).expect("a child's task");
+        child::report(&run_child(&args, method, cleanup));
         return;
     }
-    if args.backend == Runtime::Wgpu && bench_kit::wgpu::claim().is_none() {
+    if matches!(args.backend, Runtime::Wgpu | Runtime::WgpuFused)
+        && bench_kit::wgpu::claim().is_none()
+    {
         return;
     }
-    let exe = std::env::current_exe().expect("this benchmark's path");
-    let mut rows: Vec<Figures> = Vec::new();
+    let passed: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| a != "--bench")
+        .collect();
+    let mut rows = Vec::new();
     for &cleanup in &args.cleanup {
         for &method in &args.methods {
-            let mut command = Command::new(&exe);
-            command.args(std::env::args().skip(1).filter(|a| a != "--bench"));
-            command.args([
-                "--child",
-                method_name(method),
-                "--child-cleanup",
-                cleanup_name(cleanup),
-            ]);
-            let output = command.output().expect("a child process runs");
-            let stdout = String::from_utf8_lossy(&output.stdout);
-            let Some(line) = stdout.lines().rev().find(|l| l.starts_with('{')) else {
-                panic!(
-                    "{method:?} {cleanup:?}: no figures; stderr:\n{}",
-                    String::from_utf8_lossy(&output.stderr)
-                );
-            };
-            let figures: Figures = serde_json::from_str(line).expect("figures parse");
-            eprintln!("{figures:?}");
-            rows.push(figures);
+            let task = serde_json::to_string(&(method, cleanup)).expect("a task serialises");
+            match child::run::<StepFigures>(&task, &passed) {
+                Ok(figures) => {
+                    eprintln!("{method:?} {cleanup:?}: {figures:?}");
+                    rows.push(Row {
+                        method,
+                        cleanup,
+                        figures,
+                    });
+                }
+                // The largest batch is found by trying: an out-of-memory is a row, not the end.
+                Err(error) => eprintln!("{method:?} {cleanup:?} failed: {error}"),
+            }
         }
     }
-    println!(
-        "GPT {} blocks, d {}, {} heads, batch {} × {}, vocab {}; {:?} backend, AdamW; one process \
-         per row, median of {} steps after a warm-up\n",
+    let title = format!(
+        "GPT {} blocks, d {}, {} heads, batch {} × {}, vocab {}; {:?} backend, {:?} pools, AdamW; \
+         one process per row, median of {} steps after a warm-up",
         args.blocks,
         args.d_model,
         args.heads,
@@ -307,42 +277,52 @@ fn main() {
         args.seq,
         args.vocab,
         args.backend,
+        args.pools,
         args.steps
     );
-    println!(
-        "| cleanup | method | in use, peak | held fwd→bwd | reserved, peak | reserved after | × plain reserved peak | step s | × plain time |"
+    let table = markdown(&title, &rows);
+    print!("{table}");
+    let write = |extension: &str, contents: &str| {
+        let path = args.out.with_extension(extension);
+        std::fs::write(&path, contents)
+            .unwrap_or_else(|e| panic!("cannot write {}: {e}", path.display()));
+        eprintln!("written: {}", path.display());
+    };
+    write("md", &table);
+    write(
+        "json",
+        &serde_json::to_string_pretty(&rows).expect("rows serialise"),
     );
-    println!("|---|---|---|---|---|---|---|---|---|");
-    for row in &rows {
+}
+
+fn markdown(title: &str, rows: &[Row]) -> String {
+    let mut table = format!(
+        "{title}\n\n| cleanup | method | in use at start | in use, peak | held fwd→bwd | reserved, peak | \
+         live at peak | reserved ÷ live | × plain in-use peak | × plain reserved peak | step s | \
+         × plain time |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n"
+    );
+    for row in rows {
+        let f = &row.figures;
         let plain = rows
             .iter()
-            .find(|r| r.cleanup == row.cleanup && r.method == Method::Plain);
-        let ratio = |f: fn(&Figures) -> f64| plain.map_or(f64::NAN, |p| f(row) / f(p));
-        println!(
-            "| {:?} | {:?} | {:.1} MiB | {:.1} MiB | {:.1} MiB | {:.1} MiB | {:.2} | {:.3} | {:.2} |",
+            .find(|r| r.cleanup == row.cleanup && r.method == Method::Plain)
+            .map(|r| &r.figures);
+        let ratio = |of: fn(&StepFigures) -> f64| plain.map_or(f64::NAN, |p| of(f) / of(p));
+        table += &format!(
+            "| {:?} | {} | {:.1} MiB | {:.1} MiB | {:.1} MiB | {:.1} MiB | {:.1} MiB | {:.2} | {:.2} | {:.2} | {:.3} | {:.2} |\n",
             row.cleanup,
-            row.method,
-            mib(row.in_use_peak as usize),
-            mib(row.held as usize),
-            mib(row.reserved_peak as usize),
-            mib(row.reserved_after as usize),
+            row.method.name(),
+            mib(f.base as usize),
+            mib(f.in_use_peak as usize),
+            mib(f.held as usize),
+            mib(f.reserved_peak as usize),
+            mib(f.live_peak() as usize),
+            f.reserved_peak as f64 / f.live_peak() as f64,
+            ratio(|f| f.in_use_peak as f64),
             ratio(|f| f.reserved_peak as f64),
-            row.seconds,
+            f.seconds,
             ratio(|f| f.seconds),
         );
     }
-}
-
-fn method_name(method: Method) -> &'static str {
-    match method {
-        Method::Plain => "plain",
-        Method::Block => "block",
-    }
-}
-
-fn cleanup_name(cleanup: Cleanup) -> &'static str {
-    match cleanup {
-        Cleanup::None => "none",
-        Cleanup::Step => "step",
-    }
+    table
 }

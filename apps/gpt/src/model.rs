@@ -10,7 +10,8 @@ use burn::nn::{
     Dropout, DropoutConfig, Embedding, EmbeddingConfig, Gelu, LayerNorm, LayerNormConfig, Linear,
     LinearConfig,
 };
-use burn::tensor::backend::Backend;
+use burn::optim::{GradientsParams, Optimizer};
+use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::{Int, Tensor};
 use burn_checkpoint::{Layer, Policy, Segments, checkpoint, checkpoint_sequential};
 
@@ -200,5 +201,27 @@ impl<B: Backend> Gpt<B> {
     pub fn with_cut(mut self, cut: Cut) -> Self {
         self.cut = cut;
         self
+    }
+}
+
+impl<B: AutodiffBackend> Gpt<B> {
+    /// One training step on `tokens` `[batch, sequence + 1]` (each position's target is the
+    /// next token): the loss, backward, and `optimizer`'s step at `learning_rate`. `between`
+    /// runs between forward and backward, where a step holds what backward will read (to
+    /// measure it). Returns the model after the step and the loss.
+    pub fn train_step<O: Optimizer<Self, B>>(
+        self,
+        optimizer: &mut O,
+        tokens: Tensor<B, 2, Int>,
+        learning_rate: f64,
+        between: impl FnOnce(),
+    ) -> (Self, Tensor<B, 1>) {
+        let [batch, seq] = tokens.dims();
+        let inputs = tokens.clone().slice([0..batch, 0..seq - 1]);
+        let targets = tokens.slice([0..batch, 1..seq]);
+        let loss = self.loss(inputs, targets);
+        between();
+        let grads = GradientsParams::from_grads(loss.backward(), &self);
+        (optimizer.step(learning_rate, self, grads), loss)
     }
 }

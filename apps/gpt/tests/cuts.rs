@@ -84,6 +84,14 @@ fn every_cut_gives_the_plain_gradients_bitwise_on_wgpu_without_fusion() {
     }
 }
 
+/// `burn::backend::Cuda` as the `cuda` feature builds it: fused and autotuned (run by
+/// scripts/gpu-check on a CUDA machine).
+#[cfg(feature = "cuda")]
+#[test]
+fn every_cut_gives_the_plain_gradients_bitwise_on_cuda() {
+    every_cut_gives_the_plain_gradients::<burn::backend::Cuda>();
+}
+
 fn every_cut_gives_the_plain_gradients<I: Backend>() {
     type Plain<I> = Autodiff<I>;
     let _random = RANDOM.lock().unwrap_or_else(|e| e.into_inner());

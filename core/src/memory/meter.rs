@@ -20,6 +20,11 @@ pub trait MemoryMeter: Send + 'static {
     /// The recording calls it before every read; on the host it does nothing.
     fn settle(&self) {}
 
+    /// Gives the memory manager's wholly free pages back to the device, so that what the next
+    /// step reserves starts from what is live (a cubecl pool keeps every page it allocated
+    /// until it is told); a report starts with it. On the host it does nothing.
+    fn release(&self) {}
+
     /// Bytes the device's memory manager holds now, used or not (its pools' pages), where the
     /// meter is a device's; `None` on the host.
     fn reserved(&self) -> Option<u64> {

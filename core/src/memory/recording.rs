@@ -92,6 +92,8 @@ fn record<R>(meter: Box<dyn MemoryMeter>, f: impl FnOnce() -> R) -> (R, StepRepo
     if ON.with(Cell::get) {
         return (f(), StepReport::default());
     }
+    // On a device, the step's reserved peak is its own, not what earlier steps left in pools.
+    meter.release();
     meter.settle();
     meter.reset_peak();
     offload::reset_offloaded_peak();
