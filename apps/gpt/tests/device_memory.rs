@@ -19,35 +19,94 @@ use burn::optim::AdamWConfig;
 use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::{Distribution, Int, Tensor};
 use burn_checkpoint::Checkpointed;
+use burn_checkpoint::Treatment;
 use burn_checkpoint::memory::{Meter, mib};
+use burn_checkpoint::planner::Profile;
 use gpt::{Cut, Gpt, GptConfig};
 use serde::{Deserialize, Serialize};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-struct Task {
-    fused: bool,
-    exclusive: bool,
-    block: bool,
+enum Task {
+    /// A method's steps.
+    Steps {
+        fused: bool,
+        exclusive: bool,
+        block: bool,
+    },
+    /// The planner on a device: profile the per-block step, fit a budget of reserved bytes.
+    Fit,
+}
+
+/// What the planner's child found: the profile's reserved peaks (every region kept, every
+/// region recomputed), the budget and the fitted plan's measured reserved peak.
+#[derive(Debug, Serialize, Deserialize)]
+struct Fit {
+    kept: u64,
+    recomputed: u64,
+    budget: u64,
+    measured: u64,
+}
+
+/// The model and tokens of every child.
+fn model<B: AutodiffBackend>(cut: Cut) -> (Gpt<B>, Tensor<B, 2, Int>) {
+    let device = B::Device::default();
+    B::seed(&device, 1);
+    let (vocab, seq, batch) = (128, 64, 8);
+    let model = GptConfig::new(vocab, 128, 2, 4, seq)
+        .with_cut(cut)
+        .init::<B>(&device);
+    let tokens = Tensor::<B, 2, Int>::random(
+        [batch, seq + 1],
+        Distribution::Uniform(0.0, vocab as f64),
+        &device,
+    );
+    (model, tokens)
+}
+
+fn fit() -> Fit {
+    type B = Checkpointed<Autodiff<Unfused>>;
+    let meter = Meter::Wgpu(WgpuDevice::default());
+    let (model, tokens) = model::<B>(Cut::Block);
+    let mut model = Some(model);
+    let mut optimizer = AdamWConfig::new().init();
+    let mut step = || {
+        let (next, _) =
+            model
+                .take()
+                .expect("a model")
+                .train_step(&mut optimizer, tokens.clone(), 1e-3, || {});
+        model = Some(next);
+    };
+    step(); // allocates the optimizer's state and tunes the kernels
+    let profile = Profile::measure(meter.clone(), &mut step).expect("the step profiles");
+    let reserved = |treatment: Treatment| {
+        let step = profile.steps.iter().find(|s| s.treatment == treatment);
+        step.and_then(|s| s.report.reserved_peak_bytes)
+            .expect("a device's report has its reserved peak")
+    };
+    let (kept, recomputed) = (reserved(Treatment::Keep), reserved(Treatment::RecomputeAll));
+    let budget = (kept + recomputed) / 2;
+    let fitted = profile
+        .fit(meter, budget, || -> Result<(), std::convert::Infallible> {
+            step();
+            Ok(())
+        })
+        .expect("a budget between the two fits");
+    Fit {
+        kept,
+        recomputed,
+        budget,
+        measured: fitted.measured_peak_bytes,
+    }
 }
 
 fn measure<B: AutodiffBackend>(cut: Cut, meter: &Meter) -> StepFigures
 where
     Gpt<B>: AutodiffModule<B>,
 {
-    let device = B::Device::default();
-    B::seed(&device, 1);
-    let (vocab, seq, batch) = (128, 64, 8);
-    let mut model = Some(
-        GptConfig::new(vocab, 128, 2, 4, seq)
-            .with_cut(cut)
-            .init::<B>(&device),
-    );
+    let (model, tokens) = model::<B>(cut);
+    let mut model = Some(model);
     let mut optimizer = AdamWConfig::new().init();
-    let tokens = Tensor::<B, 2, Int>::random(
-        [batch, seq + 1],
-        Distribution::Uniform(0.0, vocab as f64),
-        &device,
-    );
     measure_steps(meter, 1, 2, |measure| {
         let mut held = 0;
         let (next, _) =
@@ -62,14 +121,14 @@ where
     })
 }
 
-fn child_figures(task: Task) -> StepFigures {
+fn child_figures(fused: bool, exclusive: bool, block: bool) -> StepFigures {
     let device = WgpuDevice::default();
-    if task.exclusive {
+    if exclusive {
         set_pools(Pools::Exclusive, &device);
     }
     let meter = Meter::Wgpu(device);
-    let cut = if task.block { Cut::Block } else { Cut::None };
-    match (task.fused, task.block) {
+    let cut = if block { Cut::Block } else { Cut::None };
+    match (fused, block) {
         (false, false) => measure::<Autodiff<Unfused>>(cut, &meter),
         (false, true) => measure::<Checkpointed<Autodiff<Unfused>>>(cut, &meter),
         (true, false) => measure::<Autodiff<burn::backend::Wgpu>>(cut, &meter),
@@ -77,32 +136,41 @@ fn child_figures(task: Task) -> StepFigures {
     }
 }
 
-fn run(task: Task) -> StepFigures {
+fn in_child<T: serde::de::DeserializeOwned>(task: Task) -> T {
     let json = serde_json::to_string(&task).expect("a task serialises");
-    let figures = child::run(&json, &[]).unwrap_or_else(|error| panic!("{error}"));
-    let f: &StepFigures = &figures;
+    child::run(&json, &[]).unwrap_or_else(|error| panic!("{error}"))
+}
+
+fn run(fused: bool, exclusive: bool, block: bool) -> StepFigures {
+    let f: StepFigures = in_child(Task::Steps {
+        fused,
+        exclusive,
+        block,
+    });
     println!(
         "| {} | {} | {} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} |",
-        if task.fused { "fused" } else { "unfused" },
-        if task.exclusive {
-            "exclusive"
-        } else {
-            "default"
-        },
-        if task.block { "per block" } else { "plain" },
+        if fused { "fused" } else { "unfused" },
+        if exclusive { "exclusive" } else { "default" },
+        if block { "per block" } else { "plain" },
         mib(f.base as usize),
         mib(f.held as usize),
         mib(f.in_use_peak as usize),
         mib(f.reserved_peak as usize),
         f.reserved_peak as f64 / f.live_peak() as f64,
     );
-    figures
+    f
 }
 
 fn main() {
     if let Some(task) = child::task() {
-        let task: Task = serde_json::from_str(&task).expect("a child's task");
-        child::report(&child_figures(task));
+        match serde_json::from_str(&task).expect("a child's task") {
+            Task::Steps {
+                fused,
+                exclusive,
+                block,
+            } => child::report(&child_figures(fused, exclusive, block)),
+            Task::Fit => child::report(&fit()),
+        }
         return;
     }
     let Some(_wgpu) = bench_kit::wgpu::claim() else {
@@ -115,16 +183,8 @@ fn main() {
     let mut held = Vec::new();
     for fused in [false, true] {
         for exclusive in [false, true] {
-            let plain = run(Task {
-                fused,
-                exclusive,
-                block: false,
-            });
-            let block = run(Task {
-                fused,
-                exclusive,
-                block: true,
-            });
+            let plain = run(fused, exclusive, false);
+            let block = run(fused, exclusive, true);
             let what = format!("fused {fused}, exclusive pools {exclusive}");
             assert!(
                 block.held * 4 < plain.held,
@@ -172,4 +232,18 @@ fn main() {
              fused step"
         );
     }
+
+    // The planner budgets what a device reserves: a budget between the profile's reserved peaks
+    // with every region kept and every region recomputed is fitted, measured in reserved bytes.
+    let fit: Fit = in_child(Task::Fit);
+    println!(
+        "planner on wgpu: reserved {:.2} MiB kept, {:.2} MiB recomputed; budget {:.2} MiB, \
+         the fitted plan reserved {:.2} MiB",
+        mib(fit.kept as usize),
+        mib(fit.recomputed as usize),
+        mib(fit.budget as usize),
+        mib(fit.measured as usize)
+    );
+    assert!(fit.recomputed < fit.kept, "{fit:?}");
+    assert!(fit.measured <= fit.budget, "{fit:?}");
 }
