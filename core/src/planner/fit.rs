@@ -59,7 +59,8 @@ impl Profile {
     /// whether a step fits, since a page that cannot be allocated is an out-of-memory error
     /// however much of the other pages is free. The solver plans bytes in use; the first plan
     /// is for the budget less the least gap between reserved and in-use seen in the profile,
-    /// and each check lowers it by the overshoot in reserved bytes.
+    /// each check lowers it by the overshoot in reserved bytes, and the least-memory plan is the
+    /// last one tried (the gap changes with the plan, so it may fit where the target says not).
     pub fn fit<M: MemoryMeter + Clone, E>(
         &self,
         meter: M,
@@ -70,9 +71,20 @@ impl Profile {
         let mut target = budget_bytes.saturating_sub(self.reserved_gap());
         let mut steps = 0;
         let mut tries = 0;
+        // On a device the gap between reserved and in-use bytes changes with the plan (pages),
+        // so a target lowered by overshoots may pass below the in-use floor while the floor's
+        // plan still fits the budget: there the floor's plan is the last one tried. On the host
+        // a budget below the floor is refused before any step.
+        let device = self.reserved_gap() > 0;
+        let floor = self.smallest_peak();
         loop {
+            let at_floor = (device || tries > 0) && target <= floor;
             let started = Instant::now();
-            let plan = self.plan(target);
+            let plan = if at_floor {
+                Ok(self.least_plan())
+            } else {
+                self.plan(target)
+            };
             solve_seconds += started.elapsed().as_secs_f64();
             let mut plan = plan.map_err(|error| match error {
                 PlanError::BelowFloor { floor, holders, .. } => PlanError::BelowFloor {
@@ -96,7 +108,7 @@ impl Profile {
                     solve_seconds,
                 });
             }
-            if tries == RETRIES {
+            if tries == RETRIES || at_floor {
                 return Err(FitError::Budget(PlanError::BelowFloor {
                     budget: budget_bytes,
                     floor: measured.min(self.smallest_peak() + self.reserved_gap()),

@@ -189,6 +189,44 @@ impl Profile {
         predicted.into_iter().chain(measured).min().unwrap_or(0)
     }
 
+    /// The plan of [`Profile::smallest_peak`]: every region under the treatment of the measured
+    /// step that peaked least, or, where a mix predicts less, each region under the treatment
+    /// (of the best set) that holds least. What a fit tries last, whatever the target.
+    pub(crate) fn least_plan(&self) -> Plan {
+        let least = self
+            .steps
+            .iter()
+            .min_by_key(|s| s.report.peak_bytes)
+            .expect("a profile has a step per treatment");
+        let regions = self.steps[0].report.regions.len();
+        let mixed = treatment_sets()
+            .map(|allowed| {
+                let fixed = allowed.iter().map(|&t| self.rest(t)).max().unwrap_or(0);
+                let chosen: Vec<Treatment> = (0..regions)
+                    .map(|i| {
+                        *allowed
+                            .iter()
+                            .min_by_key(|&&t| self.held(t, i))
+                            .expect("a set is not empty")
+                    })
+                    .collect();
+                let held: u64 = chosen
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &t)| self.held(t, i))
+                    .sum();
+                (fixed + held, chosen)
+            })
+            .min_by_key(|(predicted, _)| *predicted);
+        let (predicted, chosen) = match mixed {
+            Some((predicted, chosen)) if predicted < least.report.peak_bytes => (predicted, chosen),
+            _ => (least.report.peak_bytes, vec![least.treatment; regions]),
+        };
+        let mut plan = self.plan_of(chosen);
+        plan.predicted_peak_bytes = predicted;
+        plan
+    }
+
     /// The peak with every region kept (no recompute): a budget at or above it needs no plan.
     pub fn largest_peak(&self) -> u64 {
         self.step(Treatment::Keep).peak_bytes
