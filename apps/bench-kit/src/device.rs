@@ -44,10 +44,10 @@ pub fn measure_steps(
     let mut figures = StepFigures::default();
     let mut times = Vec::new();
     for index in 0..warm_up + steps {
-        meter.settle();
-        let base = meter.in_use();
         let started = Instant::now();
+        // Settles the device: what is in use now is the step's start.
         let measure = meter.start();
+        let base = meter.in_use();
         let held = step(&measure);
         let peak = measure.finish();
         let elapsed = started.elapsed().as_secs_f64();

@@ -372,17 +372,7 @@ impl Sweep {
 
     /// Writes `<out>.md`, `<out>.json`, `<out>.svg` and `<out>.png`.
     pub fn write(&self, out: &Path) {
-        let write = |extension: &str, contents: &str| {
-            let path = out.with_extension(extension);
-            std::fs::write(&path, contents)
-                .unwrap_or_else(|e| panic!("cannot write {}: {e}", path.display()));
-            eprintln!("written: {}", path.display());
-        };
-        write("md", &self.markdown());
-        write(
-            "json",
-            &serde_json::to_string_pretty(self).expect("a sweep serialises"),
-        );
+        crate::output::write_table(out, &self.markdown(), self);
         match crate::figure::write(self, out) {
             Ok(()) => eprintln!("plotted: {0}.svg, {0}.png", out.display()),
             Err(e) => eprintln!("{e}"),

@@ -282,17 +282,7 @@ fn main() {
     );
     let table = markdown(&title, &rows);
     print!("{table}");
-    let write = |extension: &str, contents: &str| {
-        let path = args.out.with_extension(extension);
-        std::fs::write(&path, contents)
-            .unwrap_or_else(|e| panic!("cannot write {}: {e}", path.display()));
-        eprintln!("written: {}", path.display());
-    };
-    write("md", &table);
-    write(
-        "json",
-        &serde_json::to_string_pretty(&rows).expect("rows serialise"),
-    );
+    bench_kit::output::write_table(&args.out, &table, &rows);
 }
 
 fn markdown(title: &str, rows: &[Row]) -> String {

@@ -41,14 +41,25 @@ struct Recording {
 }
 
 impl Recording {
-    /// Reads the meter; if the peak rose since the last event, it rose where the step was.
-    fn event(&mut self, next: String) {
+    /// Settles the meter (one device sync) and reads it: the bytes in use and the meter's peak
+    /// (at least those in use); the most bytes reserved is kept.
+    fn read(&mut self) -> (u64, u64) {
         self.meter.settle();
         if let Some(now) = self.meter.reserved() {
             self.reserved = Some(self.reserved.map_or(now, |seen| seen.max(now)));
         }
         let in_use = self.meter.in_use();
-        let peak = self.meter.peak().unwrap_or(in_use).max(in_use);
+        (in_use, self.meter.peak().unwrap_or(in_use).max(in_use))
+    }
+
+    /// Reads the meter; if the peak rose since the last event, it rose where the step was.
+    fn event(&mut self, next: String) {
+        let (_, peak) = self.read();
+        self.event_at(next, peak);
+    }
+
+    /// [`Recording::event`] with the meter's peak already read there.
+    fn event_at(&mut self, next: String, peak: u64) {
         if peak > self.peak {
             self.peak = peak;
             self.report.peak_at = std::mem::replace(&mut self.now, next);
@@ -169,8 +180,9 @@ pub fn top_level_opened(name: &dyn fmt::Display, index: u64, treatment: Option<T
             ..RegionRecord::default()
         });
         let label = format!("forward, in {}", recording.id(slot));
-        recording.event(label);
-        recording.open = Some((slot, recording.meter.in_use(), Instant::now()));
+        let (in_use, peak) = recording.read();
+        recording.event_at(label, peak);
+        recording.open = Some((slot, in_use, Instant::now()));
         recording.offloaded_at_open = offload::offloaded_bytes();
         // The peak inside the region, from here.
         recording.meter.reset_peak();
@@ -183,9 +195,7 @@ pub fn top_level_closed() {
         let Some((slot, opened_bytes, opened)) = recording.open.take() else {
             return;
         };
-        recording.meter.settle();
-        let in_use = recording.meter.in_use();
-        let peak = recording.meter.peak().unwrap_or(in_use).max(in_use);
+        let (in_use, peak) = recording.read();
         let region = &mut recording.report.regions[slot];
         region.held_bytes = in_use as i64 - opened_bytes as i64;
         region.forward_peak_bytes = peak.saturating_sub(opened_bytes);
@@ -194,7 +204,7 @@ pub fn top_level_closed() {
             offload::offloaded_bytes().saturating_sub(recording.offloaded_at_open) as u64;
         recording.last_closed = Some(slot);
         let label = format!("forward, after {}", recording.id(slot));
-        recording.event(label);
+        recording.event_at(label, peak);
     });
 }
 
@@ -220,8 +230,9 @@ pub fn recompute<T>(slot: usize, f: impl FnOnce() -> T, bytes: impl FnOnce(&T) -
     });
     let started = Instant::now();
     let output = f();
-    // A device runs behind the host: the recompute's time is until its work has run.
-    with(|recording| recording.meter.settle());
+    // A device runs behind the host: the recompute's time is until its work has run, which the
+    // read after it waits for.
+    let read = with(|recording| recording.read());
     let elapsed = started.elapsed();
     let size = bytes(&output);
     with(|recording| {
@@ -233,7 +244,9 @@ pub fn recompute<T>(slot: usize, f: impl FnOnce() -> T, bytes: impl FnOnce(&T) -
         region.recompute_seconds += elapsed.as_secs_f64();
         region.recomputed_ops += 1;
         let label = format!("backward, after recomputing {}", recording.id(slot));
-        recording.event(label);
+        if let Some((_, peak)) = read {
+            recording.event_at(label, peak);
+        }
     });
     output
 }

@@ -68,14 +68,16 @@ impl Profile {
         mut step: impl FnMut() -> Result<(), E>,
     ) -> Result<Fitted, FitError<E>> {
         let mut solve_seconds = 0.0;
-        let mut target = budget_bytes.saturating_sub(self.reserved_gap());
+        // 0 on the host.
+        let gap = self.reserved_gap();
+        let mut target = budget_bytes.saturating_sub(gap);
         let mut steps = 0;
         let mut tries = 0;
         // On a device the gap between reserved and in-use bytes changes with the plan (pages),
         // so a target lowered by overshoots may pass below the in-use floor while the floor's
         // plan still fits the budget: there the floor's plan is the last one tried. On the host
         // a budget below the floor is refused before any step.
-        let device = self.reserved_gap() > 0;
+        let device = gap > 0;
         let floor = self.smallest_peak();
         loop {
             let at_floor = (device || tries > 0) && target <= floor;
@@ -89,7 +91,7 @@ impl Profile {
             let mut plan = plan.map_err(|error| match error {
                 PlanError::BelowFloor { floor, holders, .. } => PlanError::BelowFloor {
                     budget: budget_bytes,
-                    floor: floor + self.reserved_gap(),
+                    floor: floor + gap,
                     holders,
                 },
             })?;
@@ -111,7 +113,7 @@ impl Profile {
             if tries == RETRIES || at_floor {
                 return Err(FitError::Budget(PlanError::BelowFloor {
                     budget: budget_bytes,
-                    floor: measured.min(self.smallest_peak() + self.reserved_gap()),
+                    floor: measured.min(floor + gap),
                     holders: format!(
                         "the plan for {:.1} MiB in use still peaked at {:.1} MiB {} at {}",
                         mib(target as usize),

@@ -384,17 +384,7 @@ fn main() {
     );
     let table = markdown(&title, &rows);
     print!("{table}");
-    let write = |extension: &str, contents: &str| {
-        let path = args.out.with_extension(extension);
-        std::fs::write(&path, contents)
-            .unwrap_or_else(|e| panic!("cannot write {}: {e}", path.display()));
-        eprintln!("written: {}", path.display());
-    };
-    write("md", &table);
-    write(
-        "json",
-        &serde_json::to_string_pretty(&rows).expect("rows serialise"),
-    );
+    bench_kit::output::write_table(&args.out, &table, &rows);
     match plot::write(
         &rows,
         &format!(
