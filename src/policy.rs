@@ -121,6 +121,7 @@ impl Policy {
             Treatment::Keep => None,
             Treatment::RecomputeAll => Some(Policy::RecomputeAll),
             Treatment::SaveComputeBound => Some(Policy::SaveComputeBound),
+            Treatment::Offload => Some(Policy::RecomputeAll.offloaded()),
             other => unimplemented!("burn-checkpoint cannot run a region under {other} yet"),
         }
     }

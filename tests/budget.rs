@@ -231,7 +231,7 @@ fn gradients_are_plain_autodiffs_under_every_plan() {
     let expected = gradients(&model::<Plain>());
     let model = model::<Ckpt>();
     let mixed = (0..BLOCKS as u64).fold(Plan::new(), |plan, i| {
-        let treatment = Treatment::ALL[(i % 3) as usize];
+        let treatment = Treatment::ALL[(i % 4) as usize];
         plan.with(if i % 2 == 0 { "wide" } else { "narrow" }, i / 2, treatment)
     });
     let every = |t: Treatment| {
@@ -245,6 +245,7 @@ fn gradients_are_plain_autodiffs_under_every_plan() {
         ("all kept", every(Treatment::Keep)),
         ("all save-compute-bound", every(Treatment::SaveComputeBound)),
         ("all recompute-all", every(Treatment::RecomputeAll)),
+        ("all offload", every(Treatment::Offload)),
     ] {
         // Twice: the indices start again each step.
         for step in 0..2 {

@@ -1,14 +1,167 @@
-//! The function form of a region: [`checkpoint`].
+//! The function forms of a region: [`checkpoint`], [`checkpoint_named`], [`checkpoint_fn`] and
+//! the [`Region`] they are made of.
 
+use std::borrow::Cow;
 use std::sync::{Arc, Mutex};
 
 use burn::module::Module;
 use burn::tensor::{Device, Distribution, Int, Tensor};
+use burn_checkpoint_core::RegionName;
 
 use crate::body::{Body, Pass};
 use crate::dispatch;
+use crate::graph::NodeSpec;
 use crate::params;
+use crate::region::{self, Run};
 use crate::tensors::RegionTensors;
+
+/// A checkpoint region about to run: its name and whether its stored inputs wait for backward
+/// in host memory. [`checkpoint`], [`checkpoint_named`], [`checkpoint_fn`] and `#[checkpoint]`
+/// are made of it.
+///
+/// A top-level region (not inside another) is one instance of its name, `name#index` counted
+/// per thread, as the memory report and the budget planner call it; a [`Plan`](crate::planner::Plan)
+/// in force may run it otherwise than the code says: kept (its body as plain autodiff ops),
+/// recomputed, or offloaded.
+///
+/// ```
+/// use burn::nn::{Linear, LinearConfig};
+/// use burn::tensor::{Device, Tensor};
+/// use burn_checkpoint_22::Region;
+///
+/// let device = Device::flex().autodiff();
+/// let linear: Linear = LinearConfig::new(16, 16).init(&device);
+/// let x = Tensor::<2>::ones([4, 16], &device).require_grad();
+///
+/// // Named "mlp"; its input waits in host memory until backward uploads it again.
+/// let y = Region::named("mlp")
+///     .offloaded()
+///     .run(&linear, x.clone(), |linear, x| linear.forward(x).tanh());
+/// let grads = y.sum().backward();
+/// assert!(x.grad(&grads).is_some());
+/// ```
+#[derive(Clone, Debug)]
+pub struct Region {
+    name: RegionName,
+    offload: bool,
+}
+
+impl Region {
+    /// A region named after the place in the source this is called from (`src/model.rs:42:17`).
+    #[track_caller]
+    #[allow(clippy::new_without_default)]
+    pub fn new() -> Self {
+        Region {
+            name: RegionName::caller(),
+            offload: false,
+        }
+    }
+
+    /// A region named `name`: the instances of one name are `name#0`, `name#1`, ... in a step.
+    pub fn named(name: impl Into<Cow<'static, str>>) -> Self {
+        Region {
+            name: RegionName::new(name),
+            offload: false,
+        }
+    }
+
+    /// This region with its stored inputs held in host memory between forward and backward
+    /// (PyTorch's `checkpoint_wrapper(offload_to_cpu=True)`): its backward uploads them before
+    /// it recomputes. The same gradients, bit for bit; a read back in forward and an upload in
+    /// backward per input. Counted by [`memory::offloaded_bytes`](crate::memory::offloaded_bytes)
+    /// and in the memory report. On the CPU host and device memory are one: it saves nothing
+    /// there.
+    pub fn offloaded(mut self) -> Self {
+        self.offload = true;
+        self
+    }
+
+    /// [`Region::offloaded`] if `offload`.
+    pub fn offloaded_if(self, offload: bool) -> Self {
+        if offload { self.offloaded() } else { self }
+    }
+
+    /// Runs `forward(module, inputs)` as this region: see [`checkpoint`].
+    pub fn run<M, I, O, F>(self, module: &M, inputs: I, forward: F) -> O
+    where
+        M: Module + Sync + 'static,
+        I: RegionTensors,
+        O: RegionTensors,
+        F: Fn(&M, I) -> O + Send + Sync + 'static,
+    {
+        let mut tensors = Vec::new();
+        let input_layout = inputs.layout();
+        inputs.flatten(&mut tensors);
+        assert!(
+            !tensors.is_empty(),
+            "a checkpoint region needs at least one input tensor"
+        );
+        let device = Tensor::<1>::from_dispatch(tensors[0].clone()).device();
+        // Open before the seed is drawn: the regions its body opens are nested in it.
+        let opened = region::open(self.name, self.offload);
+        // Every treatment draws the region's seed: the masks dropout draws in a region do not
+        // depend on how a plan runs it.
+        let seed = region_seed(&device);
+        let offload = match opened.run {
+            Run::Keep => {
+                device.seed(seed);
+                let inputs = I::unflatten(&input_layout, &mut tensors.into_iter());
+                return forward(module, inputs);
+            }
+            Run::Region { offload } => offload,
+        };
+        let input_count = tensors.len();
+        let spec = NodeSpec {
+            offloaded_inputs: if offload { input_count } else { 0 },
+            slot: opened.slot,
+        };
+        tensors.extend(params::trainable(module));
+        let template = module.clone();
+        // The outputs' arrangement, known once the forward ran.
+        let output_layout: Arc<Mutex<Option<O::Layout>>> = Arc::default();
+        let layout_slot = output_layout.clone();
+        let body = Body(Arc::new(move |mut tensors, pass| {
+            let params = tensors.split_off(input_count);
+            let module = match pass {
+                Pass::Forward => template.clone(),
+                // Running statistics of its own: the recompute's updates are dropped.
+                Pass::Recompute => template.clone().train(),
+            };
+            let module = params::with_trainable(module, params);
+            let inputs = I::unflatten(&input_layout, &mut tensors.into_iter());
+            device.seed(seed);
+            let outputs = forward(&module, inputs);
+            if pass == Pass::Forward {
+                *layout_slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(outputs.layout());
+            }
+            let mut flat = Vec::new();
+            outputs.flatten(&mut flat);
+            assert!(
+                !flat.is_empty(),
+                "a checkpoint region must give at least one tensor"
+            );
+            flat
+        }));
+        let outputs = dispatch::run(tensors, body, spec);
+        drop(opened);
+        let layout = output_layout
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+            .expect("the forward ran");
+        O::unflatten(&layout, &mut outputs.into_iter())
+    }
+
+    /// Runs `forward(inputs)` as this region: see [`checkpoint_fn`].
+    pub fn run_fn<I, O, F>(self, inputs: I, forward: F) -> O
+    where
+        I: RegionTensors,
+        O: RegionTensors,
+        F: Fn(I) -> O + Send + Sync + 'static,
+    {
+        self.run(&NoParameters, inputs, move |_, inputs| forward(inputs))
+    }
+}
 
 /// Runs `forward(module, inputs)` as a checkpoint region: what it computes is not held between
 /// forward and backward; backward runs it again from `inputs` and computes its gradients then.
@@ -23,6 +176,9 @@ use crate::tensors::RegionTensors;
 /// statistics, once: the recompute runs on a copy of the running statistics.
 ///
 /// On tensors without autodiff, a region is just `forward(module, inputs)`.
+///
+/// The region is named after the place it is called from; [`checkpoint_named`] gives it a
+/// name, [`Region`] offloads.
 ///
 /// ```
 /// use burn::module::Module;
@@ -49,6 +205,7 @@ use crate::tensors::RegionTensors;
 /// let grads = y.sum().backward();
 /// assert!(block.up.weight.val().grad(&grads).is_some());
 /// ```
+#[track_caller]
 pub fn checkpoint<M, I, O, F>(module: &M, inputs: I, forward: F) -> O
 where
     M: Module + Sync + 'static,
@@ -56,50 +213,39 @@ where
     O: RegionTensors,
     F: Fn(&M, I) -> O + Send + Sync + 'static,
 {
-    let mut tensors = Vec::new();
-    let input_layout = inputs.layout();
-    inputs.flatten(&mut tensors);
-    assert!(
-        !tensors.is_empty(),
-        "a checkpoint region needs at least one input tensor"
-    );
-    let device = Tensor::<1>::from_dispatch(tensors[0].clone()).device();
-    let seed = region_seed(&device);
-    let input_count = tensors.len();
-    tensors.extend(params::trainable(module));
-    let template = module.clone();
-    // The outputs' arrangement, known once the forward ran.
-    let output_layout: Arc<Mutex<Option<O::Layout>>> = Arc::default();
-    let layout_slot = output_layout.clone();
-    let body = Body(Arc::new(move |mut tensors, pass| {
-        let params = tensors.split_off(input_count);
-        let module = match pass {
-            Pass::Forward => template.clone(),
-            // Running statistics of its own: the recompute's updates are dropped.
-            Pass::Recompute => template.clone().train(),
-        };
-        let module = params::with_trainable(module, params);
-        let inputs = I::unflatten(&input_layout, &mut tensors.into_iter());
-        device.seed(seed);
-        let outputs = forward(&module, inputs);
-        if pass == Pass::Forward {
-            *layout_slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(outputs.layout());
-        }
-        let mut flat = Vec::new();
-        outputs.flatten(&mut flat);
-        assert!(
-            !flat.is_empty(),
-            "a checkpoint region must give at least one tensor"
-        );
-        flat
-    }));
-    let outputs = dispatch::run(tensors, body);
-    let layout = output_layout
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .take()
-        .expect("the forward ran");
-    O::unflatten(&layout, &mut outputs.into_iter())
+    Region::new().run(module, inputs, forward)
+}
+
+/// [`checkpoint`] with a name: its instances in a step are `name#0`, `name#1`, ..., as the
+/// memory report and a [`Plan`](crate::planner::Plan) call them.
+///
+/// ```
+/// use burn::nn::{Linear, LinearConfig};
+/// use burn::tensor::{Device, Tensor};
+/// use burn_checkpoint_22::checkpoint_named;
+///
+/// let device = Device::flex().autodiff();
+/// let blocks: Vec<Linear> = (0..3).map(|_| LinearConfig::new(8, 8).init(&device)).collect();
+/// let mut x = Tensor::<2>::ones([2, 8], &device);
+/// for block in &blocks {
+///     x = checkpoint_named("block", block, x, |block, x| block.forward(x).tanh());
+/// }
+/// let grads = x.sum().backward();
+/// assert!(blocks[0].weight.val().grad(&grads).is_some());
+/// ```
+pub fn checkpoint_named<M, I, O, F>(
+    name: impl Into<Cow<'static, str>>,
+    module: &M,
+    inputs: I,
+    forward: F,
+) -> O
+where
+    M: Module + Sync + 'static,
+    I: RegionTensors,
+    O: RegionTensors,
+    F: Fn(&M, I) -> O + Send + Sync + 'static,
+{
+    Region::named(name).run(module, inputs, forward)
 }
 
 /// [`checkpoint`] for a body that uses no parameters (an attention core, a chain of activations):
@@ -122,13 +268,14 @@ where
 /// let grads = out.sum().backward();
 /// assert!(q.grad(&grads).is_some());
 /// ```
+#[track_caller]
 pub fn checkpoint_fn<I, O, F>(inputs: I, forward: F) -> O
 where
     I: RegionTensors,
     O: RegionTensors,
     F: Fn(I) -> O + Send + Sync + 'static,
 {
-    checkpoint(&NoParameters, inputs, move |_, inputs| forward(inputs))
+    Region::new().run_fn(inputs, forward)
 }
 
 /// The module of a region without parameters.

@@ -15,13 +15,13 @@ use burn::backend::{
 };
 
 use crate::body::{Body, Pass, from_dispatch, to_dispatch};
-use crate::graph;
+use crate::graph::{self, NodeSpec};
 
 /// The backends a region runs on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kind {
     Flex,
-    #[cfg(feature = "cuda")]
+    #[cfg(any(feature = "cuda", feature = "wgpu"))]
     Cube,
 }
 
@@ -29,12 +29,12 @@ fn kind_of(kind: &DispatchTensorKind) -> Kind {
     match kind {
         DispatchTensorKind::Autodiff(inner) => kind_of(inner),
         DispatchTensorKind::Flex(_) => Kind::Flex,
-        #[cfg(feature = "cuda")]
+        #[cfg(any(feature = "cuda", feature = "wgpu"))]
         DispatchTensorKind::Cube(_) => Kind::Cube,
         #[allow(unreachable_patterns)]
         other => panic!(
             "checkpoint regions run on the Flex backend{}; this tensor is on {other:?}",
-            if cfg!(feature = "cuda") {
+            if cfg!(any(feature = "cuda", feature = "wgpu")) {
                 " and CubeCL"
             } else {
                 ""
@@ -44,7 +44,7 @@ fn kind_of(kind: &DispatchTensorKind) -> Kind {
 }
 
 /// Runs a region: `tensors` are its inputs, then its parameters.
-pub(crate) fn run(tensors: Vec<DispatchTensor>, body: Body) -> Vec<DispatchTensor> {
+pub(crate) fn run(tensors: Vec<DispatchTensor>, body: Body, spec: NodeSpec) -> Vec<DispatchTensor> {
     let mut strategies = tensors.iter().filter_map(|t| match t.autodiff {
         DispatchAutodiffContext::Enabled(strategy) => Some(strategy),
         DispatchAutodiffContext::Disabled => None,
@@ -60,12 +60,16 @@ pub(crate) fn run(tensors: Vec<DispatchTensor>, body: Body) -> Vec<DispatchTenso
     let kind = kind_of(&tensors[0].kind);
     use GradientCheckpointingStrategy::{Balanced, Disabled};
     match (kind, strategy) {
-        (Kind::Flex, Disabled) => on::<burn::backend::Flex, NoCheckpointing>(tensors, body),
-        (Kind::Flex, Balanced) => on::<burn::backend::Flex, BalancedCheckpointing>(tensors, body),
-        #[cfg(feature = "cuda")]
-        (Kind::Cube, Disabled) => on::<burn::backend::Cube, NoCheckpointing>(tensors, body),
-        #[cfg(feature = "cuda")]
-        (Kind::Cube, Balanced) => on::<burn::backend::Cube, BalancedCheckpointing>(tensors, body),
+        (Kind::Flex, Disabled) => on::<burn::backend::Flex, NoCheckpointing>(tensors, body, spec),
+        (Kind::Flex, Balanced) => {
+            on::<burn::backend::Flex, BalancedCheckpointing>(tensors, body, spec)
+        }
+        #[cfg(any(feature = "cuda", feature = "wgpu"))]
+        (Kind::Cube, Disabled) => on::<burn::backend::Cube, NoCheckpointing>(tensors, body, spec),
+        #[cfg(any(feature = "cuda", feature = "wgpu"))]
+        (Kind::Cube, Balanced) => {
+            on::<burn::backend::Cube, BalancedCheckpointing>(tensors, body, spec)
+        }
     }
 }
 
@@ -73,6 +77,7 @@ pub(crate) fn run(tensors: Vec<DispatchTensor>, body: Body) -> Vec<DispatchTenso
 fn on<B: Backend, C: CheckpointStrategy>(
     tensors: Vec<DispatchTensor>,
     body: Body,
+    spec: NodeSpec,
 ) -> Vec<DispatchTensor>
 where
     DispatchTensor: DispatchKindConversion<B> + DispatchKindConversion<Autodiff<B, C>>,
@@ -86,7 +91,7 @@ where
             }
         })
         .collect();
-    graph::autodiff_region::<B, C>(tensors, body)
+    graph::autodiff_region::<B, C>(tensors, body, spec)
         .into_iter()
         .map(to_dispatch::<Autodiff<B, C>>)
         .collect()

@@ -32,7 +32,21 @@ use burn::backend::{
 };
 use burn::tensor::{DType, Shape};
 
+use burn_checkpoint_core::memory::recording;
+
 use crate::body::{Body, Pass, from_dispatch, to_dispatch};
+use crate::offload::Stored;
+use crate::region;
+
+/// What the region node keeps besides its body: how many of its first tensors (its inputs) go
+/// to host memory, and its slot in the step's memory report.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct NodeSpec {
+    /// The region's inputs, offloaded; 0 keeps every tensor on the device.
+    pub(crate) offloaded_inputs: usize,
+    /// The top-level region's slot in the memory report being recorded, if any.
+    pub(crate) slot: Option<usize>,
+}
 
 /// Gradients handed from one graph node to others during one backward pass.
 struct Stash<B: Backend>(Mutex<Vec<Option<FloatTensor<B>>>>);
@@ -109,8 +123,14 @@ fn placeholder<B: Backend>(device: &B::Device, dtype: DType) -> FloatTensor<B> {
 /// The region node's backward state.
 struct RegionState<B: Backend> {
     body: Body,
-    /// The inner primitives of the region's tensors (inputs, then parameters).
-    tensors: Vec<FloatTensor<B>>,
+    /// The inner primitives of the region's tensors (inputs, then parameters), or host copies
+    /// of offloaded inputs.
+    tensors: Vec<Stored<B>>,
+    /// Where its tensors live, and the placeholders' dtype.
+    device: B::Device,
+    dtype: DType,
+    /// Its slot in the memory report being recorded, if any.
+    slot: Option<usize>,
     /// Which tensors want a gradient (tracked when the region ran).
     wanted: Vec<bool>,
     /// Where the joins find the gradients of the tensors.
@@ -129,6 +149,9 @@ impl<B: Backend> Clone for RegionState<B> {
         Self {
             body: self.body.clone(),
             tensors: self.tensors.clone(),
+            device: self.device.clone(),
+            dtype: self.dtype,
+            slot: self.slot,
             wanted: self.wanted.clone(),
             input_stash: self.input_stash.clone(),
             parent: self.parent,
@@ -164,64 +187,70 @@ where
             None => vec![Some(node_grad)],
             Some(stash) => (0..state.outputs.len()).map(|k| stash.take(k)).collect(),
         };
-        let tensor_grads = recompute_and_differentiate::<B, C>(
-            &state.body,
-            &state.tensors,
-            &state.wanted,
-            &state.outputs,
-            output_grads,
-        );
+        let tensor_grads = recompute_and_differentiate::<B, C>(&state, output_grads);
         for (index, grad) in tensor_grads.into_iter().enumerate() {
             if let Some(grad) = grad {
                 state.input_stash.put(index, grad);
             }
         }
         if let [Some(parent)] = ops.parents {
-            let first = &state.tensors[0];
             hand_down::<B>(
                 grads,
                 parent.id,
                 state.parent,
                 &state.input_stash,
-                &first.device(),
-                first.dtype(),
+                &state.device,
+                state.dtype,
             );
         }
     }
 }
 
-/// Runs the body again on fresh autodiff leaves and returns the gradient of each wanted tensor
-/// for the given output gradients (a nested backward, which Burn 0.22 allows inside a step).
+/// Runs the body again on fresh autodiff leaves (offloaded inputs uploaded first) and returns
+/// the gradient of each wanted tensor for the given output gradients (a nested backward, which
+/// Burn 0.22 allows inside a step). The memory report times the uploads and the body's run.
 fn recompute_and_differentiate<B: Backend, C: CheckpointStrategy>(
-    body: &Body,
-    tensors: &[FloatTensor<B>],
-    wanted: &[bool],
-    expected: &[(Shape, DType)],
+    state: &RegionState<B>,
     output_grads: Vec<Option<FloatTensor<B>>>,
 ) -> Vec<Option<FloatTensor<B>>>
 where
     DispatchTensor: DispatchKindConversion<Autodiff<B, C>>,
 {
     type Ad<B, C> = Autodiff<B, C>;
-    let leaves: Vec<FloatTensor<Ad<B, C>>> = tensors
-        .iter()
-        .zip(wanted)
-        .map(|(tensor, &wanted)| {
-            let leaf = Ad::<B, C>::from_inner(tensor.clone());
-            if wanted {
-                Ad::<B, C>::float_set_require_grad(leaf, true)
-            } else {
-                leaf
-            }
-        })
-        .collect();
-    let inputs = leaves
-        .iter()
-        .cloned()
-        .map(to_dispatch::<Ad<B, C>>)
-        .collect();
-    let outputs = (body.0)(inputs, Pass::Recompute);
-    check_recompute(expected, &outputs);
+    let wanted = &state.wanted;
+    let recompute = || {
+        let leaves: Vec<FloatTensor<Ad<B, C>>> = state
+            .tensors
+            .iter()
+            .zip(wanted)
+            .map(|(tensor, &wanted)| {
+                let leaf = Ad::<B, C>::from_inner(tensor.load());
+                if wanted {
+                    Ad::<B, C>::float_set_require_grad(leaf, true)
+                } else {
+                    leaf
+                }
+            })
+            .collect();
+        let inputs = leaves
+            .iter()
+            .cloned()
+            .map(to_dispatch::<Ad<B, C>>)
+            .collect();
+        let outputs = region::recomputing(|| (state.body.0)(inputs, Pass::Recompute));
+        (leaves, outputs)
+    };
+    let size = |(_, outputs): &(_, Vec<DispatchTensor>)| {
+        outputs
+            .iter()
+            .map(|o| (o.shape().num_elements() * o.dtype().size()) as u64)
+            .sum()
+    };
+    let (leaves, outputs) = match state.slot {
+        Some(slot) => recording::recompute(slot, recompute, size),
+        None => recompute(),
+    };
+    check_recompute(&state.outputs, &outputs);
     let mut objective: Option<FloatTensor<Ad<B, C>>> = None;
     for (output, grad) in outputs.into_iter().zip(output_grads) {
         let output = from_dispatch::<Ad<B, C>>(output);
@@ -237,7 +266,7 @@ where
         });
     }
     let Some(objective) = objective else {
-        return tensors.iter().map(|_| None).collect();
+        return state.tensors.iter().map(|_| None).collect();
     };
     let nested = Ad::<B, C>::backward(objective);
     leaves
@@ -295,6 +324,7 @@ impl<B: Backend> Backward<B, 1> for Pick {
 pub(crate) fn autodiff_region<B: Backend, C: CheckpointStrategy>(
     tensors: Vec<FloatTensor<Autodiff<B, C>>>,
     body: Body,
+    spec: NodeSpec,
 ) -> Vec<FloatTensor<Autodiff<B, C>>>
 where
     DispatchTensor: DispatchKindConversion<Autodiff<B, C>>,
@@ -315,9 +345,25 @@ where
     let (joined, parent) = join_all::<B, C>(tensors, &input_stash);
     let several = outputs.len() > 1;
     let output_stash = several.then(|| Stash::<B>::new(outputs.len()));
+    // The inputs' buffers leave the device (where nothing else holds them) once their copies
+    // are in host memory; parameters stay: they are the module's own buffers.
+    let stored = inner
+        .into_iter()
+        .enumerate()
+        .map(|(index, tensor)| {
+            if index < spec.offloaded_inputs {
+                Stored::to_host(tensor)
+            } else {
+                Stored::Device(tensor)
+            }
+        })
+        .collect();
     let state = RegionState {
         body,
-        tensors: inner,
+        tensors: stored,
+        device: device.clone(),
+        dtype,
+        slot: spec.slot,
         wanted,
         input_stash,
         parent,

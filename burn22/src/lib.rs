@@ -8,29 +8,38 @@
 //! backward (which Burn 0.22 allows inside a backward step). See `docs/burn-0.22.md`.
 //!
 //! - [`checkpoint()`]: a region over a module and its inputs; [`macro@checkpoint`] makes a
-//!   module's `&self` method one; [`checkpoint_fn`] a body without parameters.
+//!   module's `&self` method one; [`checkpoint_fn`] a body without parameters;
+//!   [`checkpoint_named`] and [`Region`] name a region and offload its inputs to host memory.
 //! - [`checkpoint_sequential`]: a stack of layers cut into regions.
 //! - [`region_seed`]: how regions keep dropout's masks.
-//! - [`memory`]: the counting allocator the tests and benchmarks measure with.
+//! - [`memory`]: meters and the memory report of a step (what each region holds and costs).
+//! - [`planner`]: a plan of which regions to keep, recompute or offload to fit a byte budget.
+//!
+//! Names, the memory report, the planner and its JSON are burn-checkpoint-core's, shared with
+//! the crate for Burn 0.21.
 
 mod body;
 mod checkpoint;
 mod dispatch;
 mod graph;
+pub mod memory;
+mod offload;
 mod params;
+pub mod planner;
+mod region;
 mod sequential;
 mod tensors;
 
 pub use burn_checkpoint_22_macros::checkpoint;
-pub use burn_checkpoint_core::Segments;
-pub use checkpoint::{checkpoint, checkpoint_fn, region_seed};
+pub use burn_checkpoint_core::{RegionId, RegionName, Segments, Treatment};
+pub use checkpoint::{Region, checkpoint, checkpoint_fn, checkpoint_named, region_seed};
 pub use sequential::{Layer, checkpoint_sequential};
 pub use tensors::RegionTensors;
 
-/// The counting global allocator the tests and benchmarks measure with (burn-checkpoint-core's,
-/// the same as the crate for Burn 0.21's).
-pub mod memory {
-    pub use burn_checkpoint_core::memory::{
-        CountingAllocator, allocated, mib, peak, raise_peak, reset_peak,
-    };
+#[doc(hidden)]
+pub mod __private {
+    /// `Type::method`, made once per method by `#[checkpoint]` and kept for the program's life.
+    pub fn method_region_name<T: ?Sized>(method: &str) -> &'static str {
+        burn_checkpoint_core::method_name(core::any::type_name::<T>(), method).leak()
+    }
 }

@@ -15,24 +15,34 @@ pub enum Treatment {
     /// A region recomputing every op (`Policy::RecomputeAll`): only its boundary is held.
     RecomputeAll,
     /// A region keeping its compute-bound outputs (`Policy::SaveComputeBound`): its boundary and
-    /// its matmul, convolution and pooling outputs are held.
+    /// its matmul, convolution and pooling outputs are held. Burn 0.21 only: a region on Burn
+    /// 0.22 recomputes its whole body or nothing.
     SaveComputeBound,
+    /// A region recomputing every op whose stored inputs are held in host memory between forward
+    /// and backward (`Policy::RecomputeAll.offloaded()` on Burn 0.21): on a GPU it holds less
+    /// device memory than [`Treatment::RecomputeAll`] and pays for the copies; on the CPU host
+    /// and device memory are one, so it saves nothing there.
+    Offload,
 }
 
 impl Treatment {
-    /// Every treatment, from the one that holds most to the one that holds least.
-    pub const ALL: [Treatment; 3] = [
+    /// Every treatment, from the one that holds most to the one that holds least (on a device).
+    /// Which of them a profile measures is its meter's choice
+    /// ([`MemoryMeter::treatments`](crate::memory::MemoryMeter::treatments)).
+    pub const ALL: [Treatment; 4] = [
         Treatment::Keep,
         Treatment::SaveComputeBound,
         Treatment::RecomputeAll,
+        Treatment::Offload,
     ];
 
-    /// Its name in reports and plans: `keep`, `recompute-all`, `save-compute-bound`.
+    /// Its name in reports and plans: `keep`, `save-compute-bound`, `recompute-all`, `offload`.
     pub fn name(self) -> &'static str {
         match self {
             Treatment::Keep => "keep",
             Treatment::RecomputeAll => "recompute-all",
             Treatment::SaveComputeBound => "save-compute-bound",
+            Treatment::Offload => "offload",
         }
     }
 }

@@ -1,6 +1,7 @@
 //! Where a step's bytes are read: the counting allocator on the CPU, cubecl's counts on a device;
 //! and [`Measure`], one step's peak measured with a meter.
 
+use burn_checkpoint_core::Treatment;
 use burn_checkpoint_core::memory::{HostMeter, MemoryMeter};
 
 #[cfg(any(feature = "cuda", feature = "wgpu"))]
@@ -123,6 +124,16 @@ impl MemoryMeter for Meter {
                 "wgpu device bytes in use and reserved (cubecl), read at region events".into()
             }
         }
+    }
+
+    /// Keep, save-compute-bound, recompute-all; on a device offload too (a region's stored
+    /// operands in host memory leave the device's count).
+    fn treatments(&self) -> Vec<Treatment> {
+        let mut treatments = HostMeter.treatments();
+        if !matches!(self, Meter::Host) {
+            treatments.push(Treatment::Offload);
+        }
+        treatments
     }
 }
 

@@ -14,6 +14,11 @@ use syn::{FnArg, GenericArgument, ImplItemFn, PathArguments, ReturnType, Type};
 /// The body is `burn_checkpoint_22::checkpoint(self, (inputs…), |self, (inputs…)| body)`: see
 /// that function for what a region keeps and recomputes.
 ///
+/// The region is named `Type::method` (the type without generic arguments), as the memory report
+/// and plans call it; arguments, each optional: `name = "..."` names it otherwise, `offload`
+/// keeps its inputs in host memory until backward (`Region::offloaded`):
+/// `#[checkpoint(name = "attention", offload)]`.
+///
 /// ```ignore
 /// #[derive(Module, Debug)]
 /// struct Block { up: Linear, down: Linear }
@@ -32,13 +37,41 @@ pub fn checkpoint(attr: TokenStream, item: TokenStream) -> TokenStream {
         .into()
 }
 
-fn expand(attr: TokenStream2, item: TokenStream2) -> syn::Result<TokenStream2> {
-    if !attr.is_empty() {
-        return Err(syn::Error::new_spanned(
-            attr,
-            "#[checkpoint] takes no arguments on Burn 0.22: a region recomputes its whole body",
-        ));
+/// The attribute's arguments, each optional, in any order: `name = "..."`, `offload`.
+#[derive(Default)]
+struct Args {
+    name: Option<syn::LitStr>,
+    offload: bool,
+}
+
+impl syn::parse::Parse for Args {
+    fn parse(input: syn::parse::ParseStream) -> syn::Result<Self> {
+        let mut args = Args::default();
+        while !input.is_empty() {
+            let key: Ident = input.parse()?;
+            if key == "name" && args.name.is_none() {
+                input.parse::<syn::Token![=]>()?;
+                args.name = Some(input.parse()?);
+            } else if key == "offload" && !args.offload {
+                args.offload = true;
+            } else {
+                return Err(syn::Error::new_spanned(
+                    key,
+                    "#[checkpoint] takes `name = \"...\"` and `offload`, each once, e.g. \
+                     #[checkpoint(name = \"attention\", offload)]; on Burn 0.22 a region \
+                     recomputes its whole body (no policy)",
+                ));
+            }
+            if !input.is_empty() {
+                input.parse::<syn::Token![,]>()?;
+            }
+        }
+        Ok(args)
     }
+}
+
+fn expand(attr: TokenStream2, item: TokenStream2) -> syn::Result<TokenStream2> {
+    let Args { name, offload } = syn::parse2(attr)?;
     let mut method: ImplItemFn = syn::parse2(item)?;
     let signature = &method.sig;
     match signature.inputs.first() {
@@ -87,8 +120,17 @@ fn expand(attr: TokenStream2, item: TokenStream2) -> syn::Result<TokenStream2> {
     }
     let body = rename_self(method.block.to_token_stream());
     let this = Ident::new("__checkpoint_self", Span::call_site());
+    // Given, else `Type::method` (made once, kept in a static).
+    let function = method.sig.ident.to_string();
+    let name = match name {
+        Some(name) => quote!(#name),
+        None => quote! {{
+            static NAME: ::std::sync::OnceLock<&'static str> = ::std::sync::OnceLock::new();
+            *NAME.get_or_init(|| ::burn_checkpoint_22::__private::method_region_name::<Self>(#function))
+        }},
+    };
     method.block = syn::parse2(quote! {{
-        ::burn_checkpoint_22::checkpoint(
+        ::burn_checkpoint_22::Region::named(#name).offloaded_if(#offload).run(
             self,
             (#(#inputs,)*),
             move |#this: &Self, (#(#input_patterns,)*): (#(#input_types,)*)| -> #output {

@@ -2,6 +2,7 @@
 //! [`HostMeter`]. Each Burn crate adds the meters of its devices.
 
 use super::host;
+use crate::treatment::Treatment;
 
 /// Where the memory of a measured step is read: the recording reads it at every region event.
 ///
@@ -48,6 +49,19 @@ pub trait MemoryMeter: Send + 'static {
 
     /// What the figures are, for reports.
     fn describe(&self) -> String;
+
+    /// The treatments a [`Profile`](crate::planner::Profile) measured with this meter tries, one
+    /// step each: those the region machinery of the meter's crate can run, [`Treatment::Keep`]
+    /// first, and [`Treatment::Offload`] only where this meter's bytes are a device's (on the
+    /// host, a host copy is as many bytes as what it replaces). The default is Burn 0.21's on
+    /// the host: keep, save-compute-bound, recompute-all.
+    fn treatments(&self) -> Vec<Treatment> {
+        vec![
+            Treatment::Keep,
+            Treatment::SaveComputeBound,
+            Treatment::RecomputeAll,
+        ]
+    }
 }
 
 /// Host bytes allocated, through [`CountingAllocator`](super::CountingAllocator) installed as

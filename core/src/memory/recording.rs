@@ -31,6 +31,8 @@ struct Recording {
     offloaded_at_open: usize,
     /// The slot of the last top-level region closed (outside ops are counted after it).
     last_closed: Option<usize>,
+    /// Bytes in use when it closed (when the step began, before the first region).
+    closed_bytes: u64,
     /// Where the step is now, for the peak's place.
     now: String,
     /// The highest peak seen so far (absolute bytes) and whether backward has begun.
@@ -70,6 +72,25 @@ impl Recording {
 
     fn id(&self, slot: usize) -> String {
         self.report.regions[slot].id()
+    }
+
+    /// Where the step is between regions in forward: before the first, or after which name.
+    fn site(&self) -> String {
+        match self.last_closed {
+            None => "before the first region".to_string(),
+            Some(slot) => format!("after {}", self.report.regions[slot].name),
+        }
+    }
+
+    /// Forward left `in_use` bytes in use where it leaves the outside of regions (a region opens,
+    /// or backward begins): what it holds outside regions grew by the difference there.
+    fn leave_outside(&mut self, in_use: u64) {
+        let grown = in_use as i64 - self.closed_bytes as i64;
+        *self
+            .report
+            .held_outside_by_site
+            .entry(self.site())
+            .or_default() += grown;
     }
 }
 
@@ -124,6 +145,7 @@ fn record<R>(meter: Box<dyn MemoryMeter>, f: impl FnOnce() -> R) -> (R, StepRepo
             offloaded_at_start: offload::offloaded_bytes(),
             offloaded_at_open: 0,
             last_closed: None,
+            closed_bytes: start_bytes,
             now: "before the first region".to_string(),
             peak: start_bytes,
             reserved: start_reserved,
@@ -181,6 +203,9 @@ pub fn top_level_opened(name: &dyn fmt::Display, index: u64, treatment: Option<T
         });
         let label = format!("forward, in {}", recording.id(slot));
         let (in_use, peak) = recording.read();
+        if !recording.backward {
+            recording.leave_outside(in_use);
+        }
         recording.event_at(label, peak);
         recording.open = Some((slot, in_use, Instant::now()));
         recording.offloaded_at_open = offload::offloaded_bytes();
@@ -203,6 +228,7 @@ pub fn top_level_closed() {
         region.offloaded_bytes =
             offload::offloaded_bytes().saturating_sub(recording.offloaded_at_open) as u64;
         recording.last_closed = Some(slot);
+        recording.closed_bytes = in_use;
         let label = format!("forward, after {}", recording.id(slot));
         recording.event_at(label, peak);
     });
@@ -224,9 +250,14 @@ pub fn recompute<T>(slot: usize, f: impl FnOnce() -> T, bytes: impl FnOnce(&T) -
         if slot >= recording.report.regions.len() {
             return;
         }
-        recording.backward = true;
         let label = format!("backward, recomputing {}", recording.id(slot));
-        recording.event(label);
+        let (in_use, peak) = recording.read();
+        if !recording.backward {
+            // Backward begins: what forward holds after the last region (the head, the loss).
+            recording.leave_outside(in_use);
+            recording.backward = true;
+        }
+        recording.event_at(label, peak);
     });
     let started = Instant::now();
     let output = f();
@@ -260,9 +291,8 @@ pub fn made_outside(kind: OpKind, bytes: u64) {
         }
         *recording.report.outside_by_kind.entry(kind).or_default() += bytes;
         let site = match recording.last_closed {
-            None => "before the first region".to_string(),
             Some(_) if recording.backward => "backward".to_string(),
-            Some(slot) => format!("after {}", recording.report.regions[slot].name),
+            _ => recording.site(),
         };
         *recording.report.outside_by_site.entry(site).or_default() += bytes;
     });

@@ -51,6 +51,12 @@ pub struct StepReport {
     pub outside_by_kind: BTreeMap<OpKind, u64>,
     /// The same bytes by site: before the first region, or after which region instance's name.
     pub outside_by_site: BTreeMap<String, u64>,
+    /// What forward left held outside top-level regions, by site (`before the first region`,
+    /// `after name`): the bytes in use when a region opened (or when backward began) less those
+    /// when the previous one closed (or the step began), read by the meter. Both Burn crates
+    /// report it (the 0.22 crate sees no op outside its regions, but the meter sees their bytes).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub held_outside_by_site: BTreeMap<String, i64>,
 }
 
 /// One top-level region instance of a profiled step.
@@ -131,6 +137,12 @@ impl StepReport {
     pub fn outside_bytes(&self) -> u64 {
         self.outside_by_kind.values().sum()
     }
+
+    /// What forward left held outside top-level regions, in all
+    /// ([`StepReport::held_outside_by_site`]).
+    pub fn held_outside_bytes(&self) -> i64 {
+        self.held_outside_by_site.values().sum()
+    }
 }
 
 /// A region name's instances of one step, added up ([`StepReport::by_name`]).
@@ -186,6 +198,17 @@ impl fmt::Display for StepReport {
                 total.forward_seconds
             )?;
         }
+        let mut held: Vec<_> = self.held_outside_by_site.iter().collect();
+        held.sort_by(|a, b| b.1.cmp(a.1));
+        write!(
+            f,
+            "held outside regions after forward: {:.1} MiB",
+            mib_signed(self.held_outside_bytes())
+        )?;
+        for (site, bytes) in held.iter().take(3) {
+            write!(f, "; {site} {:.1}", mib_signed(**bytes))?;
+        }
+        writeln!(f)?;
         let mut kinds: Vec<_> = self.outside_by_kind.iter().collect();
         kinds.sort_by(|a, b| b.1.cmp(a.1));
         write!(
@@ -251,7 +274,13 @@ mod as_written {
             Either::Other(name) if name == AS_WRITTEN => Ok(None),
             Either::Other(name) => Err(serde::de::Error::unknown_variant(
                 &name,
-                &["as-written", "keep", "recompute-all", "save-compute-bound"],
+                &[
+                    "as-written",
+                    "keep",
+                    "save-compute-bound",
+                    "recompute-all",
+                    "offload",
+                ],
             )),
         }
     }

@@ -17,7 +17,7 @@ use crate::treatment::Treatment;
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 #[non_exhaustive]
 pub struct Profile {
-    /// The step under each treatment, in [`Treatment::ALL`]'s order.
+    /// The step under each treatment profiled, [`Treatment::Keep`] first.
     pub steps: Vec<TreatedStep>,
 }
 
@@ -63,8 +63,10 @@ pub enum ProfileError<E> {
 }
 
 impl Profile {
-    /// Runs `step` once per [`Treatment`] with every top-level region run that way, measured with
-    /// `meter` (three steps: they train the model like any other).
+    /// Runs `step` once per treatment the meter's crate can run
+    /// ([`MemoryMeter::treatments`]: keep, save-compute-bound and recompute-all on Burn 0.21;
+    /// keep and recompute-all on Burn 0.22; offload too on a device), with every top-level region
+    /// run that way, measured with `meter`. The steps train the model like any other.
     ///
     /// ```
     /// use burn_checkpoint_core::memory::{HostMeter, recording};
@@ -99,8 +101,12 @@ impl Profile {
         meter: M,
         mut step: impl FnMut() -> Result<(), E>,
     ) -> Result<Profile, ProfileError<E>> {
+        let mut treatments = meter.treatments();
+        // Keep first: the planner's largest peak, and the regions every other step must match.
+        treatments.retain(|&t| t != Treatment::Keep);
+        treatments.insert(0, Treatment::Keep);
         let mut steps = Vec::new();
-        for treatment in Treatment::ALL {
+        for treatment in treatments {
             let every: Lookup = Arc::new(move |_| Some(treatment));
             let (result, report) =
                 StepReport::measure(meter.clone(), || with_lookup(every, &mut step));
@@ -110,6 +116,11 @@ impl Profile {
         let profile = Profile { steps };
         profile.check()?;
         Ok(profile)
+    }
+
+    /// The treatments profiled, in the order measured ([`Treatment::Keep`] first).
+    pub fn treatments(&self) -> Vec<Treatment> {
+        self.steps.iter().map(|step| step.treatment).collect()
     }
 
     fn check<E>(&self) -> Result<(), ProfileError<E>> {
@@ -135,51 +146,48 @@ impl Profile {
     }
 
     /// The step measured with every top-level region under `treatment`.
+    ///
+    /// # Panics
+    ///
+    /// If the profile measured no step under `treatment` (see [`Profile::treatments`]).
     pub fn step(&self, treatment: Treatment) -> &StepReport {
-        &self
-            .steps
-            .iter()
-            .find(|step| step.treatment == treatment)
-            .expect("a profile measures every treatment")
-            .report
+        match self.steps.iter().find(|step| step.treatment == treatment) {
+            Some(step) => &step.report,
+            None => panic!(
+                "this profile measured no step under {treatment} (it measured {:?})",
+                self.treatments()
+            ),
+        }
     }
 }
 
 impl fmt::Display for Profile {
-    /// Per region name: what its instances hold under each treatment and what their recompute
-    /// costs; then each step's peak and where it was.
+    /// Per region name: what its instances hold under each treatment and, for each treatment
+    /// that recomputes, what their recompute costs; then each step's peak and where it was.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let keep = self.step(Treatment::Keep);
-        let compute_bound = self.step(Treatment::SaveComputeBound);
-        let all = self.step(Treatment::RecomputeAll);
         writeln!(f, "memory report ({})", keep.meter)?;
-        writeln!(
-            f,
-            "{:<40} {:>5} {:>10} {:>10} {:>10} {:>10} {:>9} {:>9}",
-            "region (held MiB: kept/boundary+kept/boundary)",
-            "count",
-            "keep",
-            "save-cb",
-            "recompute",
-            "recomp MiB",
-            "s save-cb",
-            "s recomp"
-        )?;
-        let names = keep.by_name();
-        let (compute_bound, all) = (compute_bound.by_name(), all.by_name());
-        for ((kept, cb), rc) in names.iter().zip(&compute_bound).zip(&all) {
-            writeln!(
-                f,
-                "{:<40} {:>5} {:>10.2} {:>10.2} {:>10.2} {:>10.2} {:>9.3} {:>9.3}",
-                shorten(&kept.name, 40),
-                kept.instances,
-                mib_signed(kept.held_bytes),
-                mib_signed(cb.held_bytes),
-                mib_signed(rc.held_bytes),
-                mib(rc.recomputed_bytes as usize),
-                cb.recompute_seconds,
-                rc.recompute_seconds
-            )?;
+        write!(f, "{:<40} {:>5}", "region (held MiB; recompute s)", "count")?;
+        for step in &self.steps {
+            write!(f, " {:>19}", shorten(step.treatment.name(), 19))?;
+        }
+        writeln!(f)?;
+        let totals: Vec<_> = self.steps.iter().map(|s| s.report.by_name()).collect();
+        for (n, name) in totals[0].iter().enumerate() {
+            write!(f, "{:<40} {:>5}", shorten(&name.name, 40), name.instances)?;
+            for (step, totals) in self.steps.iter().zip(&totals) {
+                let total = &totals[n];
+                let cell = match step.treatment {
+                    Treatment::Keep => format!("{:.2}", mib_signed(total.held_bytes)),
+                    _ => format!(
+                        "{:.2}; {:.3}",
+                        mib_signed(total.held_bytes),
+                        total.recompute_seconds
+                    ),
+                };
+                write!(f, " {cell:>19}")?;
+            }
+            writeln!(f)?;
         }
         for step in &self.steps {
             writeln!(

@@ -95,15 +95,12 @@ impl Profile {
             plan.predicted_peak_bytes = self.largest_peak();
             return Ok(plan);
         }
-        let cost = |t: Treatment, i: usize| match t {
-            Treatment::Keep => 0.0,
-            _ => self.step(t).regions[i].recompute_seconds,
-        };
+        let cost = |t: Treatment, i: usize| self.cost(t, i);
         let unit = (budget_bytes / 4096).max(1);
         let mut best: Option<(f64, u64, Vec<Treatment>)> = None;
         // Each non-empty set of treatments: its largest rest, then the knapsack within the rest
         // of the budget over those treatments only.
-        for allowed in treatment_sets() {
+        for allowed in self.treatment_sets() {
             let fixed = allowed.iter().map(|&t| self.rest(t)).max().unwrap_or(0);
             let Some(capacity) = budget_bytes.checked_sub(fixed) else {
                 continue;
@@ -137,7 +134,20 @@ impl Profile {
                 best = Some((time, peak, chosen));
             }
         }
-        let Some((time, peak, chosen)) = best else {
+        // The knapsack rounds what each instance holds up: at a budget a measured step just met
+        // (the floor, say), it may find nothing; that step's plan fits, measured.
+        let measured = || {
+            self.steps
+                .iter()
+                .filter(|s| s.report.peak_bytes <= budget_bytes)
+                .map(|s| {
+                    let chosen = vec![s.treatment; regions.len()];
+                    let time = (0..regions.len()).map(|i| cost(s.treatment, i)).sum();
+                    (time, s.report.peak_bytes, chosen)
+                })
+                .min_by(|a: &(f64, u64, Vec<Treatment>), b| a.0.total_cmp(&b.0))
+        };
+        let Some((time, peak, chosen)) = best.or_else(measured) else {
             return Err(self.below_floor(budget_bytes));
         };
         Ok(Plan {
@@ -177,7 +187,8 @@ impl Profile {
     pub fn smallest_peak(&self) -> u64 {
         let measured = self.steps.iter().map(|s| s.report.peak_bytes).min();
         let regions = self.steps[0].report.regions.len();
-        let predicted = treatment_sets()
+        let predicted = self
+            .treatment_sets()
             .map(|allowed| {
                 let fixed = allowed.iter().map(|&t| self.rest(t)).max().unwrap_or(0);
                 let least = (0..regions)
@@ -199,7 +210,8 @@ impl Profile {
             .min_by_key(|s| s.report.peak_bytes)
             .expect("a profile has a step per treatment");
         let regions = self.steps[0].report.regions.len();
-        let mixed = treatment_sets()
+        let mixed = self
+            .treatment_sets()
             .map(|allowed| {
                 let fixed = allowed.iter().map(|&t| self.rest(t)).max().unwrap_or(0);
                 let chosen: Vec<Treatment> = (0..regions)
@@ -247,16 +259,35 @@ impl Profile {
     }
 }
 
-/// Every non-empty set of treatments.
-fn treatment_sets() -> impl Iterator<Item = Vec<Treatment>> {
-    (1u8..(1 << Treatment::ALL.len())).map(|set| {
-        Treatment::ALL
-            .iter()
-            .enumerate()
-            .filter(|(k, _)| set & (1 << k) != 0)
-            .map(|(_, t)| *t)
-            .collect()
-    })
+impl Profile {
+    /// Every non-empty set of the profiled treatments.
+    fn treatment_sets(&self) -> impl Iterator<Item = Vec<Treatment>> + use<> {
+        let treatments = self.treatments();
+        (1u32..(1 << treatments.len())).map(move |set| {
+            treatments
+                .iter()
+                .enumerate()
+                .filter(|(k, _)| set & (1 << k) != 0)
+                .map(|(_, t)| *t)
+                .collect()
+        })
+    }
+
+    /// What instance `i` costs a step under `treatment`, in seconds: its recompute; for
+    /// [`Treatment::Offload`] also what its forward took more than under
+    /// [`Treatment::RecomputeAll`] (the copies to host memory), where both were profiled.
+    fn cost(&self, treatment: Treatment, i: usize) -> f64 {
+        let region = |t: Treatment| &self.step(t).regions[i];
+        match treatment {
+            Treatment::Keep => 0.0,
+            Treatment::Offload if self.treatments().contains(&Treatment::RecomputeAll) => {
+                let copies = region(Treatment::Offload).forward_seconds
+                    - region(Treatment::RecomputeAll).forward_seconds;
+                region(Treatment::Offload).recompute_seconds + copies.max(0.0)
+            }
+            t => region(t).recompute_seconds,
+        }
+    }
 }
 
 /// What holds the peak of `step` (every region under `treatment`), for the error.

@@ -1,0 +1,47 @@
+//! The budget planner: "fit this step in N bytes" (burn-checkpoint-core's, the same solver and
+//! JSON as the crate for Burn 0.21's).
+//!
+//! A [`Profile`] measures a training step once per treatment its meter allows (every top-level
+//! region kept, then recomputed; on a device also offloaded); [`Profile::plan`] chooses a
+//! treatment per region instance so that the step's peak fits a byte budget at the least
+//! recompute time; [`Profile::fit`] checks the choice on real steps; a [`Plan`] applies it to
+//! later steps without code changes ([`Plan::run`]), and is saved and loaded as JSON.
+//!
+//! ```
+//! use burn::nn::{Linear, LinearConfig};
+//! use burn::tensor::{Device, Tensor};
+//! use burn_checkpoint_22::checkpoint_named;
+//! use burn_checkpoint_22::memory::{CountingAllocator, Meter};
+//! use burn_checkpoint_22::planner::{Plan, Profile};
+//!
+//! #[global_allocator]
+//! static ALLOCATOR: CountingAllocator = CountingAllocator;
+//!
+//! let device = Device::flex().autodiff();
+//! let blocks: Vec<Linear> = (0..6).map(|_| LinearConfig::new(128, 128).init(&device)).collect();
+//! let x = Tensor::<2>::ones([128, 128], &device);
+//! let mut step = || {
+//!     let mut h = x.clone();
+//!     for block in &blocks {
+//!         h = checkpoint_named("block", block, h, |block, h| {
+//!             block.forward(h).tanh().exp().tanh()
+//!         });
+//!     }
+//!     let _grads = h.sum().backward();
+//!     Ok::<(), std::convert::Infallible>(())
+//! };
+//! let profile = Profile::try_measure(Meter::Host, &mut step).unwrap();
+//! let budget = (profile.smallest_peak() + profile.largest_peak()) / 2;
+//! let fitted = profile.fit(Meter::Host, budget, &mut step).unwrap();
+//! assert!(fitted.measured_peak_bytes <= budget);
+//!
+//! // Saved, loaded, and run on later steps.
+//! let json = serde_json::to_string(&fitted.plan).unwrap();
+//! let plan: Plan = serde_json::from_str(&json).unwrap();
+//! plan.run(|| step().unwrap());
+//! ```
+
+pub use burn_checkpoint_core::Treatment;
+pub use burn_checkpoint_core::planner::{
+    FitError, Fitted, Plan, PlanError, Profile, ProfileError, TreatedStep,
+};
