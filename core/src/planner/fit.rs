@@ -80,7 +80,9 @@ impl Profile {
         let device = gap > 0;
         let floor = self.smallest_peak();
         loop {
-            let at_floor = (device || tries > 0) && target <= floor;
+            // On a device the last try is the least-memory plan, whatever the target says.
+            let at_floor =
+                (device || tries > 0) && (target <= floor || (device && tries == RETRIES));
             let started = Instant::now();
             let plan = if at_floor {
                 Ok(self.least_plan())
@@ -129,7 +131,10 @@ impl Profile {
             }
             tries += 1;
             let over = measured - budget_bytes;
-            target = target.saturating_sub(over + budget_bytes / 200);
+            // From at most the largest peak: a target above it plans every region kept again.
+            target = target
+                .min(self.largest_peak())
+                .saturating_sub(over + budget_bytes / 200);
         }
     }
 }
