@@ -16,7 +16,7 @@ use burn_checkpoint_22::memory::{
 };
 use burn_checkpoint_22::planner::{FitError, Plan, PlanError, Profile};
 use burn_checkpoint_22::{Region, Treatment, checkpoint, checkpoint_fn};
-use common::{initialised, param_grads};
+use common::{Block, initialised, param_grads};
 
 #[global_allocator]
 static ALLOCATOR: CountingAllocator = CountingAllocator;
@@ -27,19 +27,8 @@ const BLOCKS: usize = 6;
 const WIDTH: usize = 64;
 const BATCH: usize = 256;
 
-#[derive(Module, Debug)]
-struct Block {
-    up: Linear,
-    down: Linear,
-}
-
 impl Block {
-    fn body(&self, x: Tensor<2>) -> Tensor<2> {
-        let h = burn::tensor::activation::gelu(self.up.forward(x.clone()));
-        self.down.forward(h).tanh() + x
-    }
-
-    /// The block as a region named `budget::Block::forward`.
+    /// The block as a region named `budget::common::Block::forward`.
     #[burn_checkpoint_22::checkpoint]
     fn forward(&self, x: Tensor<2>) -> Tensor<2> {
         self.body(x)
@@ -69,12 +58,7 @@ enum Blocks {
 impl Model {
     fn new(device: &Device) -> Self {
         initialised(Model {
-            blocks: (0..BLOCKS)
-                .map(|_| Block {
-                    up: LinearConfig::new(WIDTH, 4 * WIDTH).init(device),
-                    down: LinearConfig::new(4 * WIDTH, WIDTH).init(device),
-                })
-                .collect(),
+            blocks: (0..BLOCKS).map(|_| Block::new(WIDTH, device)).collect(),
             head: LinearConfig::new(WIDTH, 8).init(device),
         })
     }
@@ -139,7 +123,7 @@ fn regions_are_named_by_method_name_or_place_and_indexed_per_step() {
         let _ = model.head.forward(h).sum().backward();
     });
     let ids: Vec<String> = report.regions.iter().map(|r| r.id()).collect();
-    assert_eq!(ids[0], "budget::Block::forward#0");
+    assert_eq!(ids[0], "budget::common::Block::forward#0");
     assert_eq!(ids[1], "offloaded#0");
     assert_eq!(ids[2], "tail#0");
     // The function forms are named by their place: two lines, two names.
@@ -150,7 +134,7 @@ fn regions_are_named_by_method_name_or_place_and_indexed_per_step() {
         );
     }
     assert_ne!(ids[3], ids[4]);
-    assert_eq!(ids[5], "budget::Block::forward#1");
+    assert_eq!(ids[5], "budget::common::Block::forward#1");
     assert_eq!(ids.len(), 6, "regions nested in none: {ids:?}");
 }
 
@@ -161,7 +145,7 @@ fn the_report_says_what_each_region_holds_and_costs() {
     // Warm-up: Flex's first allocations are not the step's.
     let _ = model.gradients(&x, Blocks::Regions);
     let plan = (0..BLOCKS as u64).fold(Plan::new(), |plan, i| {
-        plan.with("budget::Block::forward", i, Treatment::Keep)
+        plan.with("budget::common::Block::forward", i, Treatment::Keep)
     });
     let (_, kept) = StepReport::measure(Meter::Host, || {
         plan.run(|| model.gradients(&x, Blocks::Regions))
@@ -192,7 +176,7 @@ fn the_report_says_what_each_region_holds_and_costs() {
     let after = &recomputed.held_outside_by_site;
     assert!(
         after
-            .get("after budget::Block::forward")
+            .get("after budget::common::Block::forward")
             .is_some_and(|&b| b > 0),
         "{after:?}"
     );
@@ -231,7 +215,7 @@ fn every_plan_gives_plain_autodiffs_gradients() {
     let _serial = serial();
     let (model, x) = setup();
     let plain = model.gradients(&x, Blocks::Plain);
-    let name = "budget::Block::forward";
+    let name = "budget::common::Block::forward";
     let every = |t: Treatment| (0..BLOCKS as u64).fold(Plan::new(), |p, i| p.with(name, i, t));
     let mixed = (0..BLOCKS as u64).fold(Plan::new(), |p, i| {
         let t = [Treatment::Keep, Treatment::RecomputeAll, Treatment::Offload][i as usize % 3];
@@ -259,7 +243,11 @@ fn a_plan_of_the_burn_0_21_crate_with_save_compute_bound_is_refused() {
         let _serial = serial();
         setup()
     };
-    let plan = Plan::new().with("budget::Block::forward", 0, Treatment::SaveComputeBound);
+    let plan = Plan::new().with(
+        "budget::common::Block::forward",
+        0,
+        Treatment::SaveComputeBound,
+    );
     plan.run(|| model.gradients(&x, Blocks::Regions));
 }
 
@@ -309,7 +297,7 @@ fn the_planner_fits_budgets_from_the_plain_peak_to_the_floor() {
     println!("{}: measured {}", fitted.plan, fitted.measured_peak_bytes);
     assert!(fitted.measured_peak_bytes <= middle);
     let counts = fitted.plan.counts();
-    let counts = &counts["budget::Block::forward"];
+    let counts = &counts["budget::common::Block::forward"];
     assert!(
         counts.get(&Treatment::Keep).is_some() && counts.get(&Treatment::RecomputeAll).is_some(),
         "halfway between, some blocks kept and some recomputed: {counts:?}"

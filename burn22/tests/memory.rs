@@ -1,27 +1,15 @@
 //! Memory a region saves, measured by a counting allocator: the bytes held between forward and
 //! backward and the step's peak, plain autodiff against one region per block.
 
-use burn::module::Module;
-use burn::nn::{Linear, LinearConfig};
+mod common;
+
 use burn::tensor::{Device, Distribution, Tensor};
 use burn_checkpoint_22::checkpoint;
 use burn_checkpoint_22::memory::{CountingAllocator, allocated, mib, peak, reset_peak};
+use common::Block;
 
 #[global_allocator]
 static ALLOCATOR: CountingAllocator = CountingAllocator;
-
-#[derive(Module, Debug)]
-struct Block {
-    a: Linear,
-    b: Linear,
-}
-
-impl Block {
-    fn forward(&self, x: Tensor<2>) -> Tensor<2> {
-        let h = burn::tensor::activation::gelu(self.a.forward(x.clone()));
-        self.b.forward(h).tanh() + x
-    }
-}
 
 /// Bytes held after forward (the graph's saved activations) and the step's peak, both above
 /// what was allocated before the step.
@@ -31,9 +19,9 @@ fn step(blocks: &[Block], x: &Tensor<2>, regions: bool) -> (usize, usize) {
     let mut h = x.clone();
     for block in blocks {
         h = if regions {
-            checkpoint(block, h, |block, h| block.forward(h))
+            checkpoint(block, h, |block, h| block.body(h))
         } else {
-            block.forward(h)
+            block.body(h)
         };
     }
     let loss = h.powf_scalar(2.0).mean();
@@ -49,12 +37,7 @@ fn regions_hold_a_fraction_of_plain_autodiffs_activations() {
     let device = Device::flex().autodiff();
     device.seed(1);
     let (depth, width, batch) = (8, 128, 1024);
-    let blocks: Vec<Block> = (0..depth)
-        .map(|_| Block {
-            a: LinearConfig::new(width, 4 * width).init(&device),
-            b: LinearConfig::new(4 * width, width).init(&device),
-        })
-        .collect();
+    let blocks: Vec<Block> = (0..depth).map(|_| Block::new(width, &device)).collect();
     let x = Tensor::<2>::random([batch, width], Distribution::Default, &device);
     // Warm up both: first allocations of the backend's pools are not the step's.
     step(&blocks, &x, false);

@@ -12,14 +12,14 @@ mod common;
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
 use burn::module::Module;
+use burn::nn::PaddingConfig2d;
 use burn::nn::conv::{Conv2d, Conv2dConfig};
 use burn::nn::pool::{AvgPool2d, AvgPool2dConfig};
-use burn::nn::{Linear, LinearConfig, PaddingConfig2d};
 use burn::tensor::{Device, DeviceKind, Distribution, Tensor, TensorData};
 use burn_checkpoint_22::memory::{Meter, StepReport};
 use burn_checkpoint_22::planner::{Plan, Profile};
 use burn_checkpoint_22::{Region, Segments, Treatment, checkpoint_sequential};
-use common::{initialised, param_grads};
+use common::{Block, initialised, param_grads};
 
 /// The wgpu device for one test at a time, or `None` without a Vulkan adapter. One at a time:
 /// autotune tunes a kernel once per process, and a thread asking for a kernel that another is
@@ -56,18 +56,7 @@ fn claim() -> Option<(MutexGuard<'static, ()>, Device)> {
     })
 }
 
-#[derive(Module, Debug)]
-struct Block {
-    up: Linear,
-    down: Linear,
-}
-
 impl Block {
-    fn body(&self, x: Tensor<2>) -> Tensor<2> {
-        let h = burn::tensor::activation::gelu(self.up.forward(x.clone()));
-        self.down.forward(h).tanh() + x
-    }
-
     #[burn_checkpoint_22::checkpoint(name = "block")]
     fn forward(&self, x: Tensor<2>) -> Tensor<2> {
         self.body(x)
@@ -121,12 +110,7 @@ impl Model {
                     .init(device),
                 pool: AvgPool2dConfig::new([2, 2]).init(),
             },
-            blocks: (0..blocks)
-                .map(|_| Block {
-                    up: LinearConfig::new(WIDTH, 4 * WIDTH).init(device),
-                    down: LinearConfig::new(4 * WIDTH, WIDTH).init(device),
-                })
-                .collect(),
+            blocks: (0..blocks).map(|_| Block::new(WIDTH, device)).collect(),
         })
     }
 

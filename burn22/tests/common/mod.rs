@@ -33,6 +33,29 @@ impl Layer<Tensor<2>> for Mlp {
     }
 }
 
+/// A residual block with a GELU, `width → 4·width → width`: `x + tanh(down(gelu(up(x))))`. The
+/// tests give it the region methods they need.
+#[derive(Module, Debug)]
+pub struct Block {
+    pub up: Linear,
+    pub down: Linear,
+}
+
+impl Block {
+    pub fn new(width: usize, device: &Device) -> Self {
+        Self {
+            up: LinearConfig::new(width, 4 * width).init(device),
+            down: LinearConfig::new(4 * width, width).init(device),
+        }
+    }
+
+    /// The block's computation, outside any region.
+    pub fn body(&self, x: Tensor<2>) -> Tensor<2> {
+        let h = burn::tensor::activation::gelu(self.up.forward(x.clone()));
+        self.down.forward(h).tanh() + x
+    }
+}
+
 /// MLP blocks one after the other, each a region or not.
 #[derive(Module, Debug)]
 pub struct Stack {
