@@ -22,7 +22,7 @@ use burn::record::{BinBytesRecorder, FullPrecisionSettings, Recorder};
 use burn::tensor::backend::Backend;
 use burn::tensor::{Distribution, Int, Tensor, TensorData};
 use burn_checkpoint::Checkpointed;
-use burn_checkpoint::memory::CountingAllocator;
+use burn_checkpoint::memory::{CountingAllocator, Meter};
 use densenet_bc::{Cut, DenseNet, DenseNetConfig, RegionPolicy};
 
 use bench_kit::sweep;
@@ -142,6 +142,7 @@ fn main() {
         args.depth, args.growth, args.batch
     );
     args.sweep.run(
+        Meter::Host,
         &out,
         &title,
         Box::new(|| planned.borrow_mut().step()),

@@ -20,7 +20,7 @@ use burn::record::{BinBytesRecorder, FullPrecisionSettings, Recorder};
 use burn::tensor::backend::Backend;
 use burn::tensor::{Distribution, Int, Tensor, TensorData};
 use burn_checkpoint::Checkpointed;
-use burn_checkpoint::memory::CountingAllocator;
+use burn_checkpoint::memory::{CountingAllocator, Meter};
 use gpt::{Cut, Gpt, GptConfig};
 
 use bench_kit::sweep;
@@ -124,6 +124,7 @@ fn main() {
         args.blocks, args.d_model, args.heads, args.vocab, args.batch, args.seq
     );
     args.sweep.run(
+        Meter::Host,
         &out,
         &title,
         Box::new(|| planned.borrow_mut().step()),

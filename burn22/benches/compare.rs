@@ -2,15 +2,15 @@
 //! per step of plain autodiff, `device.autodiff().gradient_checkpointing()` (Balanced) and one
 //! region per block, on DenseNet-BC (the layer cut) and a GPT-style model (per-block regions).
 //!
-//! `cargo bench --manifest-path burn22/Cargo.toml --bench compare -- --help`. Methods run
+//! `cargo bench --manifest-path burn22/Cargo.toml --bench compare -- --help`; the budget planner
+//! on the same models is the `budget` benchmark. Methods run
 //! interleaved, one step each per round after a warm-up round; memory is the counting
 //! allocator's peak above the step's start (forward, loss, backward); time the median step.
 
 // The tests' helpers: `initialised`, so that every method's copy holds the same weights.
-#[path = "../../tests/common/mod.rs"]
+#[path = "../tests/common/mod.rs"]
 mod common;
-mod densenet;
-mod gpt;
+mod models;
 
 use std::time::{Duration, Instant};
 
@@ -18,6 +18,7 @@ use burn::tensor::{Device, Distribution, Int, Tensor};
 use burn_checkpoint_22::memory::{CountingAllocator, allocated, mib, peak, reset_peak};
 use clap::{Parser, ValueEnum};
 use common::initialised;
+use models::{Cut, densenet, gpt};
 
 #[global_allocator]
 static ALLOCATOR: CountingAllocator = CountingAllocator;
@@ -70,6 +71,13 @@ impl Method {
             Method::Plain => "plain autodiff",
             Method::Balanced => "Burn's gradient_checkpointing() (Balanced)",
             Method::Regions => "regions",
+        }
+    }
+
+    fn cut(self) -> Cut {
+        match self {
+            Method::Regions => Cut::Each,
+            _ => Cut::None,
         }
     }
 
@@ -144,7 +152,7 @@ fn densenet(args: &Args, batch: usize) -> Vec<Row> {
         let device = method.device();
         device.seed(2);
         let images = Tensor::<4>::random([batch, 3, 32, 32], Distribution::Default, &device);
-        let logits = models[index].forward(images, method == Method::Regions);
+        let logits = models[index].forward(images, method.cut());
         let grads = logits.powf_scalar(2.0).mean().backward();
         drop(grads);
     })
@@ -175,7 +183,7 @@ fn gpt(args: &Args) -> Vec<Row> {
         );
         let inputs = tokens.clone().slice([0..batch, 0..seq]);
         let targets = tokens.slice([0..batch, 1..seq + 1]);
-        let loss = models[index].loss(inputs, targets, method == Method::Regions);
+        let loss = models[index].loss(inputs, targets, method.cut());
         drop(loss.backward());
     })
 }

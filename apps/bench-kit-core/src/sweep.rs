@@ -5,11 +5,11 @@ use std::error::Error;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use burn_checkpoint::memory::{
-    Meter, StepReport, allocated, mib, offloaded_bytes, offloaded_peak, peak, reset_offloaded_peak,
-    reset_peak,
+use burn_checkpoint_core::memory::{
+    MemoryMeter, StepReport, allocated, mib, offloaded_bytes, offloaded_peak, peak,
+    reset_offloaded_peak, reset_peak,
 };
-use burn_checkpoint::planner::{Plan, Profile};
+use burn_checkpoint_core::planner::{Plan, Profile};
 use cpu_time::ProcessTime;
 use plotters::coord::Shift;
 use plotters::prelude::*;
@@ -51,11 +51,19 @@ impl Options {
         true
     }
 
-    /// Runs the sweep ([`run`]), prints its table and writes its files to `out`.
-    pub fn run(&self, out: &Path, title: &str, planned: StepFn<'_>, hands: Vec<Hand<'_>>) {
-        let sweep = run(title, self.budgets, self.steps, planned, hands);
+    /// Runs the sweep ([`run`]) with `meter`, prints its table and writes its files to `out`.
+    pub fn run(
+        &self,
+        meter: impl MemoryMeter + Clone,
+        out: &Path,
+        title: &str,
+        planned: StepFn<'_>,
+        hands: Vec<Hand<'_>>,
+    ) -> Sweep {
+        let sweep = run(meter, title, self.budgets, self.steps, planned, hands);
         print!("{}", sweep.markdown());
         sweep.write(out);
+        sweep
     }
 }
 
@@ -127,8 +135,11 @@ pub struct Sweep {
     pub title: String,
     /// Measured steps per point.
     pub steps: usize,
-    /// The profile's three steps, in seconds (wall).
+    /// The profile's steps (one per treatment its meter measures), in seconds (wall).
     pub profile_seconds: f64,
+    /// How many steps the profile took (3 in sweeps written before this was recorded).
+    #[serde(default = "three")]
+    pub profile_steps: usize,
     /// The planner's solve time over the whole sweep, in seconds.
     pub solve_seconds: f64,
     /// Hand cuts, then plans from the largest budget to the smallest.
@@ -198,11 +209,14 @@ impl Samples {
     }
 }
 
-/// Profiles `planned` (the model with a region wherever one may go), plans and checks
+/// Profiles `planned` (the model with a region wherever one may go) with `meter` (the
+/// treatments it measures are the meter's: see `MemoryMeter::treatments`), plans and checks
 /// `budgets` budgets from the peak with every region kept down to the smallest reachable, then
 /// measures `steps` rounds in which every hand cut and every plan runs one step. No budgets: the
-/// hand cuts only.
-pub fn run(
+/// hand cuts only. Peaks are the counting allocator's (the program's global allocator must be
+/// `CountingAllocator`).
+pub fn run<M: MemoryMeter + Clone>(
+    meter: M,
     title: &str,
     budgets: usize,
     steps: usize,
@@ -218,11 +232,13 @@ pub fn run(
     let mut checks = Vec::new();
     let mut solve_seconds = 0.0;
     let mut profile_seconds = 0.0;
+    let mut profile_steps = 0;
     // No budget: the hand cuts alone (and what recording costs).
     let profile = (budgets > 0).then(|| {
         let started = Instant::now();
-        let profile = Profile::measure(Meter::Host, &mut planned).expect("the model has regions");
+        let profile = Profile::measure(meter.clone(), &mut planned).expect("the model has regions");
         profile_seconds = started.elapsed().as_secs_f64();
+        profile_steps = profile.treatments().len();
         eprintln!("{profile}");
         profile
     });
@@ -232,7 +248,7 @@ pub fn run(
         // From the peak with everything kept to 2% above the floor.
         let low = floor + floor / 50;
         let budget = roof - (roof.saturating_sub(low)) * k / (budgets as u64 - 1).max(1);
-        match profile.fit(Meter::Host, budget, || {
+        match profile.fit(meter.clone(), budget, || {
             planned();
             Ok::<(), std::convert::Infallible>(())
         }) {
@@ -261,7 +277,7 @@ pub fn run(
         }
         as_written.step(&mut planned);
         recorded.step(|| {
-            StepReport::measure(Meter::Host, &mut planned);
+            StepReport::measure(meter.clone(), &mut planned);
         });
         for (plan, samples) in plans.iter().zip(&mut plan_samples) {
             samples.step(|| plan.run(&mut planned));
@@ -305,6 +321,7 @@ pub fn run(
         title: title.to_string(),
         steps,
         profile_seconds,
+        profile_steps,
         solve_seconds,
         points,
         plans,
@@ -335,13 +352,18 @@ impl Sweep {
     /// The sweep as markdown: hand cuts, then the planner's points.
     pub fn markdown(&self) -> String {
         let mut out = format!(
-            "{}\n\nMedian of {} interleaved steps per point; the planner's cost: a 3-step \
+            "{}\n\nMedian of {} interleaved steps per point; the planner's cost: a {}-step \
              profile ({:.1} s), {:.3} s of solving for the whole sweep, and the check steps \
              listed. Host copies: the most bytes offloading regions held in host memory at once \
-             (on the CPU also part of the peak).\n\n| Method | Budget | Predicted | Peak | Host \
+             (on the CPU also part of the peak).\n\n{}\n\n| Method | Budget | Predicted | Peak | Host \
              copies | Peak / budget | CPU time | Wall time | Best hand cut within budget | × its \
              time | Plan | Check steps |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n",
-            self.title, self.steps, self.profile_seconds, self.solve_seconds
+            self.title,
+            self.steps,
+            self.profile_steps,
+            self.profile_seconds,
+            self.solve_seconds,
+            self.checks()
         );
         let size = |bytes: Option<u64>| {
             bytes.map_or("".to_string(), |b| format!("{:.1} MiB", mib(b as usize)))
@@ -370,6 +392,78 @@ impl Sweep {
         out
     }
 
+    /// What the plans were asked to do, as measured: every peak within its budget + 3%, peaks
+    /// not rising as the budget falls, and the CPU time against the fastest hand cut whose
+    /// peak fits the same budget (within 5%).
+    pub fn checks(&self) -> String {
+        let plans: Vec<&Point> = self.points.iter().filter(|p| p.kind == "planner").collect();
+        if plans.is_empty() {
+            return "No plans.".into();
+        }
+        fn worst(ratios: Vec<(f64, &Point)>) -> (f64, &Point) {
+            ratios
+                .into_iter()
+                .max_by(|a, b| a.0.total_cmp(&b.0))
+                .expect("a plan")
+        }
+        let budget = |p: &Point| mib(p.budget_bytes.unwrap_or(0) as usize);
+        let (over, at) = worst(
+            plans
+                .iter()
+                .map(|p| (p.peak_bytes as f64 / p.budget_bytes.unwrap_or(1) as f64, *p))
+                .collect(),
+        );
+        let mut out = format!(
+            "- Peak within budget + 3 %: **{}** (the most: {over:.3}× the budget, at {:.1} MiB).\n",
+            if over <= 1.03 { "yes" } else { "no" },
+            budget(at)
+        );
+        let rises: Vec<String> = plans
+            .windows(2)
+            .filter(|pair| pair[1].peak_bytes > pair[0].peak_bytes)
+            .map(|pair| {
+                format!(
+                    "{:.1} → {:.1} MiB at the {:.1} MiB budget",
+                    mib(pair[0].peak_bytes as usize),
+                    mib(pair[1].peak_bytes as usize),
+                    budget(pair[1])
+                )
+            })
+            .collect();
+        out += &format!(
+            "- Peak non-increasing as the budget falls: **{}**{}.\n",
+            if rises.is_empty() { "yes" } else { "no" },
+            if rises.is_empty() {
+                format!(
+                    " ({:.1} → {:.1} MiB)",
+                    mib(plans[0].peak_bytes as usize),
+                    mib(plans[plans.len() - 1].peak_bytes as usize)
+                )
+            } else {
+                format!(" (rises: {})", rises.join("; "))
+            }
+        );
+        let timed: Vec<(f64, &Point)> = plans
+            .iter()
+            .filter_map(|p| Some((p.time_vs_best_hand?, *p)))
+            .collect();
+        out += &if timed.is_empty() {
+            "- Time: no hand cut fits any plan's budget.".to_string()
+        } else {
+            let (slowest, at) = worst(timed.clone());
+            format!(
+                "- CPU time within 5 % of the fastest hand cut that fits the budget: **{}** \
+                 ({} of {} plans had such a cut; the most: {slowest:.3}× \"{}\", at {:.1} MiB).",
+                if slowest <= 1.05 { "yes" } else { "no" },
+                timed.len(),
+                plans.len(),
+                at.best_hand.clone().unwrap_or_default(),
+                budget(at)
+            )
+        };
+        out
+    }
+
     /// Writes `<out>.md`, `<out>.json`, `<out>.svg` and `<out>.png`.
     pub fn write(&self, out: &Path) {
         crate::output::write_table(out, &self.markdown(), self);
@@ -378,6 +472,10 @@ impl Sweep {
             Err(e) => eprintln!("{e}"),
         }
     }
+}
+
+fn three() -> usize {
+    3
 }
 
 impl crate::figure::Figure for Sweep {

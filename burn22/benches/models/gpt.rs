@@ -1,5 +1,5 @@
 //! A GPT-style language model on Burn 0.22 (pre-LayerNorm blocks of causal self-attention and
-//! a GELU MLP), with one region per block.
+//! a GELU MLP); a region per block is `Block#i`, made by `#[checkpoint]`.
 
 use burn::module::Module;
 use burn::nn::attention::{
@@ -11,6 +11,8 @@ use burn::nn::{
 };
 use burn::tensor::{Device, Int, Tensor};
 use burn_checkpoint_22::checkpoint;
+
+use super::Cut;
 
 /// A pre-LayerNorm transformer block.
 #[derive(Module, Debug)]
@@ -24,8 +26,13 @@ pub struct Block {
 }
 
 impl Block {
-    #[checkpoint]
+    #[checkpoint(name = "Block")]
     fn region(&self, x: Tensor<3>) -> Tensor<3> {
+        self.forward(x)
+    }
+
+    #[checkpoint(name = "Block", offload)]
+    fn offloaded_region(&self, x: Tensor<3>) -> Tensor<3> {
         self.forward(x)
     }
 
@@ -82,24 +89,19 @@ impl Gpt {
         }
     }
 
-    /// Mean next-token cross-entropy; with `regions`, each block is a checkpoint region.
-    pub fn loss(
-        &self,
-        tokens: Tensor<2, Int>,
-        targets: Tensor<2, Int>,
-        regions: bool,
-    ) -> Tensor<1> {
+    /// Mean next-token cross-entropy; the blocks `cut` names are regions.
+    pub fn loss(&self, tokens: Tensor<2, Int>, targets: Tensor<2, Int>, cut: Cut) -> Tensor<1> {
         let [batch, seq] = tokens.dims();
         let device = tokens.device();
         let positions = Tensor::<1, Int>::arange(0..seq as i64, &device)
             .reshape([1, seq])
             .repeat_dim(0, batch);
         let mut x = self.tokens.forward(tokens) + self.positions.forward(positions);
-        for block in &self.blocks {
-            x = if regions {
-                block.region(x)
-            } else {
-                block.forward(x)
+        for (index, block) in self.blocks.iter().enumerate() {
+            x = match cut.region(index) {
+                Some(false) => block.region(x),
+                Some(true) => block.offloaded_region(x),
+                None => block.forward(x),
             };
         }
         let logits = self.head.forward(self.norm.forward(x));

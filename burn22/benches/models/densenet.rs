@@ -1,11 +1,14 @@
-//! DenseNet-BC (Huang et al.) on Burn 0.22, with the layer cut: each dense layer a region.
+//! DenseNet-BC (Huang et al.) on Burn 0.22; the layer cut makes each dense layer a region
+//! (`DenseLayer#i`).
 
 use burn::module::Module;
 use burn::nn::conv::{Conv2d, Conv2dConfig};
 use burn::nn::pool::{AdaptiveAvgPool2d, AdaptiveAvgPool2dConfig, AvgPool2d, AvgPool2dConfig};
 use burn::nn::{BatchNorm, BatchNormConfig, Linear, LinearConfig, PaddingConfig2d, Relu};
 use burn::tensor::{Device, Tensor};
-use burn_checkpoint_22::checkpoint;
+use burn_checkpoint_22::Region;
+
+use super::Cut;
 
 /// One bottleneck layer: BN, ReLU, 1×1 conv to 4k channels, BN, ReLU, 3×3 conv to k channels.
 #[derive(Module, Debug)]
@@ -103,16 +106,20 @@ impl DenseNet {
         }
     }
 
-    /// Class logits `[batch, 10]`; with `regions`, each dense layer is a checkpoint region.
-    pub fn forward(&self, images: Tensor<4>, regions: bool) -> Tensor<2> {
+    /// Class logits `[batch, 10]`; the dense layers `cut` names are regions.
+    pub fn forward(&self, images: Tensor<4>, cut: Cut) -> Tensor<2> {
         let mut x = self.stem.forward(images);
+        let mut layers = 0..;
         for (index, block) in self.blocks.iter().enumerate() {
             let mut features = vec![x];
-            for layer in block {
-                let new = if regions {
-                    checkpoint(layer, features.clone(), |layer, f| layer.forward(f))
-                } else {
-                    layer.forward(features.clone())
+            for (layer, at) in block.iter().zip(&mut layers) {
+                let new = match cut.region(at) {
+                    Some(offload) => Region::named("DenseLayer").offloaded_if(offload).run(
+                        layer,
+                        features.clone(),
+                        |layer, f| layer.forward(f),
+                    ),
+                    None => layer.forward(features.clone()),
                 };
                 features.push(new);
             }

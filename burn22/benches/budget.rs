@@ -1,0 +1,207 @@
+//! The budget planner on Burn 0.22 (Flex): a sweep of budgets from the peak with every region
+//! kept down to the smallest the planner reaches, each plan measured beside hand-made cuts (no
+//! region, Burn's own `gradient_checkpointing()`, every unit a region, the same offloaded, every
+//! second unit), every method one step per round, interleaved. The sweep is
+//! `bench-kit-core`'s, the one the Burn 0.21 applications' `budget` benchmarks run.
+//!
+//! A step: forward, loss, backward (the gradients dropped; no optimizer). The planner chooses,
+//! for each DenseNet layer's region (`DenseLayer#i`) or each GPT block's (`Block#i`), keep or
+//! recompute (the host meter profiles no offload: on the CPU it saves nothing). Writes
+//! `<out>.md`, `.json`, `.svg`, `.png`.
+//!
+//! ```text
+//! cargo bench --manifest-path burn22/Cargo.toml --bench budget -- --model densenet
+//! cargo bench --manifest-path burn22/Cargo.toml --bench budget -- --model gpt --budgets 8
+//! ```
+
+// The tests' helpers: `initialised`, so that every method's copy holds the same weights.
+#[path = "../tests/common/mod.rs"]
+mod common;
+mod models;
+
+use bench_kit_core::sweep::{self, Hand, StepFn};
+use burn::tensor::{Device, Distribution, Int, Tensor, TensorData};
+use burn_checkpoint_22::memory::{CountingAllocator, Meter};
+use clap::{Parser, ValueEnum};
+use common::initialised;
+use models::{Cut, densenet, gpt};
+
+#[global_allocator]
+static ALLOCATOR: CountingAllocator = CountingAllocator;
+
+#[derive(Parser)]
+#[command(about = "The budget planner on Burn 0.22 against hand-made cuts")]
+struct Args {
+    /// Which model.
+    #[arg(long, value_enum, default_value = "densenet")]
+    model: Which,
+    /// DenseNet-BC depth (6n + 4).
+    #[arg(long, default_value_t = 100)]
+    depth: usize,
+    /// DenseNet-BC growth rate.
+    #[arg(long, default_value_t = 12)]
+    growth: usize,
+    /// DenseNet batch size (32×32 images).
+    #[arg(long, default_value_t = 16)]
+    batch: usize,
+    /// GPT: blocks, width, heads, vocabulary, sequence length, batch.
+    #[arg(long, value_delimiter = ',', default_value = "8,128,4,512,128,16")]
+    gpt: Vec<usize>,
+    #[command(flatten)]
+    sweep: sweep::Options,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum Which {
+    Densenet,
+    Gpt,
+}
+
+/// A hand cut or the planner's model: the cut, and whether the device is Burn's own
+/// gradient checkpointing (Balanced).
+#[derive(Clone, Copy)]
+struct Method {
+    name: &'static str,
+    cut: Cut,
+    balanced: bool,
+}
+
+impl Method {
+    /// The planner's model: a region wherever one may go.
+    const PLANNED: Method = Method::of("planner's model", Cut::Each);
+    const HANDS: [Method; 5] = [
+        Method::of("no region", Cut::None),
+        Method {
+            name: "Burn's gradient_checkpointing() (Balanced)",
+            cut: Cut::None,
+            balanced: true,
+        },
+        Method::of("every unit", Cut::Each),
+        Method::of("every unit, offloaded", Cut::EachOffloaded),
+        Method::of("every second unit", Cut::EverySecond),
+    ];
+
+    const fn of(name: &'static str, cut: Cut) -> Method {
+        Method {
+            name,
+            cut,
+            balanced: false,
+        }
+    }
+
+    fn device(self) -> Device {
+        let device = Device::flex().autodiff();
+        if self.balanced {
+            device.gradient_checkpointing()
+        } else {
+            device
+        }
+    }
+
+    /// The method's name with the model's word for a unit.
+    fn named(self, unit: &str) -> String {
+        self.name.replace("unit", unit)
+    }
+}
+
+/// The steps of DenseNet-BC under `method`, on a fixed batch of images.
+fn densenet_step(args: &Args, method: Method, images: &TensorData) -> StepFn<'static> {
+    let device = method.device();
+    device.seed(1);
+    let model = initialised(densenet::DenseNet::new(args.depth, args.growth, &device));
+    let images = images.clone();
+    Box::new(move || {
+        let images = Tensor::<4>::from_data(images.clone(), &device);
+        let logits = model.forward(images, method.cut);
+        drop(logits.powf_scalar(2.0).mean().backward());
+    })
+}
+
+/// The steps of the GPT under `method`, on a fixed batch of token sequences.
+fn gpt_step(args: &Args, method: Method, tokens: &TensorData) -> StepFn<'static> {
+    let [blocks, d_model, heads, vocab, seq, _] = args.gpt[..] else {
+        unreachable!("checked in main");
+    };
+    let device = method.device();
+    device.seed(1);
+    let model = initialised(gpt::Gpt::new(vocab, d_model, blocks, heads, seq, &device));
+    let tokens = tokens.clone();
+    Box::new(move || {
+        let tokens = Tensor::<2, Int>::from_data(tokens.clone(), &device);
+        let [batch, length] = tokens.dims();
+        let inputs = tokens.clone().slice([0..batch, 0..length - 1]);
+        let targets = tokens.slice([0..batch, 1..length]);
+        drop(model.loss(inputs, targets, method.cut).backward());
+    })
+}
+
+/// What the sweep runs: a model's title, its word for a unit, its batch and its steps.
+struct Task {
+    title: String,
+    unit: &'static str,
+    batch: TensorData,
+    step: fn(&Args, Method, &TensorData) -> StepFn<'static>,
+}
+
+impl Task {
+    fn of(args: &Args) -> Task {
+        let device = Device::flex();
+        device.seed(2);
+        match args.model {
+            Which::Densenet => Task {
+                title: format!(
+                    "DenseNet-BC-{} (k={}), batch {} of 32×32 images, forward and backward, \
+                     Burn 0.22 on Flex: the budget planner over the dense layers' regions \
+                     against hand-made cuts",
+                    args.depth, args.growth, args.batch
+                ),
+                unit: "layer",
+                batch: Tensor::<4>::random([args.batch, 3, 32, 32], Distribution::Default, &device)
+                    .into_data(),
+                step: densenet_step,
+            },
+            Which::Gpt => {
+                let [blocks, d_model, heads, vocab, seq, batch] = args.gpt[..] else {
+                    panic!("--gpt takes blocks,width,heads,vocabulary,sequence,batch");
+                };
+                Task {
+                    title: format!(
+                        "GPT {blocks} blocks × d {d_model}, {heads} heads, vocab {vocab}, batch \
+                         {batch}×{seq} tokens, forward and backward, Burn 0.22 on Flex: the \
+                         budget planner over the blocks' regions against hand-made cuts"
+                    ),
+                    unit: "block",
+                    batch: Tensor::<2, Int>::random(
+                        [batch, seq + 1],
+                        Distribution::Uniform(0.0, vocab as f64),
+                        &device,
+                    )
+                    .into_data(),
+                    step: gpt_step,
+                }
+            }
+        }
+    }
+}
+
+fn main() {
+    let args = Args::parse();
+    let out = args.sweep.out(match args.model {
+        Which::Densenet => "densenet-22-budget",
+        Which::Gpt => "gpt-22-budget",
+    });
+    if args.sweep.replotted(&out) {
+        return;
+    }
+    let task = Task::of(&args);
+    let planned = (task.step)(&args, Method::PLANNED, &task.batch);
+    let hands = Method::HANDS
+        .into_iter()
+        .map(|method| Hand {
+            name: method.named(task.unit),
+            step: (task.step)(&args, method, &task.batch),
+        })
+        .collect();
+    args.sweep
+        .run(Meter::Host, &out, &task.title, planned, hands);
+}
