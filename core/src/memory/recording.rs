@@ -40,6 +40,11 @@ struct Recording {
     /// The most bytes reserved seen so far, on a device.
     reserved: Option<u64>,
     backward: bool,
+    /// The region whose backward window is open (backward recomputed for it last), whose
+    /// `backward_peak_bytes` the peaks read now raise; `None`: outside every window.
+    window: Option<usize>,
+    /// The highest peak read outside the windows (absolute bytes).
+    outside_windows: u64,
 }
 
 impl Recording {
@@ -60,8 +65,18 @@ impl Recording {
         self.event_at(next, peak);
     }
 
-    /// [`Recording::event`] with the meter's peak already read there.
+    /// [`Recording::event`] with the meter's peak already read there: it belongs to the open
+    /// window, if any.
     fn event_at(&mut self, next: String, peak: u64) {
+        match self.window {
+            Some(slot) => {
+                let region = &mut self.report.regions[slot];
+                region.backward_peak_bytes = region
+                    .backward_peak_bytes
+                    .max(peak.saturating_sub(self.start_bytes));
+            }
+            None => self.outside_windows = self.outside_windows.max(peak),
+        }
         if peak > self.peak {
             self.peak = peak;
             self.report.peak_at = std::mem::replace(&mut self.now, next);
@@ -150,6 +165,8 @@ fn record<R>(meter: Box<dyn MemoryMeter>, f: impl FnOnce() -> R) -> (R, StepRepo
             peak: start_bytes,
             reserved: start_reserved,
             backward: false,
+            window: None,
+            outside_windows: start_bytes,
         })
     });
     // Off again on every exit path, panics included.
@@ -169,6 +186,11 @@ fn record<R>(meter: Box<dyn MemoryMeter>, f: impl FnOnce() -> R) -> (R, StepRepo
         recording.event("the end".to_string());
         let mut report = std::mem::take(&mut recording.report);
         report.peak_bytes = recording.peak.saturating_sub(recording.start_bytes);
+        report.outside_windows_peak_bytes = Some(
+            recording
+                .outside_windows
+                .saturating_sub(recording.start_bytes),
+        );
         report.reserved_peak_bytes = recording.reserved;
         report.end_bytes = recording.meter.in_use() as i64 - recording.start_bytes as i64;
         report.seconds = recording.start.elapsed().as_secs_f64();
@@ -258,6 +280,11 @@ pub fn recompute<T>(slot: usize, f: impl FnOnce() -> T, bytes: impl FnOnce(&T) -
             recording.backward = true;
         }
         recording.event_at(label, peak);
+        if recording.window != Some(slot) {
+            // The peak read so far is the previous window's: this region's window starts here.
+            recording.window = Some(slot);
+            recording.meter.reset_peak();
+        }
     });
     let started = Instant::now();
     let output = f();
@@ -301,4 +328,69 @@ pub fn made_outside(kind: OpKind, bytes: u64) {
 /// Whether a step is being recorded on this thread.
 pub fn on() -> bool {
     ON.with(Cell::get)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    use super::*;
+
+    /// Bytes the test sets by hand; the peak is what it was set to at most since the reset.
+    static IN_USE: AtomicU64 = AtomicU64::new(0);
+    static PEAK: AtomicU64 = AtomicU64::new(0);
+
+    struct Hand;
+
+    impl MemoryMeter for Hand {
+        fn in_use(&self) -> u64 {
+            IN_USE.load(Ordering::Relaxed)
+        }
+        fn peak(&self) -> Option<u64> {
+            Some(PEAK.load(Ordering::Relaxed))
+        }
+        fn reset_peak(&self) {
+            PEAK.store(self.in_use(), Ordering::Relaxed);
+        }
+        fn raise_peak(&self, bytes: u64) {
+            PEAK.fetch_max(bytes, Ordering::Relaxed);
+        }
+        fn describe(&self) -> String {
+            "bytes set by the test".into()
+        }
+    }
+
+    fn set(bytes: u64) {
+        IN_USE.store(bytes, Ordering::Relaxed);
+        PEAK.fetch_max(bytes, Ordering::Relaxed);
+    }
+
+    #[test]
+    fn each_recomputing_region_has_its_backward_window() {
+        let ((), report) = StepReport::measure(Hand, || {
+            // Forward: two regions hold 10 and 20 bytes; the head peaks at 60.
+            for (index, held) in [(0, 10), (1, 30)] {
+                top_level_opened(&"r", index, None);
+                set(held);
+                top_level_closed();
+            }
+            set(60);
+            set(40);
+            // Backward: r#1 recomputes and peaks at 55, r#0 (two recomputes, one window) at 45
+            // then 50, then the step's end at 5.
+            recompute(1, || set(55), |_| 1);
+            set(20);
+            recompute(0, || set(45), |_| 1);
+            recompute(0, || set(50), |_| 1);
+            set(5);
+        });
+        assert_eq!(report.peak_bytes, 60);
+        assert_eq!(report.outside_windows_peak_bytes, Some(60));
+        let windows: Vec<u64> = report
+            .regions
+            .iter()
+            .map(|r| r.backward_peak_bytes)
+            .collect();
+        assert_eq!(windows, [50, 55]);
+    }
 }

@@ -57,6 +57,12 @@ pub struct StepReport {
     /// report it (the 0.22 crate sees no op outside its regions, but the meter sees their bytes).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub held_outside_by_site: BTreeMap<String, i64>,
+    /// The most bytes in use, above the step's start, outside the regions' backward windows
+    /// (see [`RegionRecord::backward_peak_bytes`]): in forward, and in backward before the
+    /// first recompute. The planner's peak model reads it with the windows' peaks. `None` in
+    /// reports written before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outside_windows_peak_bytes: Option<u64>,
 }
 
 /// One top-level region instance of a profiled step.
@@ -89,6 +95,16 @@ pub struct RegionRecord {
     /// `held_bytes` on a CPU backend, not on the device's count on a GPU.
     #[serde(default)]
     pub offloaded_bytes: u64,
+    /// The most bytes in use, above the step's start, in its backward window: from backward's
+    /// first recompute for it until the first recompute for another region (or the step's end),
+    /// so its recompute, its backward and what backward runs until the next region recomputes.
+    /// 0 where backward recomputed nothing for it (a kept region).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub backward_peak_bytes: u64,
+}
+
+fn is_zero(bytes: &u64) -> bool {
+    *bytes == 0
 }
 
 impl RegionRecord {

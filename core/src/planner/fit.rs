@@ -176,6 +176,10 @@ impl Profile {
             r.end_bytes = signed(r.end_bytes, o.end_bytes);
             r.seconds = seconds(r.seconds, o.seconds);
             r.offloaded_peak_bytes = bytes(r.offloaded_peak_bytes, o.offloaded_peak_bytes);
+            r.outside_windows_peak_bytes = r
+                .outside_windows_peak_bytes
+                .zip(o.outside_windows_peak_bytes)
+                .map(|(x, y)| bytes(x, y));
             r.peak_at = o.peak_at.clone();
             for (region, other) in r.regions.iter_mut().zip(&o.regions) {
                 region.held_bytes = signed(region.held_bytes, other.held_bytes);
@@ -186,6 +190,8 @@ impl Profile {
                 region.recompute_seconds =
                     seconds(region.recompute_seconds, other.recompute_seconds);
                 region.offloaded_bytes = bytes(region.offloaded_bytes, other.offloaded_bytes);
+                region.backward_peak_bytes =
+                    bytes(region.backward_peak_bytes, other.backward_peak_bytes);
             }
             for (kind, value) in r.outside_by_kind.iter_mut() {
                 *value = bytes(

@@ -5,16 +5,26 @@
 //!
 //! The profile gives, for each region instance `i` and treatment `t`, the bytes it holds from
 //! forward to backward `h[i][t]` and the time its recompute takes `c[i][t]` (measured), and for
-//! each treatment the step's peak `P[t]` with every region so. The planner predicts a plan's peak
-//! as `Σ h[i][t_i] + max F[t]` over the treatments it uses, where `F[t] = P[t] − Σ_i h[i][t]` is
-//! what the step holds besides the regions under `t` (weights, gradients, the optimizer, what
-//! is made outside regions, and the transient of backward or of one region's recompute). This
-//! is exact for the three measured plans and a heuristic between them: it assumes the peak
-//! comes where everything regions hold is still held (the start of backward), which holds for
-//! networks whose activations dominate. For each set of treatments it solves the
-//! multiple-choice knapsack (minimise `Σ c`, subject to `Σ h ≤ budget − max F`) exactly by
-//! dynamic programming over bytes in 4096 steps of the budget, rounding each `h` up (so the
-//! prediction never undercounts), and keeps the cheapest plan.
+//! each treatment `t` the step with every region so: its peak outside the regions' backward
+//! windows `O[t]`, and the peak of each instance's backward window `W[i][t]` (from backward's
+//! first recompute for it to the next region's: its recompute and its backward). A plan giving
+//! instance `i` the treatment `t_i` is predicted to peak at the larger of
+//!
+//! - `Σ_i h[i][t_i] + max R[t]` over the treatments it uses, where `R[t] = O[t] − Σ_i h[i][t]`
+//!   is what the step holds besides its regions outside the windows (weights, what is made
+//!   outside regions, the head's backward): the peak where everything regions hold is still
+//!   held; and
+//! - for each instance `j` that recomputes, `W[j][t_j] + Σ_{i<j} (h[i][t_i] − h[i][t_j])`: its
+//!   window as measured, with what the regions before it hold under the plan instead of under
+//!   `t_j` (backward has freed those after it).
+//!
+//! This is exact for the measured plans and a model between them. For each set of treatments
+//! the planner solves the multiple-choice knapsack (minimise `Σ c`, subject to the bound on the
+//! total and, for each recomputing choice, the bound its window puts on the bytes held before
+//! it) exactly by dynamic programming over bytes in 4096 steps of the budget, rounding each `h`
+//! up (so the prediction never undercounts), and keeps the cheapest plan. Profiles saved before
+//! windows were recorded have none: their `O[t]` is the step's peak, as if every recompute
+//! coincided with everything held.
 //!
 //! [`Profile::fit`] then checks the plan on real steps: if a measured peak is over the budget, it
 //! plans again for the budget less the overshoot (at most three times).
@@ -45,22 +55,30 @@ pub enum PlanError {
     },
 }
 
-/// The multiple-choice knapsack the planner solves: one treatment per instance, `held` rounded up
-/// to `unit` bytes, minimising the summed cost within `capacity` bytes. `None` if nothing fits.
-fn solve(options: &[Vec<(Treatment, u64, f64)>], capacity: u64, unit: u64) -> Option<Vec<usize>> {
+/// One choice for an instance: its treatment, the bytes it holds, its cost, and the most bytes
+/// the instances before it may hold when it is chosen (its backward window's bound; `None`:
+/// no bound).
+type Choice = (Treatment, u64, f64, Option<u64>);
+
+/// The multiple-choice knapsack the planner solves: one choice per instance, `held` rounded up
+/// to `unit` bytes, minimising the summed cost within `capacity` bytes in all and within each
+/// chosen option's bound on the bytes before it. `None` if nothing fits.
+fn solve(options: &[Vec<Choice>], capacity: u64, unit: u64) -> Option<Vec<usize>> {
     let slots = (capacity / unit) as usize;
     let units = |held: u64| held.div_ceil(unit) as usize;
-    // best[c]: the least cost of the instances so far within c units; choice[i][c] what instance
-    // i took there.
+    // Rounded down: the bytes before, rounded up, within it are within the bound.
+    let bound = |cap: Option<u64>| cap.map_or(slots, |cap| ((cap / unit) as usize).min(slots));
+    // best[c]: the least cost of the instances so far holding at most c units (non-increasing
+    // in c); choice[i][c] what instance i took there.
     let mut best = vec![0.0f64; slots + 1];
     let mut choice: Vec<Vec<u8>> = Vec::with_capacity(options.len());
     for instance in options {
         let mut next = vec![f64::INFINITY; slots + 1];
         let mut took = vec![u8::MAX; slots + 1];
-        for (o, &(_, held, cost)) in instance.iter().enumerate() {
-            let need = units(held);
+        for (o, &(_, held, cost, cap)) in instance.iter().enumerate() {
+            let (need, before) = (units(held), bound(cap));
             for c in need..=slots {
-                let total = best[c - need] + cost;
+                let total = best[(c - need).min(before)] + cost;
                 if total < next[c] {
                     next[c] = total;
                     took[c] = o as u8;
@@ -78,7 +96,8 @@ fn solve(options: &[Vec<(Treatment, u64, f64)>], capacity: u64, unit: u64) -> Op
     for i in (0..options.len()).rev() {
         let o = choice[i][c] as usize;
         picked[i] = o;
-        c -= units(options[i][o].1);
+        let (_, held, _, cap) = options[i][o];
+        c = (c - units(held)).min(bound(cap));
     }
     Some(picked)
 }
@@ -105,11 +124,21 @@ impl Profile {
             let Some(capacity) = budget_bytes.checked_sub(fixed) else {
                 continue;
             };
-            let options: Vec<Vec<_>> = (0..regions.len())
+            let options: Vec<Vec<Choice>> = (0..regions.len())
                 .map(|i| {
                     allowed
                         .iter()
-                        .map(|&t| (t, self.held(t, i), cost(t, i)))
+                        .filter_map(|&t| {
+                            let cap = match self.window(t, i) {
+                                0 => None,
+                                // What the regions before may hold: the budget less the window's
+                                // rest; a window over the budget rules the choice out.
+                                window => Some(
+                                    (budget_bytes + self.held_before(t, i)).checked_sub(window)?,
+                                ),
+                            };
+                            Some((t, self.held(t, i), cost(t, i), cap))
+                        })
                         .collect()
                 })
                 .collect();
@@ -123,13 +152,7 @@ impl Profile {
                 .collect();
             let time: f64 = chosen.iter().enumerate().map(|(i, &t)| cost(t, i)).sum();
             // The peak as predicted, with the treatments actually used.
-            let used_rest = chosen.iter().map(|&t| self.rest(t)).max().unwrap_or(0);
-            let peak = used_rest
-                + chosen
-                    .iter()
-                    .enumerate()
-                    .map(|(i, &t)| self.held(t, i))
-                    .sum::<u64>();
+            let peak = self.predict(&chosen);
             if best.as_ref().is_none_or(|(t, ..)| time < *t) {
                 best = Some((time, peak, chosen));
             }
@@ -174,30 +197,52 @@ impl Profile {
         self.step(treatment).regions[i].held_bytes.max(0) as u64
     }
 
-    /// What the step under `treatment` holds besides its regions: its peak less what the regions
-    /// hold.
+    /// What the instances before `i` hold under `treatment`.
+    fn held_before(&self, treatment: Treatment, i: usize) -> u64 {
+        (0..i).map(|k| self.held(treatment, k)).sum()
+    }
+
+    /// The peak of instance `i`'s backward window under `treatment`; 0 where none was measured
+    /// (a kept region, or a profile saved before windows were recorded).
+    fn window(&self, treatment: Treatment, i: usize) -> u64 {
+        self.step(treatment).regions[i].backward_peak_bytes
+    }
+
+    /// What the step under `treatment` holds besides its regions outside the backward windows:
+    /// its peak there less what the regions hold.
     fn rest(&self, treatment: Treatment) -> u64 {
         let step = self.step(treatment);
-        step.peak_bytes.saturating_sub(step.held_by_regions())
+        let outside = step.outside_windows_peak_bytes.unwrap_or(step.peak_bytes);
+        outside.saturating_sub(step.held_by_regions())
+    }
+
+    /// The peak the planner predicts for the instances under `chosen` (the module's
+    /// documentation says how).
+    fn predict(&self, chosen: &[Treatment]) -> u64 {
+        let held: Vec<u64> = chosen
+            .iter()
+            .enumerate()
+            .map(|(i, &t)| self.held(t, i))
+            .collect();
+        let rest = chosen.iter().map(|&t| self.rest(t)).max().unwrap_or(0);
+        let all_held = rest + held.iter().sum::<u64>();
+        let mut before = 0;
+        let mut windows = 0;
+        for (j, &t) in chosen.iter().enumerate() {
+            let window = self.window(t, j);
+            if window > 0 {
+                windows = windows.max((window + before).saturating_sub(self.held_before(t, j)));
+            }
+            before += held[j];
+        }
+        all_held.max(windows)
     }
 
     /// The smallest peak the planner can reach for these regions: the least of the measured
     /// peaks and of the predicted peaks with every instance under the treatment (of a set of
     /// treatments) that holds least.
     pub fn smallest_peak(&self) -> u64 {
-        let measured = self.steps.iter().map(|s| s.report.peak_bytes).min();
-        let regions = self.steps[0].report.regions.len();
-        let predicted = self
-            .treatment_sets()
-            .map(|allowed| {
-                let fixed = allowed.iter().map(|&t| self.rest(t)).max().unwrap_or(0);
-                let least = (0..regions)
-                    .map(|i| allowed.iter().map(|&t| self.held(t, i)).min().unwrap_or(0))
-                    .sum::<u64>();
-                fixed + least
-            })
-            .min();
-        predicted.into_iter().chain(measured).min().unwrap_or(0)
+        self.least_plan().predicted_peak_bytes
     }
 
     /// The plan of [`Profile::smallest_peak`]: every region under the treatment of the measured
@@ -213,7 +258,6 @@ impl Profile {
         let mixed = self
             .treatment_sets()
             .map(|allowed| {
-                let fixed = allowed.iter().map(|&t| self.rest(t)).max().unwrap_or(0);
                 let chosen: Vec<Treatment> = (0..regions)
                     .map(|i| {
                         *allowed
@@ -222,12 +266,7 @@ impl Profile {
                             .expect("a set is not empty")
                     })
                     .collect();
-                let held: u64 = chosen
-                    .iter()
-                    .enumerate()
-                    .map(|(i, &t)| self.held(t, i))
-                    .sum();
-                (fixed + held, chosen)
+                (self.predict(&chosen), chosen)
             })
             .min_by_key(|(predicted, _)| *predicted);
         let (predicted, chosen) = match mixed {
@@ -320,8 +359,8 @@ mod tests {
         use Treatment::*;
         // Two instances: keeping costs 0 and holds 10; recomputing costs 1 (or 3) and holds 2.
         let options = vec![
-            vec![(Keep, 10, 0.0), (RecomputeAll, 2, 1.0)],
-            vec![(Keep, 10, 0.0), (RecomputeAll, 2, 3.0)],
+            vec![(Keep, 10, 0.0, None), (RecomputeAll, 2, 1.0, None)],
+            vec![(Keep, 10, 0.0, None), (RecomputeAll, 2, 3.0, None)],
         ];
         assert_eq!(solve(&options, 20, 1), Some(vec![0, 0]));
         // 12 fits one kept: the cheaper one recomputes.
@@ -330,5 +369,26 @@ mod tests {
         assert_eq!(solve(&options, 3, 1), None);
         // Rounding up to the unit never lets a plan overflow.
         assert_eq!(solve(&options, 12, 4), Some(vec![1, 1]));
+    }
+
+    #[test]
+    fn a_window_bounds_what_the_instances_before_it_hold() {
+        use Treatment::*;
+        // Keeping the second holds 20 bytes; recomputing it costs 3 and its window leaves room
+        // for 4 bytes before it.
+        let bounded = |cap| {
+            vec![
+                vec![(Keep, 10, 0.0, None), (RecomputeAll, 2, 1.0, None)],
+                vec![(Keep, 20, 0.0, None), (RecomputeAll, 2, 3.0, cap)],
+            ]
+        };
+        // Unbounded, 14 bytes fit the first kept and the second recomputed.
+        assert_eq!(solve(&bounded(None), 14, 1), Some(vec![0, 1]));
+        // Bounded, the first kept (10 bytes before the second) breaks the window: both recompute.
+        assert_eq!(solve(&bounded(Some(4)), 14, 1), Some(vec![1, 1]));
+        // With room for both kept, no window applies.
+        assert_eq!(solve(&bounded(Some(4)), 30, 1), Some(vec![0, 0]));
+        // A window no instance before it fits under: no plan recomputes the second.
+        assert_eq!(solve(&bounded(Some(1)), 14, 1), None);
     }
 }
