@@ -20,7 +20,7 @@ mod common;
 mod models;
 
 use bench_kit_core::sweep::{self, Hand, StepFn};
-use burn::tensor::{Device, Distribution, Int, Tensor, TensorData};
+use burn::tensor::{Device, Int, Tensor, TensorData};
 use burn_checkpoint_22::memory::{CountingAllocator, Meter};
 use clap::{Parser, ValueEnum};
 use common::initialised;
@@ -112,26 +112,19 @@ fn densenet_step(args: &Args, method: Method, images: &TensorData) -> StepFn<'st
     let images = images.clone();
     Box::new(move || {
         let images = Tensor::<4>::from_data(images.clone(), &device);
-        let logits = model.forward(images, method.cut);
-        drop(logits.powf_scalar(2.0).mean().backward());
+        drop(model.loss(images, method.cut).backward());
     })
 }
 
 /// The steps of the GPT under `method`, on a fixed batch of token sequences.
 fn gpt_step(args: &Args, method: Method, tokens: &TensorData) -> StepFn<'static> {
-    let [blocks, d_model, heads, vocab, seq, _] = args.gpt[..] else {
-        unreachable!("checked in main");
-    };
     let device = method.device();
     device.seed(1);
-    let model = initialised(gpt::Gpt::new(vocab, d_model, blocks, heads, seq, &device));
+    let model = initialised(gpt::Shape::from_list(&args.gpt).model(&device));
     let tokens = tokens.clone();
     Box::new(move || {
         let tokens = Tensor::<2, Int>::from_data(tokens.clone(), &device);
-        let [batch, length] = tokens.dims();
-        let inputs = tokens.clone().slice([0..batch, 0..length - 1]);
-        let targets = tokens.slice([0..batch, 1..length]);
-        drop(model.loss(inputs, targets, method.cut).backward());
+        drop(model.loss(tokens, method.cut).backward());
     })
 }
 
@@ -156,14 +149,19 @@ impl Task {
                     args.depth, args.growth, args.batch
                 ),
                 unit: "layer",
-                batch: Tensor::<4>::random([args.batch, 3, 32, 32], Distribution::Default, &device)
-                    .into_data(),
+                batch: densenet::images(args.batch, &device).into_data(),
                 step: densenet_step,
             },
             Which::Gpt => {
-                let [blocks, d_model, heads, vocab, seq, batch] = args.gpt[..] else {
-                    panic!("--gpt takes blocks,width,heads,vocabulary,sequence,batch");
-                };
+                let shape = gpt::Shape::from_list(&args.gpt);
+                let gpt::Shape {
+                    blocks,
+                    d_model,
+                    heads,
+                    vocab,
+                    seq,
+                    batch,
+                } = shape;
                 Task {
                     title: format!(
                         "GPT {blocks} blocks × d {d_model}, {heads} heads, vocab {vocab}, batch \
@@ -171,12 +169,7 @@ impl Task {
                          budget planner over the blocks' regions against hand-made cuts"
                     ),
                     unit: "block",
-                    batch: Tensor::<2, Int>::random(
-                        [batch, seq + 1],
-                        Distribution::Uniform(0.0, vocab as f64),
-                        &device,
-                    )
-                    .into_data(),
+                    batch: shape.tokens(&device).into_data(),
                     step: gpt_step,
                 }
             }

@@ -14,7 +14,7 @@ mod models;
 
 use std::time::{Duration, Instant};
 
-use burn::tensor::{Device, Distribution, Int, Tensor};
+use burn::tensor::Device;
 use burn_checkpoint_22::memory::{CountingAllocator, allocated, mib, peak, reset_peak};
 use clap::{Parser, ValueEnum};
 use common::initialised;
@@ -151,40 +151,37 @@ fn densenet(args: &Args, batch: usize) -> Vec<Row> {
         let index = Method::ALL.iter().position(|m| *m == method).unwrap();
         let device = method.device();
         device.seed(2);
-        let images = Tensor::<4>::random([batch, 3, 32, 32], Distribution::Default, &device);
-        let logits = models[index].forward(images, method.cut());
-        let grads = logits.powf_scalar(2.0).mean().backward();
-        drop(grads);
+        let images = densenet::images(batch, &device);
+        drop(models[index].loss(images, method.cut()).backward());
     })
 }
 
 fn gpt(args: &Args) -> Vec<Row> {
-    let [blocks, d_model, heads, vocab, seq, batch] = args.gpt[..] else {
-        panic!("--gpt takes blocks,width,heads,vocabulary,sequence,batch");
-    };
+    let shape = gpt::Shape::from_list(&args.gpt);
     let models: Vec<_> = Method::ALL
         .into_iter()
         .map(|method| {
             let device = method.device();
             device.seed(1);
-            initialised(gpt::Gpt::new(vocab, d_model, blocks, heads, seq, &device))
+            initialised(shape.model(&device))
         })
         .collect();
+    let gpt::Shape {
+        blocks,
+        d_model,
+        heads,
+        vocab,
+        seq,
+        batch,
+    } = shape;
     let name =
         format!("GPT {blocks}×{d_model} ({heads} heads), vocab {vocab}, batch {batch}×{seq}");
     compare(&name, args.steps, |method| {
         let index = Method::ALL.iter().position(|m| *m == method).unwrap();
         let device = method.device();
         device.seed(2);
-        let tokens = Tensor::<2, Int>::random(
-            [batch, seq + 1],
-            Distribution::Uniform(0.0, vocab as f64),
-            &device,
-        );
-        let inputs = tokens.clone().slice([0..batch, 0..seq]);
-        let targets = tokens.slice([0..batch, 1..seq + 1]);
-        let loss = models[index].loss(inputs, targets, method.cut());
-        drop(loss.backward());
+        let tokens = shape.tokens(&device);
+        drop(models[index].loss(tokens, method.cut()).backward());
     })
 }
 

@@ -59,11 +59,10 @@ impl Options {
         title: &str,
         planned: StepFn<'_>,
         hands: Vec<Hand<'_>>,
-    ) -> Sweep {
+    ) {
         let sweep = run(meter, title, self.budgets, self.steps, planned, hands);
         print!("{}", sweep.markdown());
         sweep.write(out);
-        sweep
     }
 }
 
@@ -212,9 +211,8 @@ impl Samples {
 /// Profiles `planned` (the model with a region wherever one may go) with `meter` (the
 /// treatments it measures are the meter's: see `MemoryMeter::treatments`), plans and checks
 /// `budgets` budgets from the peak with every region kept (+1%) down to the smallest reachable
-/// (+2%), then
-/// measures `steps` rounds in which every hand cut and every plan runs one step. No budgets: the
-/// hand cuts only. Peaks are the counting allocator's (the program's global allocator must be
+/// (+2%), then measures `steps` rounds in which every hand cut and every plan runs one step. No
+/// budgets: the hand cuts only. Peaks are the counting allocator's (the program's global allocator must be
 /// `CountingAllocator`).
 pub fn run<M: MemoryMeter + Clone>(
     meter: M,
@@ -453,12 +451,12 @@ impl Sweep {
         out += &if timed.is_empty() {
             "- Time: no hand cut fits any plan's budget.".to_string()
         } else {
-            let (slowest, at) = worst(timed.clone());
+            let had = timed.len();
+            let (slowest, at) = worst(timed);
             format!(
                 "- CPU time within 5 % of the fastest hand cut that fits the budget: **{}** \
-                 ({} of {} plans had such a cut; the most: {slowest:.3}× \"{}\", at {:.1} MiB).",
+                 ({had} of {} plans had such a cut; the most: {slowest:.3}× \"{}\", at {:.1} MiB).",
                 if slowest <= 1.05 { "yes" } else { "no" },
-                timed.len(),
                 plans.len(),
                 at.best_hand.clone().unwrap_or_default(),
                 budget(at)

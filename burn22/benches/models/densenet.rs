@@ -5,7 +5,7 @@ use burn::module::Module;
 use burn::nn::conv::{Conv2d, Conv2dConfig};
 use burn::nn::pool::{AdaptiveAvgPool2d, AdaptiveAvgPool2dConfig, AvgPool2d, AvgPool2dConfig};
 use burn::nn::{BatchNorm, BatchNormConfig, Linear, LinearConfig, PaddingConfig2d, Relu};
-use burn::tensor::{Device, Tensor};
+use burn::tensor::{Device, Distribution, Tensor};
 use burn_checkpoint_22::Region;
 
 use super::Cut;
@@ -106,8 +106,14 @@ impl DenseNet {
         }
     }
 
+    /// The benchmarks' loss (no labels): the mean squared logit of `images`; the dense layers
+    /// `cut` names are regions.
+    pub fn loss(&self, images: Tensor<4>, cut: Cut) -> Tensor<1> {
+        self.forward(images, cut).powf_scalar(2.0).mean()
+    }
+
     /// Class logits `[batch, 10]`; the dense layers `cut` names are regions.
-    pub fn forward(&self, images: Tensor<4>, cut: Cut) -> Tensor<2> {
+    fn forward(&self, images: Tensor<4>, cut: Cut) -> Tensor<2> {
         let mut x = self.stem.forward(images);
         let mut layers = 0..;
         for (index, block) in self.blocks.iter().enumerate() {
@@ -133,4 +139,9 @@ impl DenseNet {
         let x = self.pool.forward(self.relu.forward(self.norm.forward(x)));
         self.classifier.forward(x.flatten(1, 3))
     }
+}
+
+/// A batch of `batch` random 3×32×32 images.
+pub fn images(batch: usize, device: &Device) -> Tensor<4> {
+    Tensor::random([batch, 3, 32, 32], Distribution::Default, device)
 }

@@ -9,7 +9,7 @@ use burn::nn::loss::CrossEntropyLossConfig;
 use burn::nn::{
     Embedding, EmbeddingConfig, Gelu, LayerNorm, LayerNormConfig, Linear, LinearConfig,
 };
-use burn::tensor::{Device, Int, Tensor};
+use burn::tensor::{Device, Distribution, Int, Tensor};
 use burn_checkpoint_22::checkpoint;
 
 use super::Cut;
@@ -45,6 +45,57 @@ impl Block {
             .gelu
             .forward(self.up.forward(self.norm2.forward(x.clone())));
         x + self.down.forward(h)
+    }
+}
+
+/// A GPT's size and its batch, as the benchmarks' `--gpt` list gives them.
+#[derive(Clone, Copy, Debug)]
+pub struct Shape {
+    pub blocks: usize,
+    pub d_model: usize,
+    pub heads: usize,
+    pub vocab: usize,
+    /// The context: tokens per input sequence.
+    pub seq: usize,
+    pub batch: usize,
+}
+
+impl Shape {
+    /// From `blocks,width,heads,vocabulary,sequence,batch`.
+    pub fn from_list(list: &[usize]) -> Shape {
+        let &[blocks, d_model, heads, vocab, seq, batch] = list else {
+            panic!("--gpt takes blocks,width,heads,vocabulary,sequence,batch, not {list:?}");
+        };
+        Shape {
+            blocks,
+            d_model,
+            heads,
+            vocab,
+            seq,
+            batch,
+        }
+    }
+
+    /// A model of this shape on `device`.
+    pub fn model(&self, device: &Device) -> Gpt {
+        Gpt::new(
+            self.vocab,
+            self.d_model,
+            self.blocks,
+            self.heads,
+            self.seq,
+            device,
+        )
+    }
+
+    /// A batch of random token sequences `[batch, seq + 1]`: the inputs and, one token on,
+    /// their targets.
+    pub fn tokens(&self, device: &Device) -> Tensor<2, Int> {
+        Tensor::random(
+            [self.batch, self.seq + 1],
+            Distribution::Uniform(0.0, self.vocab as f64),
+            device,
+        )
     }
 }
 
@@ -89,9 +140,13 @@ impl Gpt {
         }
     }
 
-    /// Mean next-token cross-entropy; the blocks `cut` names are regions.
-    pub fn loss(&self, tokens: Tensor<2, Int>, targets: Tensor<2, Int>, cut: Cut) -> Tensor<1> {
-        let [batch, seq] = tokens.dims();
+    /// Mean next-token cross-entropy over `tokens` `[batch, seq + 1]` ([`Shape::tokens`]); the
+    /// blocks `cut` names are regions.
+    pub fn loss(&self, tokens: Tensor<2, Int>, cut: Cut) -> Tensor<1> {
+        let [batch, length] = tokens.dims();
+        let targets = tokens.clone().slice([0..batch, 1..length]);
+        let tokens = tokens.slice([0..batch, 0..length - 1]);
+        let seq = length - 1;
         let device = tokens.device();
         let positions = Tensor::<1, Int>::arange(0..seq as i64, &device)
             .reshape([1, seq])
