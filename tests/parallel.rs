@@ -7,12 +7,14 @@
 //! one session per backend type in a process.
 
 mod common;
+#[path = "common/mlp.rs"]
+mod mlp;
 
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
-use burn::module::{AutodiffModule, Module, ModuleVisitor, Param};
+use burn::module::{AutodiffModule, Module};
 use burn::nn::{BatchNorm, BatchNormConfig, Linear};
 use burn::optim::decay::WeightDecayConfig;
 use burn::optim::{
@@ -20,19 +22,11 @@ use burn::optim::{
 };
 use burn::tensor::Tensor;
 use burn::tensor::backend::{AutodiffBackend, Backend};
-use burn_checkpoint::checkpoint;
 use burn_checkpoint::parallel::{
     AllReduceStrategy, DataParallel, DataParallelConfig, ParallelError, split_batch,
 };
-use common::{Ckpt, Plain, data};
-
-const LR: LearningRate = 0.05;
-const STEPS: usize = 4;
-const BATCH: usize = 16;
-const INPUT: usize = 8;
-const HIDDEN: usize = 16;
-// 3 outputs: 195 parameters in all, not a multiple of 2 or 4, so buckets need padding.
-const OUTPUT: usize = 3;
+use common::{Ckpt, Plain};
+use mlp::{Batch, HIDDEN, INPUT, LR, Mlp, OUTPUT, STEPS, batch, linear, mse, shards, tensors};
 
 /// One test at a time: burn-collective keeps one session per backend type per process, and
 /// `Plain` and `Ckpt` share the inner backend.
@@ -52,79 +46,6 @@ fn within<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
         Err(RecvTimeoutError::Timeout) => panic!("no answer within 120 s: something hangs"),
         Err(RecvTimeoutError::Disconnected) => panic!("the test body panicked (see above)"),
     }
-}
-
-fn linear<B: Backend>(input: usize, output: usize, seed: u64, device: &B::Device) -> Linear<B> {
-    Linear {
-        weight: Param::from_data(data([input, output], seed), device),
-        bias: Some(Param::from_data(data([output], seed + 1), device)),
-    }
-}
-
-/// A two-layer perceptron, optionally with its body in a checkpoint region.
-#[derive(Module, Debug)]
-struct Mlp<B: Backend> {
-    first: Linear<B>,
-    second: Linear<B>,
-    region: bool,
-}
-
-impl<B: Backend> Mlp<B> {
-    /// Deterministic weights: NdArray's random generator is global to the process.
-    fn new(device: &B::Device, region: bool) -> Self {
-        Mlp {
-            first: linear(INPUT, HIDDEN, 1, device),
-            second: linear(HIDDEN, OUTPUT, 3, device),
-            region,
-        }
-    }
-
-    fn forward(&self, x: Tensor<B, 2>) -> Tensor<B, 2> {
-        let body = || self.second.forward(self.first.forward(x).tanh());
-        if self.region {
-            checkpoint(body)
-        } else {
-            body()
-        }
-    }
-}
-
-type Batch<B> = (Tensor<B, 2>, Tensor<B, 2>);
-
-/// Mean squared error over the shard.
-fn mse<B: Backend>(model: &Mlp<B>, (x, y): Batch<B>) -> Tensor<B, 1> {
-    (model.forward(x) - y).powi_scalar(2).mean()
-}
-
-fn batch<B: Backend>(step: usize, device: &B::Device) -> Batch<B> {
-    let seed = 100 + 2 * step as u64;
-    (
-        Tensor::from_data(data([BATCH, INPUT], seed), device),
-        Tensor::from_data(data([BATCH, OUTPUT], seed + 1), device),
-    )
-}
-
-fn shards<B: Backend>(step: usize, devices: &[B::Device]) -> Vec<Batch<B>> {
-    let (x, y) = batch::<B>(step, &devices[0]);
-    split_batch(x, devices)
-        .unwrap()
-        .into_iter()
-        .zip(split_batch(y, devices).unwrap())
-        .collect()
-}
-
-/// Every float tensor of a module (parameters and running statistics), in visiting order.
-fn tensors<B: Backend, M: Module<B>>(module: &M) -> Vec<Vec<f32>> {
-    struct Collect(Vec<Vec<f32>>);
-    impl<B: Backend> ModuleVisitor<B> for Collect {
-        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<B, D>>) {
-            self.0
-                .push(param.val().into_data().convert::<f32>().to_vec().unwrap());
-        }
-    }
-    let mut collect = Collect(Vec::new());
-    module.visit(&mut collect);
-    collect.0
 }
 
 /// Each worker's replica's tensors.

@@ -58,7 +58,8 @@ pub(crate) struct Layout {
 }
 
 impl Layout {
-    /// Plans buckets of at most `bucket_bytes` (one per entry when 0) for `workers` peers.
+    /// Plans buckets of at most `bucket_bytes` (one per entry when 0), padded to a multiple of
+    /// `workers` elements.
     pub fn new(entries: Vec<Entry>, bucket_bytes: usize, workers: usize) -> Layout {
         let mut buckets: Vec<Bucket> = Vec::new();
         for (i, entry) in entries.iter().enumerate() {
@@ -66,7 +67,8 @@ impl Layout {
             match buckets.last_mut() {
                 Some(last)
                     if last.dtype == entry.dtype
-                        && (last.used + numel) * entry.dtype.size() <= bucket_bytes =>
+                        && (last.used + numel).saturating_mul(entry.dtype.size())
+                            <= bucket_bytes =>
                 {
                     last.entries.end = i + 1;
                     last.used += numel;

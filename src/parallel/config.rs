@@ -1,8 +1,11 @@
-//! How gradients are exchanged: all-reduce strategy, bucket size, multi-node settings.
+//! How gradients are exchanged: all-reduce strategy, bucket size, time limit, several nodes.
+
+use std::time::Duration;
 
 use burn::collective::{AllReduceStrategy, CollectiveConfig};
 
 use super::ParallelError;
+use super::nodes::{DEFAULT_TIMEOUT, Nodes};
 
 /// The default bucket size, PyTorch DDP's: 25 MiB.
 pub const DEFAULT_BUCKET_BYTES: usize = 25 * 1024 * 1024;
@@ -21,8 +24,8 @@ pub const DEFAULT_BUCKET_BYTES: usize = 25 * 1024 * 1024;
 pub struct DataParallelConfig {
     strategy: AllReduceStrategy,
     bucket_bytes: usize,
-    collective: CollectiveConfig,
-    first_peer: u32,
+    nodes: Option<Nodes>,
+    timeout: Duration,
 }
 
 impl Default for DataParallelConfig {
@@ -32,13 +35,14 @@ impl Default for DataParallelConfig {
 }
 
 impl DataParallelConfig {
-    /// Tree all-reduce of arity 2 (burn-collective's default), 25 MiB buckets, one machine.
+    /// Tree all-reduce of arity 2 (burn-collective's default), 25 MiB buckets, one machine,
+    /// a [5-minute](DEFAULT_TIMEOUT) limit on collective operations.
     pub fn new() -> Self {
         DataParallelConfig {
             strategy: AllReduceStrategy::Tree(2),
             bucket_bytes: DEFAULT_BUCKET_BYTES,
-            collective: CollectiveConfig::default(),
-            first_peer: 0,
+            nodes: None,
+            timeout: DEFAULT_TIMEOUT,
         }
     }
 
@@ -57,19 +61,21 @@ impl DataParallelConfig {
         self
     }
 
-    /// burn-collective's settings, for training on several machines: the number of nodes, the
-    /// orchestrator's and this node's addresses, the data-service port and the global strategy
-    /// (see `docs/data-parallel.md`). Its device count and local all-reduce strategy are replaced
-    /// by this `DataParallel`'s.
-    pub fn with_collective(mut self, collective: CollectiveConfig) -> Self {
-        self.collective = collective;
+    /// Trains over several machines: this process is one node of [`Nodes`] (see
+    /// `docs/data-parallel.md`, "Several machines"). Gradients are summed on this machine's
+    /// devices, then over the nodes by the nodes' strategy, and divided by the number of devices
+    /// in all. Each gradient exchange is a burn-collective session of its own, so all gradients
+    /// of one dtype go in one all-reduce call here: the bucket size is not used.
+    pub fn with_nodes(mut self, nodes: Nodes) -> Self {
+        self.nodes = Some(nodes);
         self
     }
 
-    /// The peer id of this machine's first device; the others follow. Peer ids must be unique
-    /// over all machines (like NCCL ranks), so give each machine its own range.
-    pub fn with_first_peer_id(mut self, first: u32) -> Self {
-        self.first_peer = first;
+    /// The longest a collective operation (or a wait for the other nodes) may take: past it,
+    /// every worker stops with [`ParallelError::Timeout`], which names what it waited for,
+    /// instead of waiting forever for a peer that is gone.
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
         self
     }
 
@@ -83,12 +89,27 @@ impl DataParallelConfig {
         self.bucket_bytes
     }
 
-    /// The first peer id.
-    pub fn first_peer_id(&self) -> u32 {
-        self.first_peer
+    /// The multi-node settings, if any.
+    pub fn nodes(&self) -> Option<&Nodes> {
+        self.nodes.as_ref()
     }
 
-    /// The collective configuration every worker registers with, for `devices` local devices.
+    /// The time limit of collective operations.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    /// The bucket size the layout uses: every gradient of a dtype in one bucket on several
+    /// nodes (one burn-collective session per bucket there).
+    pub(crate) fn layout_bucket_bytes(&self) -> usize {
+        if self.nodes.is_some() {
+            usize::MAX
+        } else {
+            self.bucket_bytes
+        }
+    }
+
+    /// Checks the settings; the configuration every worker registers with on one machine.
     pub(crate) fn collective_for(&self, devices: usize) -> Result<CollectiveConfig, ParallelError> {
         if let AllReduceStrategy::Tree(0) = self.strategy {
             // burn-collective's tree of arity 0 never reaches its root: the server would spin.
@@ -96,18 +117,16 @@ impl DataParallelConfig {
                 "a tree all-reduce needs an arity of at least 1".into(),
             ));
         }
-        let config = self
-            .collective
-            .clone()
-            .with_num_devices(devices)
-            .with_local_all_reduce_strategy(self.strategy);
-        if !config.is_valid() {
+        if self.timeout.is_zero() {
             return Err(ParallelError::InvalidConfig(
-                "the collective configuration sets only some of the multi-node settings \
-                 (number of nodes, orchestrator address, node address, data-service port)"
-                    .into(),
+                "the collective time limit must be above zero".into(),
             ));
         }
-        Ok(config)
+        if let Some(nodes) = &self.nodes {
+            nodes.check()?;
+        }
+        Ok(CollectiveConfig::default()
+            .with_num_devices(devices)
+            .with_local_all_reduce_strategy(self.strategy))
     }
 }

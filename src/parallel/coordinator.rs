@@ -195,6 +195,12 @@ pub(crate) fn error(worker: usize, failure: Failure) -> ParallelError {
         Failure::Failed(source) => ParallelError::Failed { worker, source },
         Failure::LossNotScalar(shape) => ParallelError::LossNotScalar { worker, shape },
         Failure::Collective(error) => ParallelError::Collective { worker, error },
+        Failure::Timeout { during, waited } => ParallelError::Timeout {
+            during: format!("worker {worker}'s {during}"),
+            waited,
+            waiting_for: "the other workers of the collective".into(),
+        },
+        Failure::NodeLost { broken } => broken.into_error(&format!("worker {worker}'s exchange")),
         Failure::NoModel => ParallelError::Poisoned,
     }
 }

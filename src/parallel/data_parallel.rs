@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::sync::mpsc;
 use std::time::Instant;
 
-use burn::collective::{PeerId, reset_collective};
+use burn::collective::{AllReduceStrategy, PeerId, reset_collective};
 use burn::module::AutodiffModule;
 use burn::optim::LearningRate;
 use burn::optim::Optimizer;
@@ -12,6 +12,7 @@ use burn::tensor::backend::AutodiffBackend;
 
 use super::bucket::Layout;
 use super::coordinator::{Asked, Handle, Workers};
+use super::nodes::Cluster;
 use super::session::Session;
 use super::worker::{self, Command, EvalJob, Inner, Job, Setup, replies};
 use super::{DataParallelConfig, IntoLoss, ParallelError, Shard, StepStats};
@@ -78,6 +79,10 @@ where
     // Declared first so that it drops first: the threads end (and leave the collective) before
     // the session frees the backend type for another `DataParallel`.
     workers: Workers<B, M, O>,
+    /// Several nodes: this node's link to the others (dropped after the workers, so that the
+    /// others hear that this node left only once its workers have).
+    cluster: Option<Cluster>,
+    strategy: AllReduceStrategy,
     devices: Vec<B::Device>,
     layout: Layout,
     lr: LearningRate,
@@ -122,6 +127,20 @@ where
         let n = devices.len();
         let collective = config.collective_for(n)?;
         let session = Session::claim::<Inner<B>>()?;
+        // Several nodes: meet the others first, to learn the devices over all of them (peer ids
+        // follow the ranks: node r's first is the devices of the nodes before it).
+        let cluster = match config.nodes() {
+            Some(nodes) => Some(Cluster::join(nodes.clone(), n, config.timeout())?),
+            None => None,
+        };
+        let (first_peer, padding, nodes) = match (&cluster, config.nodes()) {
+            (Some(cluster), Some(nodes)) => (
+                cluster.devices_before(nodes.rank()),
+                n * nodes.count(),
+                Some((cluster.watch(), cluster.total_devices())),
+            ),
+            _ => (0, n, None),
+        };
         // Burn initialises parameters lazily, and a clone of an uninitialised parameter draws
         // its own values: the first `valid()` materialises every parameter of `model` once, and
         // each replica is rebuilt from a `valid()` copy of the same values. One `valid()` call
@@ -135,12 +154,14 @@ where
         for (i, device) in devices.iter().enumerate() {
             let (commands, receiver) = mpsc::channel();
             let setup = Setup {
-                peer: PeerId(config.first_peer_id() + i as u32),
+                peer: PeerId((first_peer + i) as u32),
                 device: device.clone(),
                 inner: inners[i].take().expect("one copy per worker"),
                 optimizer: optimizer.clone(),
-                bucket_bytes: config.bucket_bytes(),
-                workers: n,
+                bucket_bytes: config.layout_bucket_bytes(),
+                padding,
+                timeout: config.timeout(),
+                nodes: nodes.clone(),
             };
             let thread = worker::spawn(i, setup, receiver, reply_sender.clone())
                 .map_err(|source| ParallelError::Spawn { worker: i, source })?;
@@ -160,13 +181,18 @@ where
             return Err(ParallelError::Layout { worker });
         }
         // Every worker is ready, so every one reaches `register`, which waits for all of them.
-        let asked = workers.send(0..n, |_| Command::<B, M>::Register(collective.clone()));
-        workers
-            .gather::<replies::Registered>(&asked, || {})
-            .into_values()?;
+        // On several nodes each exchange is a session of its own (see `nodes`).
+        if cluster.is_none() {
+            let asked = workers.send(0..n, |_| Command::<B, M>::Register(collective.clone()));
+            workers
+                .gather::<replies::Registered>(&asked, || {})
+                .into_values()?;
+        }
 
         Ok(DataParallel {
             workers,
+            cluster,
+            strategy: config.strategy(),
             devices,
             layout,
             lr,
@@ -214,7 +240,27 @@ where
             Command::Compute(jobs[i].take().expect("one job per worker"))
         });
         let computed = self.workers.gather::<replies::Computed>(&asked, || {});
-        let computed = match computed.into_values() {
+        let computed = computed.into_values();
+        let mut present = vec![false; self.layout.entries.len()];
+        if let Ok(computed) = &computed {
+            for c in computed {
+                for (p, here) in present.iter_mut().zip(&c.present) {
+                    *p |= *here;
+                }
+            }
+        }
+        // Several nodes: every node votes, so that a failure anywhere drops the step everywhere
+        // before any gradient is exchanged.
+        let vote = match &mut self.cluster {
+            Some(cluster) => {
+                let failure = computed.as_ref().err().map(|e| e.to_string());
+                cluster
+                    .vote(failure, present.clone())
+                    .map(|all| present = all)
+            }
+            None => Ok(()),
+        };
+        let computed = match computed.and_then(|c| vote.map(|()| c)) {
             Ok(computed) => computed,
             Err(error) => {
                 // Nobody has entered the collective: everyone drops this step.
@@ -227,13 +273,21 @@ where
             }
         };
 
-        // Phase 2: every worker is ready, so every one enters the all-reduce.
-        let mut present = vec![false; self.layout.entries.len()];
-        for c in &computed {
-            for (p, here) in present.iter_mut().zip(&c.present) {
-                *p |= *here;
+        // Several nodes: one burn-collective session per bucket, each opened only once every
+        // node has left the one before.
+        let exchange_start = Instant::now();
+        for bucket in 0..self.layout.buckets.len() {
+            if let Err(error) = self.exchange(bucket) {
+                self.poisoned = true;
+                if let Some(cluster) = &self.cluster {
+                    cluster.abort(error.to_string());
+                }
+                return Err(error);
             }
         }
+        let exchange = exchange_start.elapsed();
+
+        // Phase 2: every worker is ready, so every one enters the all-reduce.
         let lr = self.lr;
         let asked = self.workers.send(0..n, |_| Command::Commit {
             lr,
@@ -248,6 +302,9 @@ where
             Ok(applied) => applied,
             Err(error) => {
                 self.poisoned = true;
+                if let Some(cluster) = &self.cluster {
+                    cluster.abort(error.to_string());
+                }
                 return Err(error);
             }
         };
@@ -255,11 +312,12 @@ where
         let stats = StepStats {
             all_reduce_calls: applied.iter().map(|a| a.calls).max().unwrap_or(0),
             all_reduce_bytes: self.layout.bytes(),
-            all_reduce: applied
-                .iter()
-                .map(|a| a.all_reduce)
-                .max()
-                .unwrap_or_default(),
+            all_reduce: exchange
+                + applied
+                    .iter()
+                    .map(|a| a.all_reduce)
+                    .max()
+                    .unwrap_or_default(),
             compute: computed.iter().map(|c| c.time).max().unwrap_or_default(),
             update: applied.iter().map(|a| a.update).max().unwrap_or_default(),
             step: start.elapsed(),
@@ -399,6 +457,32 @@ where
     /// with [`ParallelError::Poisoned`]).
     pub fn is_poisoned(&self) -> bool {
         self.poisoned
+    }
+
+    /// Several nodes: bucket `bucket`'s session on every worker (nothing on one machine).
+    fn exchange(&mut self, bucket: usize) -> Result<(), ParallelError> {
+        let n = self.workers.len();
+        let Some(cluster) = &mut self.cluster else {
+            return Ok(());
+        };
+        cluster.before_session()?;
+        let config = cluster.session_config(n, self.strategy);
+        let asked = self.workers.send(0..n, |_| Command::Exchange {
+            bucket,
+            config: config.clone(),
+        });
+        let exchanged = self.workers.gather::<replies::Exchanged>(&asked, || {
+            reset_collective::<Inner<B>>();
+        });
+        match exchanged.into_values() {
+            Ok(_) => cluster.after_session(),
+            Err(ParallelError::Timeout { during, waited, .. }) => Err(ParallelError::Timeout {
+                during,
+                waited,
+                waiting_for: cluster.in_session(),
+            }),
+            Err(error) => Err(error),
+        }
     }
 
     fn check_usable(&self) -> Result<(), ParallelError> {

@@ -1,5 +1,7 @@
 //! What can go wrong in data-parallel training, as one error type for the caller.
 
+use std::time::Duration;
+
 use burn::collective::CollectiveError;
 
 /// An error a user's loss function or evaluation returned (see [`IntoLoss`](super::IntoLoss)).
@@ -128,6 +130,50 @@ pub enum ParallelError {
     WorkerLost {
         /// The worker's index.
         worker: usize,
+    },
+
+    /// A collective operation, or a wait for the other nodes, did not complete within the time
+    /// limit ([`DataParallelConfig::with_timeout`](super::DataParallelConfig::with_timeout)).
+    /// Every worker stops; on several nodes the others are told to stop too.
+    #[error("timed out after {waited:?} in {during}, waiting for {waiting_for}")]
+    Timeout {
+        /// What was under way.
+        during: String,
+        /// How long it waited.
+        waited: Duration,
+        /// Who it waited for: the nodes that had not got past that point, by rank and address.
+        waiting_for: String,
+    },
+
+    /// A node of a multi-node run is gone: its process ended, its connection broke, or it
+    /// stopped on an error of its own (given in `why`). Every node stops.
+    #[error("{node} is gone: {why}")]
+    NodeLost {
+        /// The node, by rank and address.
+        node: String,
+        /// What the rendezvous saw.
+        why: String,
+    },
+
+    /// Another node's workers could not compute their gradients this step (its loss function
+    /// failed or panicked): no gradient was exchanged on any node, every replica is as before
+    /// the step, and the next step may go on.
+    #[error("{node} failed this step, so every node dropped it: {message}")]
+    NodeFailed {
+        /// The node, by rank and address.
+        node: String,
+        /// Its error.
+        message: String,
+    },
+
+    /// The nodes' rendezvous (beside the orchestrator) could not be reached, or refused this
+    /// node (a rank taken twice, node counts that differ).
+    #[error("the rendezvous at {address}: {why}")]
+    Rendezvous {
+        /// Where it was looked for: the orchestrator's host, its port + 1.
+        address: String,
+        /// What went wrong.
+        why: String,
     },
 
     /// An earlier step failed while gradients were being exchanged or applied, so the replicas

@@ -5,11 +5,14 @@
 //! the optimizer comes back as a report instead of killing the thread. The one collective
 //! exchange (`Commit`) is only ever sent once every worker has reported its gradients ready, so
 //! either every worker enters burn-collective's all-reduce or none does: a peer never waits
-//! for one that is gone.
+//! for one that is gone. burn-collective's calls block without a limit, so a worker makes them
+//! on a thread of its own and stops waiting after the configured time, or as soon as the
+//! rendezvous says that a node is gone ([`Caller`]).
 
 use std::any::Any;
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::mpsc::{Receiver, Sender};
+use std::sync::Arc;
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -24,6 +27,7 @@ use burn::tensor::{Device, ElementConversion, Tensor, TensorPrimitive};
 
 use super::bucket::Layout;
 use super::error::BoxError;
+use super::rendezvous::{Broken, Watch};
 use super::visit;
 
 /// The backend the collective works on: Autodiff's inner backend, whose tensors carry no graph.
@@ -46,7 +50,14 @@ pub(crate) enum Command<B: AutodiffBackend, M: AutodiffModule<B>> {
     Register(CollectiveConfig),
     /// Forward and backward on this worker's shard, then pack the gradients; no collective.
     Compute(Job<B, M>),
-    /// Every worker computed: all-reduce the buckets and apply the optimizer step.
+    /// Several nodes: one burn-collective session (register, sum bucket `bucket` over every
+    /// device of every node, leave) with these settings.
+    Exchange {
+        bucket: usize,
+        config: CollectiveConfig,
+    },
+    /// Every worker computed (and, on several nodes, exchanged): all-reduce the buckets on this
+    /// machine (unless exchanged) and apply the optimizer step.
     Commit {
         lr: f64,
         /// Which trainable entries had a gradient on some worker.
@@ -67,6 +78,15 @@ pub(crate) enum Failure {
     Failed(BoxError),
     LossNotScalar(Vec<usize>),
     Collective(CollectiveError),
+    /// A collective call did not return within the time limit.
+    Timeout {
+        during: &'static str,
+        waited: Duration,
+    },
+    /// The rendezvous says a node is gone while a collective call waited.
+    NodeLost {
+        broken: Broken,
+    },
     /// The replica was lost to an earlier failure (a panic inside the optimizer step).
     NoModel,
 }
@@ -90,6 +110,7 @@ pub(crate) enum Report<M, O> {
     Ready(Result<Layout, Failure>),
     Registered(Result<(), Failure>),
     Computed(Result<Computed, Failure>),
+    Exchanged(Result<Duration, Failure>),
     Applied(Result<Applied, Failure>),
     Aborted(Result<(), Failure>),
     Evaluated(Result<Box<dyn Any + Send>, Failure>),
@@ -135,6 +156,8 @@ pub(crate) mod replies {
         Registered => (),
         /// Forward, backward and packing done.
         Computed => super::Computed,
+        /// One bucket summed over the nodes: the time it took.
+        Exchanged => std::time::Duration,
         /// Gradients exchanged and the optimizer step applied.
         Applied => super::Applied,
         /// The step dropped.
@@ -153,7 +176,12 @@ pub(crate) struct Setup<B: AutodiffBackend, M: AutodiffModule<B>, O> {
     pub inner: M::InnerModule,
     pub optimizer: O,
     pub bucket_bytes: usize,
-    pub workers: usize,
+    /// Buckets are padded to a multiple of this (the devices of a session).
+    pub padding: usize,
+    /// The time limit of each collective call.
+    pub timeout: Duration,
+    /// Several nodes: the rendezvous's news, and the devices over every node.
+    pub nodes: Option<(Arc<Watch>, usize)>,
 }
 
 /// Starts worker `index`; it reports `Ready` (or why not), then serves commands until its
@@ -238,6 +266,11 @@ struct Worker<B: AutodiffBackend, M, O> {
     starts: Vec<Option<Tensor<Inner<B>, 1>>>,
     /// This step's packed buckets, between `Compute` and `Commit`.
     pending: Option<Vec<Tensor<Inner<B>, 1>>>,
+    /// Several nodes: the buckets summed so far this step, in order.
+    exchanged: Vec<Tensor<Inner<B>, 1>>,
+    /// Devices over every node, on several nodes.
+    total_devices: Option<usize>,
+    caller: Caller,
     registered: bool,
 }
 
@@ -251,8 +284,12 @@ where
         // `from_inner` gives the replica its own running statistics (a clone would share
         // BatchNorm's `RunningState` with the other replicas) with the same `ParamId`s.
         let model = M::from_inner(setup.inner).fork(&setup.device);
-        let layout = Layout::new(visit::entries(&model), setup.bucket_bytes, setup.workers);
+        let layout = Layout::new(visit::entries(&model), setup.bucket_bytes, setup.padding);
         let starts = visit::buffers(&layout, &model.valid());
+        let (watch, total_devices) = match setup.nodes {
+            Some((watch, total)) => (Some(watch), Some(total)),
+            None => (None, None),
+        };
         Worker {
             peer: setup.peer,
             device: setup.device,
@@ -261,6 +298,9 @@ where
             layout,
             starts,
             pending: None,
+            exchanged: Vec::new(),
+            total_devices,
+            caller: Caller::new(setup.timeout, watch),
             registered: false,
         }
     }
@@ -269,6 +309,9 @@ where
         match command {
             Command::Register(config) => Report::Registered(catch(|| self.register(config))),
             Command::Compute(job) => Report::Computed(catch(|| self.compute(job))),
+            Command::Exchange { bucket, config } => {
+                Report::Exchanged(catch(|| self.exchange(bucket, config)))
+            }
             Command::Commit { lr, present } => Report::Applied(catch(|| self.apply(lr, &present))),
             Command::Abort => Report::Aborted(catch(|| self.abort())),
             Command::Evaluate(job) => Report::Evaluated(catch(|| self.evaluate(job))),
@@ -277,9 +320,45 @@ where
     }
 
     fn register(&mut self, config: CollectiveConfig) -> Result<(), Failure> {
-        register::<Inner<B>>(self.peer, self.device.clone(), config)
-            .map_err(Failure::Collective)?;
+        let (peer, device) = (self.peer, self.device.clone());
+        self.caller.call("registration", move || {
+            register::<Inner<B>>(peer, device, config)
+        })?;
         self.registered = true;
+        Ok(())
+    }
+
+    /// One session: register, sum bucket `index` over every device of every node, leave.
+    fn exchange(&mut self, index: usize, config: CollectiveConfig) -> Result<Duration, Failure> {
+        let start = Instant::now();
+        let bucket = self
+            .pending
+            .as_ref()
+            .and_then(|buckets| buckets.get(index))
+            .expect("the coordinator exchanges only computed buckets")
+            .clone();
+        if index == 0 {
+            self.exchanged.clear();
+        }
+        self.register(config)?;
+        let peer = self.peer;
+        let tensor = bucket.into_primitive().tensor();
+        let sum = self.caller.call("all-reduce", move || {
+            all_reduce::<Inner<B>>(peer, tensor, ReduceOperation::Sum)
+        })?;
+        self.leave()?;
+        self.exchanged
+            .push(Tensor::from_primitive(TensorPrimitive::Float(sum)));
+        sync::<Inner<B>>(&self.device)?;
+        Ok(start.elapsed())
+    }
+
+    fn leave(&mut self) -> Result<(), Failure> {
+        let peer = self.peer;
+        self.caller.call("leaving the session", move || {
+            finish_collective::<Inner<B>>(peer)
+        })?;
+        self.registered = false;
         Ok(())
     }
 
@@ -318,16 +397,31 @@ where
             .expect("the coordinator commits only after every worker computed");
         let start = Instant::now();
         let calls = buckets.len();
-        let mut reduced = Vec::with_capacity(calls);
-        for bucket in buckets {
-            let sum = all_reduce::<Inner<B>>(
-                self.peer,
-                bucket.into_primitive().tensor(),
-                ReduceOperation::Mean,
-            )
-            .map_err(Failure::Collective)?;
-            reduced.push(Tensor::from_primitive(TensorPrimitive::Float(sum)));
-        }
+        let reduced = match self.total_devices {
+            Some(total) => {
+                let sums = std::mem::take(&mut self.exchanged);
+                assert_eq!(
+                    sums.len(),
+                    calls,
+                    "every bucket exchanged before the commit"
+                );
+                sums.into_iter()
+                    .map(|sum| sum.div_scalar(total as f64))
+                    .collect()
+            }
+            None => {
+                let mut reduced = Vec::with_capacity(calls);
+                for bucket in buckets {
+                    let peer = self.peer;
+                    let tensor = bucket.into_primitive().tensor();
+                    let mean = self.caller.call("all-reduce", move || {
+                        all_reduce::<Inner<B>>(peer, tensor, ReduceOperation::Mean)
+                    })?;
+                    reduced.push(Tensor::from_primitive(TensorPrimitive::Float(mean)));
+                }
+                reduced
+            }
+        };
         sync::<Inner<B>>(&self.device)?;
         let all_reduce = start.elapsed();
 
@@ -359,6 +453,7 @@ where
 
     fn abort(&mut self) -> Result<(), Failure> {
         self.pending = None;
+        self.exchanged.clear();
         if self.layout.has_buffers()
             && let Some(model) = self.model.take()
         {
@@ -384,14 +479,105 @@ where
     }
 
     /// Leaves the collective and gives back the replica and optimizer.
-    fn finish(self) -> Option<(M, O)> {
+    fn finish(mut self) -> Option<(M, O)> {
         if self.registered
-            && let Err(error) = finish_collective::<Inner<B>>(self.peer)
+            && !self.caller.stuck
+            && let Err(error) = self.leave()
         {
             // After a failed exchange the coordinator resets the collective, which forgets
             // every peer: leaving it then is expected to fail.
             log::debug!("peer {} leaving the collective: {error:?}", self.peer);
         }
         self.model.map(|model| (model, self.optimizer))
+    }
+}
+
+/// A call for the caller thread.
+type Call = Box<dyn FnOnce() + Send>;
+
+/// Makes burn-collective's blocking calls on a thread of its own and waits for each at most the
+/// time limit, or until the rendezvous says a node is gone. A call that does not return leaves
+/// that thread blocked for good (burn-collective's server is then stuck too): the worker makes
+/// no more calls, and the `DataParallel` is poisoned.
+struct Caller {
+    calls: Option<Sender<Call>>,
+    timeout: Duration,
+    watch: Option<Arc<Watch>>,
+    /// A call did not return.
+    stuck: bool,
+}
+
+impl Caller {
+    fn new(timeout: Duration, watch: Option<Arc<Watch>>) -> Self {
+        Caller {
+            calls: None,
+            timeout,
+            watch,
+            stuck: false,
+        }
+    }
+
+    fn call<T: Send + 'static>(
+        &mut self,
+        during: &'static str,
+        f: impl FnOnce() -> Result<T, CollectiveError> + Send + 'static,
+    ) -> Result<T, Failure> {
+        if self.stuck {
+            return Err(Failure::Failed(
+                "an earlier collective call never returned; this worker makes no more".into(),
+            ));
+        }
+        let calls = match &self.calls {
+            Some(calls) => calls,
+            None => {
+                let (sender, receiver) = mpsc::channel::<Call>();
+                std::thread::Builder::new()
+                    .name("collective-call".into())
+                    .spawn(move || {
+                        while let Ok(call) = receiver.recv() {
+                            call();
+                        }
+                    })
+                    .map_err(|e| Failure::Failed(e.into()))?;
+                self.calls.insert(sender)
+            }
+        };
+        let (result, answer) = mpsc::channel();
+        let call: Call = Box::new(move || {
+            let _ = result.send(catch_unwind(AssertUnwindSafe(f)));
+        });
+        calls
+            .send(call)
+            .map_err(|_| Failure::Failed("the collective-call thread is gone".into()))?;
+        let start = Instant::now();
+        // Short slices: a lost node is noticed within one, not at the end of the limit.
+        let slice = Duration::from_millis(50);
+        loop {
+            let left = self.timeout.saturating_sub(start.elapsed());
+            match answer.recv_timeout(left.min(slice)) {
+                Ok(Ok(result)) => return result.map_err(Failure::Collective),
+                Ok(Err(_)) => {
+                    return Err(Failure::Failed(
+                        format!("burn-collective panicked during the {during}").into(),
+                    ));
+                }
+                Err(RecvTimeoutError::Disconnected) => {
+                    return Err(Failure::Failed("the collective-call thread is gone".into()));
+                }
+                Err(RecvTimeoutError::Timeout) => {
+                    if let Some(broken) = self.watch.as_ref().and_then(|w| w.broken()) {
+                        self.stuck = true;
+                        return Err(Failure::NodeLost { broken });
+                    }
+                    if left.is_zero() {
+                        self.stuck = true;
+                        return Err(Failure::Timeout {
+                            during,
+                            waited: self.timeout,
+                        });
+                    }
+                }
+            }
+        }
     }
 }

@@ -1,0 +1,440 @@
+//! Several machines, over loopback: an orchestrator process and two node processes, each a
+//! `DataParallel` of two CPU workers with checkpoint regions, trained several steps with SGD and
+//! with Adam. Every node ends with the parameters of one process training on the whole batch;
+//! a node that is killed, or that hangs, stops the other with an error naming it.
+//!
+//! The processes are this test binary run again with `MULTINODE_ROLE` set (the `role` test
+//! below does their work); each test kills whatever it started when it ends, passed or not.
+
+mod common;
+#[path = "common/mlp.rs"]
+mod mlp;
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use burn::optim::{AdamConfig, GradientsParams, Optimizer, SgdConfig, momentum::MomentumConfig};
+use burn::tensor::backend::AutodiffBackend;
+use burn_checkpoint::parallel::{DataParallel, DataParallelConfig, Nodes, run_orchestrator};
+use common::Ckpt;
+use mlp::{BATCH, LR, Mlp, STEPS, batch, mse, shards, tensors};
+use serde::{Deserialize, Serialize};
+
+const WORKERS: usize = 2;
+const NODES: usize = 2;
+
+/// What a node process writes when it ends.
+#[derive(Debug, Serialize, Deserialize)]
+struct Outcome {
+    params: Option<Vec<Vec<f32>>>,
+    error: Option<String>,
+    /// Each step's time, in seconds.
+    step_seconds: Vec<f64>,
+}
+
+// ------------------------------------------------------------------------------------------
+// The processes
+
+/// The work of a process this binary was started as; nothing when run as a test.
+#[test]
+fn role() {
+    let Ok(role) = std::env::var("MULTINODE_ROLE") else {
+        return;
+    };
+    let var = |name: &str| std::env::var(name).unwrap_or_else(|_| panic!("{name} is set"));
+    match role.as_str() {
+        "orchestrator" => {
+            run_orchestrator(var("MULTINODE_PORT").parse().unwrap()).unwrap();
+            std::process::exit(0);
+        }
+        "node" => {
+            let outcome = node(
+                var("MULTINODE_RANK").parse().unwrap(),
+                &var("MULTINODE_ORCHESTRATOR"),
+                var("MULTINODE_DATA_PORT").parse().unwrap(),
+                &var("MULTINODE_OPTIMIZER"),
+                Duration::from_millis(var("MULTINODE_TIMEOUT_MS").parse().unwrap()),
+                std::env::var("MULTINODE_HANG_AT").ok().map(|s| {
+                    let (step, marker) = s.split_once(':').unwrap();
+                    (step.parse().unwrap(), PathBuf::from(marker))
+                }),
+            );
+            let out = var("MULTINODE_OUT");
+            std::fs::write(out, serde_json::to_vec(&outcome).unwrap()).unwrap();
+            std::process::exit(0);
+        }
+        other => panic!("unknown role {other}"),
+    }
+}
+
+/// Node `rank`: its half of every batch, cut into one shard per worker.
+fn node(
+    rank: usize,
+    orchestrator: &str,
+    data_port: u16,
+    optimizer: &str,
+    timeout: Duration,
+    hang_at: Option<(usize, PathBuf)>,
+) -> Outcome {
+    let nodes = Nodes::new(rank, NODES, orchestrator, "127.0.0.1", data_port);
+    let config = DataParallelConfig::new()
+        .with_nodes(nodes)
+        .with_timeout(timeout);
+    match optimizer {
+        "sgd" => train(rank, config, sgd, hang_at),
+        _ => train(rank, config, adam, hang_at),
+    }
+}
+
+fn sgd<B: AutodiffBackend>() -> impl Optimizer<Mlp<B>, B> + Clone {
+    SgdConfig::new()
+        .with_momentum(Some(MomentumConfig::new().with_momentum(0.9)))
+        .init()
+}
+
+fn adam<B: AutodiffBackend>() -> impl Optimizer<Mlp<B>, B> + Clone {
+    AdamConfig::new().init()
+}
+
+fn train<O: Optimizer<Mlp<Ckpt>, Ckpt> + 'static>(
+    rank: usize,
+    config: DataParallelConfig,
+    optimizer: fn() -> O,
+    hang_at: Option<(usize, PathBuf)>,
+) -> Outcome {
+    let device = Default::default();
+    let devices = vec![device; WORKERS];
+    let mut step_seconds = Vec::new();
+    let failed = |error: String, step_seconds| Outcome {
+        params: None,
+        error: Some(error),
+        step_seconds,
+    };
+    let mut dp = match DataParallel::with_config(
+        devices.clone(),
+        Mlp::<Ckpt>::new(&device, true),
+        optimizer(),
+        LR,
+        config,
+    ) {
+        Ok(dp) => dp,
+        Err(error) => return failed(error.to_string(), step_seconds),
+    };
+    for step in 0..STEPS {
+        let (x, y) = batch::<Ckpt>(step, &device);
+        let half = BATCH / NODES;
+        let part = (
+            x.narrow(0, rank * half, half),
+            y.narrow(0, rank * half, half),
+        );
+        let shards = mlp::split(part, &devices);
+        let hang = hang_at.clone().filter(|(at, _)| *at == step);
+        let start = Instant::now();
+        let result = dp.step(shards, move |model: &Mlp<Ckpt>, shard| {
+            if let Some((_, marker)) = &hang {
+                // Stand for a node that stops answering: say so, then never return.
+                std::fs::write(marker, b"hanging").unwrap();
+                loop {
+                    std::thread::sleep(Duration::from_secs(1));
+                }
+            }
+            mse(model, shard)
+        });
+        if let Err(error) = result {
+            return failed(error.to_string(), step_seconds);
+        }
+        step_seconds.push(start.elapsed().as_secs_f64());
+    }
+    match dp.into_model() {
+        Ok(model) => Outcome {
+            params: Some(tensors(&model)),
+            error: None,
+            step_seconds,
+        },
+        Err(error) => failed(error.to_string(), step_seconds),
+    }
+}
+
+// ------------------------------------------------------------------------------------------
+// The test's side
+
+/// One test at a time: each starts three processes on a machine of two cores.
+fn serial() -> MutexGuard<'static, ()> {
+    static SERIAL: Mutex<()> = Mutex::new(());
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A free port `p` with `p + 1` free too (the orchestrator and its rendezvous).
+fn free_ports(count: u16) -> u16 {
+    loop {
+        let probe = TcpListener::bind("127.0.0.1:0").unwrap();
+        let first = probe.local_addr().unwrap().port();
+        drop(probe);
+        if first.checked_add(count).is_none() {
+            continue;
+        }
+        if (first..first + count).all(|p| TcpListener::bind(("0.0.0.0", p)).is_ok()) {
+            return first;
+        }
+    }
+}
+
+/// The processes a test started: killed when it ends, however it ends.
+struct Run {
+    dir: PathBuf,
+    children: Vec<Child>,
+    orchestrator: String,
+    data_port: u16,
+}
+
+impl Run {
+    fn start() -> Run {
+        let base = free_ports(4);
+        let dir = std::env::temp_dir().join(format!("multinode-{}-{base}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut run = Run {
+            dir,
+            children: Vec::new(),
+            orchestrator: format!("127.0.0.1:{base}"),
+            data_port: base + 2,
+        };
+        run.spawn(&[
+            ("MULTINODE_ROLE", "orchestrator".into()),
+            ("MULTINODE_PORT", base.to_string()),
+        ]);
+        run
+    }
+
+    fn spawn(&mut self, vars: &[(&str, String)]) -> usize {
+        let mut command = Command::new(std::env::current_exe().unwrap());
+        command
+            .args(["--exact", "role", "--nocapture", "--test-threads=1"])
+            .stdin(Stdio::null())
+            // burn-collective prints a line on every connection to the orchestrator.
+            .stdout(Stdio::null());
+        for (name, value) in vars {
+            command.env(name, value);
+        }
+        self.children.push(command.spawn().unwrap());
+        self.children.len() - 1
+    }
+
+    /// Starts node `rank`; returns its child index and where it writes its outcome.
+    fn node(
+        &mut self,
+        rank: usize,
+        optimizer: &str,
+        timeout: Duration,
+        hang_at: Option<usize>,
+    ) -> (usize, PathBuf) {
+        let out = self.dir.join(format!("node-{rank}.json"));
+        let mut vars = vec![
+            ("MULTINODE_ROLE", "node".to_string()),
+            ("MULTINODE_RANK", rank.to_string()),
+            ("MULTINODE_ORCHESTRATOR", self.orchestrator.clone()),
+            (
+                "MULTINODE_DATA_PORT",
+                (self.data_port + rank as u16).to_string(),
+            ),
+            ("MULTINODE_OPTIMIZER", optimizer.to_string()),
+            ("MULTINODE_TIMEOUT_MS", timeout.as_millis().to_string()),
+            ("MULTINODE_OUT", out.display().to_string()),
+        ];
+        if let Some(step) = hang_at {
+            vars.push((
+                "MULTINODE_HANG_AT",
+                format!("{step}:{}", self.marker().display()),
+            ));
+        }
+        (self.spawn(&vars), out)
+    }
+
+    fn marker(&self) -> PathBuf {
+        self.dir.join("hanging")
+    }
+
+    /// Waits for child `index` to exit, at most `limit`; its outcome.
+    fn outcome(&mut self, index: usize, out: &Path, limit: Duration) -> Outcome {
+        let start = Instant::now();
+        loop {
+            if let Some(status) = self.children[index].try_wait().unwrap() {
+                let text = std::fs::read(out).unwrap_or_else(|_| {
+                    panic!(
+                        "node process exited ({status}) without writing {}",
+                        out.display()
+                    )
+                });
+                return serde_json::from_slice(&text).unwrap();
+            }
+            assert!(
+                start.elapsed() < limit,
+                "a node process ran past {limit:?}: something hangs"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Waits until `path` exists, at most `limit`.
+    fn wait_for(&self, path: &Path, limit: Duration) {
+        let start = Instant::now();
+        while !path.exists() {
+            assert!(start.elapsed() < limit, "{} never appeared", path.display());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Run {
+    fn drop(&mut self) {
+        for child in &mut self.children {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// `STEPS` steps of one process on the whole batch.
+fn one_process<O: Optimizer<Mlp<Ckpt>, Ckpt>>(mut optimizer: O) -> Vec<Vec<f32>> {
+    let device = Default::default();
+    let mut model = Mlp::<Ckpt>::new(&device, true);
+    for step in 0..STEPS {
+        let loss = mse(&model, batch::<Ckpt>(step, &device));
+        let grads = GradientsParams::from_grads(loss.backward(), &model);
+        model = optimizer.step(LR, model, grads);
+    }
+    tensors(&model)
+}
+
+/// Mean seconds per step of the same four workers in one process (the cost's reference).
+fn four_workers_in_one_process<O: Optimizer<Mlp<Ckpt>, Ckpt> + 'static>(optimizer: O) -> f64 {
+    let device = Default::default();
+    let devices = vec![device; NODES * WORKERS];
+    let mut dp = DataParallel::new(
+        devices.clone(),
+        Mlp::<Ckpt>::new(&device, true),
+        optimizer,
+        LR,
+    )
+    .unwrap();
+    let mut seconds = Vec::new();
+    for step in 0..STEPS {
+        let start = Instant::now();
+        dp.step(shards::<Ckpt>(step, &devices), mse::<Ckpt>)
+            .unwrap();
+        seconds.push(start.elapsed().as_secs_f64());
+    }
+    mean_after_first(&seconds)
+}
+
+/// The first step opens the sessions and warms the caches: left out.
+fn mean_after_first(seconds: &[f64]) -> f64 {
+    let rest = &seconds[1.min(seconds.len())..];
+    rest.iter().sum::<f64>() / rest.len().max(1) as f64
+}
+
+fn assert_close(actual: &[Vec<f32>], expected: &[Vec<f32>], tolerance: f32) {
+    assert_eq!(actual.len(), expected.len());
+    for (t, (a, e)) in actual.iter().zip(expected).enumerate() {
+        for (i, (a, e)) in a.iter().zip(e).enumerate() {
+            assert!(
+                (a - e).abs() <= tolerance,
+                "tensor {t}[{i}]: {a} against {e} (tolerance {tolerance})"
+            );
+        }
+    }
+}
+
+fn two_nodes_match_one_process<O: Optimizer<Mlp<Ckpt>, Ckpt> + 'static>(
+    optimizer: &str,
+    make: fn() -> O,
+) {
+    let _serial = serial();
+    let mut run = Run::start();
+    let limit = Duration::from_secs(120);
+    let nodes: Vec<_> = (0..NODES)
+        .map(|rank| run.node(rank, optimizer, Duration::from_secs(60), None))
+        .collect();
+    let outcomes: Vec<Outcome> = nodes
+        .iter()
+        .map(|(index, out)| run.outcome(*index, out, limit))
+        .collect();
+    let expected = one_process(make());
+    for (rank, outcome) in outcomes.iter().enumerate() {
+        assert_eq!(outcome.error, None, "node {rank} failed");
+        let params = outcome.params.as_ref().expect("parameters");
+        assert_close(params, &expected, 1e-5);
+        assert_eq!(
+            params,
+            outcomes[0].params.as_ref().unwrap(),
+            "node {rank} differs from node 0"
+        );
+    }
+    let nodes_step = mean_after_first(&outcomes[0].step_seconds);
+    let local_step = four_workers_in_one_process(make());
+    println!(
+        "{optimizer}: 2 nodes x {WORKERS} workers over loopback {:.1} ms per step; the same 4 \
+         workers in one process {:.1} ms per step",
+        nodes_step * 1e3,
+        local_step * 1e3
+    );
+}
+
+#[test]
+fn two_nodes_with_sgd_match_one_process() {
+    two_nodes_match_one_process("sgd", sgd::<Ckpt>);
+}
+
+#[test]
+fn two_nodes_with_adam_match_one_process() {
+    two_nodes_match_one_process("adam", adam::<Ckpt>);
+}
+
+/// Node 1 stops answering at step 2; node 0 either sees it die (`kill`) or times out.
+fn node_1_stops(kill: bool) -> (String, Duration) {
+    let mut run = Run::start();
+    let timeout = if kill {
+        Duration::from_secs(60)
+    } else {
+        Duration::from_secs(3)
+    };
+    let (first, first_out) = run.node(0, "sgd", timeout, None);
+    let (_, _) = run.node(1, "sgd", timeout, Some(2));
+    run.wait_for(&run.marker(), Duration::from_secs(60));
+    let start = Instant::now();
+    if kill {
+        run.children[2].kill().unwrap();
+    }
+    let outcome = run.outcome(first, &first_out, Duration::from_secs(60));
+    let error = outcome.error.expect("node 0 fails");
+    (error, start.elapsed())
+}
+
+#[test]
+fn a_killed_node_stops_the_other_at_once() {
+    let _serial = serial();
+    let (error, after) = node_1_stops(true);
+    println!("node 0, {after:?} after node 1 was killed: {error}");
+    assert!(
+        error.contains("node 1 (ws://127.0.0.1:") && error.contains("gone"),
+        "{error}"
+    );
+    assert!(
+        after < Duration::from_secs(30),
+        "noticed after {after:?}, not at once"
+    );
+}
+
+#[test]
+fn a_hanging_node_times_the_other_out_naming_it() {
+    let _serial = serial();
+    let (error, after) = node_1_stops(false);
+    println!("node 0, {after:?} after node 1 hung: {error}");
+    assert!(
+        error.contains("timed out after 3s") && error.contains("node 1 (ws://127.0.0.1:"),
+        "{error}"
+    );
+}
