@@ -31,6 +31,8 @@ const NODES: usize = 2;
 struct Outcome {
     params: Option<Vec<Vec<f32>>>,
     error: Option<String>,
+    /// Errors of steps the node went on after (with `MULTINODE_FAIL_AT`).
+    step_errors: Vec<String>,
     /// Each step's time, in seconds.
     step_seconds: Vec<f64>,
 }
@@ -57,10 +59,16 @@ fn role() {
                 var("MULTINODE_DATA_PORT").parse().unwrap(),
                 &var("MULTINODE_OPTIMIZER"),
                 Duration::from_millis(var("MULTINODE_TIMEOUT_MS").parse().unwrap()),
-                std::env::var("MULTINODE_HANG_AT").ok().map(|s| {
-                    let (step, marker) = s.split_once(':').unwrap();
-                    (step.parse().unwrap(), PathBuf::from(marker))
-                }),
+                Trouble {
+                    hang_at: std::env::var("MULTINODE_HANG_AT").ok().map(|s| {
+                        let (step, marker) = s.split_once(':').unwrap();
+                        (step.parse().unwrap(), PathBuf::from(marker))
+                    }),
+                    fail_at: std::env::var("MULTINODE_FAIL_AT").ok().map(|s| {
+                        let (rank, step) = s.split_once(':').unwrap();
+                        (rank.parse().unwrap(), step.parse().unwrap())
+                    }),
+                },
             );
             let out = var("MULTINODE_OUT");
             std::fs::write(out, serde_json::to_vec(&outcome).unwrap()).unwrap();
@@ -70,6 +78,16 @@ fn role() {
     }
 }
 
+/// What a node process is told to go through.
+#[derive(Clone, Default)]
+struct Trouble {
+    /// At this step, the loss function writes the marker file and never returns.
+    hang_at: Option<(usize, PathBuf)>,
+    /// Node `.0`'s loss function panics at step `.1`; every node told so goes on after a
+    /// failed step.
+    fail_at: Option<(usize, usize)>,
+}
+
 /// Node `rank`: its half of every batch, cut into one shard per worker.
 fn node(
     rank: usize,
@@ -77,15 +95,15 @@ fn node(
     data_port: u16,
     optimizer: &str,
     timeout: Duration,
-    hang_at: Option<(usize, PathBuf)>,
+    trouble: Trouble,
 ) -> Outcome {
     let nodes = Nodes::new(rank, NODES, orchestrator, "127.0.0.1", data_port);
     let config = DataParallelConfig::new()
         .with_nodes(nodes)
         .with_timeout(timeout);
     match optimizer {
-        "sgd" => train(rank, config, sgd, hang_at),
-        _ => train(rank, config, adam, hang_at),
+        "sgd" => train(rank, config, sgd, trouble),
+        _ => train(rank, config, adam, trouble),
     }
 }
 
@@ -103,14 +121,16 @@ fn train<O: Optimizer<Mlp<Ckpt>, Ckpt> + 'static>(
     rank: usize,
     config: DataParallelConfig,
     optimizer: fn() -> O,
-    hang_at: Option<(usize, PathBuf)>,
+    trouble: Trouble,
 ) -> Outcome {
     let device = Default::default();
     let devices = vec![device; WORKERS];
     let mut step_seconds = Vec::new();
+    let mut step_errors = Vec::new();
     let failed = |error: String, step_seconds| Outcome {
         params: None,
         error: Some(error),
+        step_errors: Vec::new(),
         step_seconds,
     };
     let mut dp = match DataParallel::with_config(
@@ -131,9 +151,11 @@ fn train<O: Optimizer<Mlp<Ckpt>, Ckpt> + 'static>(
             y.narrow(0, rank * half, half),
         );
         let shards = mlp::split(part, &devices);
-        let hang = hang_at.clone().filter(|(at, _)| *at == step);
+        let hang = trouble.hang_at.clone().filter(|(at, _)| *at == step);
+        let fail = trouble.fail_at == Some((rank, step));
         let start = Instant::now();
         let result = dp.step(shards, move |model: &Mlp<Ckpt>, shard| {
+            assert!(!fail, "told to fail at step {step}");
             if let Some((_, marker)) = &hang {
                 // Stand for a node that stops answering: say so, then never return.
                 std::fs::write(marker, b"hanging").unwrap();
@@ -143,15 +165,17 @@ fn train<O: Optimizer<Mlp<Ckpt>, Ckpt> + 'static>(
             }
             mse(model, shard)
         });
-        if let Err(error) = result {
-            return failed(error.to_string(), step_seconds);
+        match result {
+            Err(error) if trouble.fail_at.is_some() => step_errors.push(error.to_string()),
+            Err(error) => return failed(error.to_string(), step_seconds),
+            Ok(_) => step_seconds.push(start.elapsed().as_secs_f64()),
         }
-        step_seconds.push(start.elapsed().as_secs_f64());
     }
     match dp.into_model() {
         Ok(model) => Outcome {
             params: Some(tensors(&model)),
             error: None,
+            step_errors,
             step_seconds,
         },
         Err(error) => failed(error.to_string(), step_seconds),
@@ -229,6 +253,7 @@ impl Run {
         optimizer: &str,
         timeout: Duration,
         hang_at: Option<usize>,
+        fail_at: Option<(usize, usize)>,
     ) -> (usize, PathBuf) {
         let out = self.dir.join(format!("node-{rank}.json"));
         let mut vars = vec![
@@ -248,6 +273,9 @@ impl Run {
                 "MULTINODE_HANG_AT",
                 format!("{step}:{}", self.marker().display()),
             ));
+        }
+        if let Some((rank, step)) = fail_at {
+            vars.push(("MULTINODE_FAIL_AT", format!("{rank}:{step}")));
         }
         (self.spawn(&vars), out)
     }
@@ -297,11 +325,14 @@ impl Drop for Run {
     }
 }
 
-/// `STEPS` steps of one process on the whole batch.
-fn one_process<O: Optimizer<Mlp<Ckpt>, Ckpt>>(mut optimizer: O) -> Vec<Vec<f32>> {
+/// `STEPS` steps of one process on the whole batch, but `skip`.
+fn one_process<O: Optimizer<Mlp<Ckpt>, Ckpt>>(
+    mut optimizer: O,
+    skip: Option<usize>,
+) -> Vec<Vec<f32>> {
     let device = Default::default();
     let mut model = Mlp::<Ckpt>::new(&device, true);
-    for step in 0..STEPS {
+    for step in (0..STEPS).filter(|s| Some(*s) != skip) {
         let loss = mse(&model, batch::<Ckpt>(step, &device));
         let grads = GradientsParams::from_grads(loss.backward(), &model);
         model = optimizer.step(LR, model, grads);
@@ -356,13 +387,13 @@ fn two_nodes_match_one_process<O: Optimizer<Mlp<Ckpt>, Ckpt> + 'static>(
     let mut run = Run::start();
     let limit = Duration::from_secs(120);
     let nodes: Vec<_> = (0..NODES)
-        .map(|rank| run.node(rank, optimizer, Duration::from_secs(60), None))
+        .map(|rank| run.node(rank, optimizer, Duration::from_secs(60), None, None))
         .collect();
     let outcomes: Vec<Outcome> = nodes
         .iter()
         .map(|(index, out)| run.outcome(*index, out, limit))
         .collect();
-    let expected = one_process(make());
+    let expected = one_process(make(), None);
     for (rank, outcome) in outcomes.iter().enumerate() {
         assert_eq!(outcome.error, None, "node {rank} failed");
         let params = outcome.params.as_ref().expect("parameters");
@@ -401,8 +432,8 @@ fn node_1_stops(kill: bool) -> (String, Duration) {
     } else {
         Duration::from_secs(3)
     };
-    let (first, first_out) = run.node(0, "sgd", timeout, None);
-    let (_, _) = run.node(1, "sgd", timeout, Some(2));
+    let (first, first_out) = run.node(0, "sgd", timeout, None, None);
+    let (_, _) = run.node(1, "sgd", timeout, Some(2), None);
     run.wait_for(&run.marker(), Duration::from_secs(60));
     let start = Instant::now();
     if kill {
@@ -437,4 +468,40 @@ fn a_hanging_node_times_the_other_out_naming_it() {
         error.contains("timed out after 3s") && error.contains("node 1 (ws://127.0.0.1:"),
         "{error}"
     );
+}
+
+#[test]
+fn a_failing_step_on_one_node_is_dropped_on_both_and_training_goes_on() {
+    let _serial = serial();
+    let mut run = Run::start();
+    let timeout = Duration::from_secs(60);
+    let nodes = [
+        run.node(0, "sgd", timeout, None, Some((1, 1))),
+        run.node(1, "sgd", timeout, None, Some((1, 1))),
+    ];
+    let outcomes: Vec<Outcome> = nodes
+        .iter()
+        .map(|(index, out)| run.outcome(*index, out, Duration::from_secs(120)))
+        .collect();
+    println!("node 0's step 1: {:?}", outcomes[0].step_errors);
+    println!("node 1's step 1: {:?}", outcomes[1].step_errors);
+    assert!(
+        outcomes[0].step_errors.len() == 1
+            && outcomes[0].step_errors[0].contains("node 1 (ws://127.0.0.1:")
+            && outcomes[0].step_errors[0].contains("told to fail at step 1"),
+        "{:?}",
+        outcomes[0].step_errors
+    );
+    assert!(
+        outcomes[1].step_errors.len() == 1
+            && outcomes[1].step_errors[0].contains("told to fail at step 1"),
+        "{:?}",
+        outcomes[1].step_errors
+    );
+    let expected = one_process(sgd::<Ckpt>(), Some(1));
+    for outcome in &outcomes {
+        assert_eq!(outcome.error, None);
+        assert_close(outcome.params.as_ref().unwrap(), &expected, 1e-5);
+    }
+    assert_eq!(outcomes[0].params, outcomes[1].params);
 }

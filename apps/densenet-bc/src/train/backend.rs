@@ -84,14 +84,16 @@ fn build<B: AutodiffBackend>(
     if let Some(saved) = resume {
         (model, optimizer) = load_state(model, optimizer, saved, &device)?;
     }
-    let runner: Box<dyn StepRunner> = if devices.len() == 1 {
+    let nodes = options.multi_node().map_err(anyhow::Error::msg)?;
+    let runner: Box<dyn StepRunner> = if devices.len() == 1 && nodes.is_none() {
         Box::new(SingleDevice::new(model, optimizer, device, meter))
     } else {
         Box::new(Parallel::new(
             model,
             optimizer,
             devices.to_vec(),
-            options.batch_size,
+            nodes,
+            options,
             meter,
         )?)
     };

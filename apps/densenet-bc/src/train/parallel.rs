@@ -1,17 +1,20 @@
-//! Training on several devices: a [`StepRunner`] over `burn_checkpoint::parallel::DataParallel`
-//! (one thread and one replica per device, gradients averaged with burn-collective).
+//! Training on several devices, and on several machines: a [`StepRunner`] over
+//! `burn_checkpoint::parallel::DataParallel` (one thread and one replica per device, gradients
+//! averaged with burn-collective).
 
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 
 use anyhow::{Context, bail};
 use burn::module::AutodiffModule;
 use burn::optim::Optimizer;
 use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::{Int, Tensor};
-use burn_checkpoint::parallel::{DataParallel, split_batch};
+use burn_checkpoint::parallel::{DataParallel, DataParallelConfig, Nodes, split_batch};
 
+use super::options::TrainOptions;
 use super::runner::{EvalOutput, StepOutput, StepRunner, evaluate_batch, save_state, train_loss};
 use super::save::Checksums;
 use crate::DenseNet;
@@ -21,7 +24,8 @@ use burn_checkpoint::memory::Meter;
 /// Images and labels of one worker's part of a validation batch.
 type EvalPart<I> = (Tensor<I, 4>, Tensor<I, 1, Int>);
 
-/// A data-parallel runner: each training batch is cut into one equal shard per device.
+/// A data-parallel runner: each training batch is cut into one equal part per node (every
+/// node reads the same batches), and this node's part into one equal shard per device.
 pub struct Parallel<B, O>
 where
     B: AutodiffBackend,
@@ -29,6 +33,8 @@ where
 {
     trainer: DataParallel<B, DenseNet<B>, O>,
     devices: Vec<B::Device>,
+    /// This node's rank and the node count (0 and 1 on one machine).
+    node: (usize, usize),
     meter: Meter,
 }
 
@@ -37,28 +43,42 @@ where
     B: AutodiffBackend,
     O: Optimizer<DenseNet<B>, B> + 'static,
 {
-    /// Starts one worker per device, each with a replica of `model` and a copy of `optimizer`.
-    /// The batch size must divide among the devices (every shard the same size, so that the
-    /// mean of the workers' losses is the batch's mean).
+    /// Starts one worker per device, each with a replica of `model` and a copy of `optimizer`;
+    /// with `nodes`, joins the other nodes first. The batch size must divide among all devices
+    /// of all nodes (every shard the same size, so that the mean of the workers' losses is the
+    /// batch's mean).
     pub fn new(
         model: DenseNet<B>,
         optimizer: O,
         devices: Vec<B::Device>,
-        batch_size: usize,
+        nodes: Option<Nodes>,
+        options: &TrainOptions,
         meter: Meter,
     ) -> anyhow::Result<Self> {
-        if !batch_size.is_multiple_of(devices.len()) {
+        let batch_size = options.batch_size;
+        let node = nodes.as_ref().map_or((0, 1), |n| (n.rank(), n.count()));
+        let all = devices.len() * node.1;
+        if !batch_size.is_multiple_of(all) {
+            let place = if node.1 > 1 {
+                format!("{} devices on each of {} nodes", devices.len(), node.1)
+            } else {
+                format!("{} devices", devices.len())
+            };
             bail!(
-                "--batch-size {batch_size} does not divide among {} devices: give a multiple of {}",
-                devices.len(),
-                devices.len()
+                "--batch-size {batch_size} does not divide among {place}: give a multiple of {all}"
             );
         }
-        let trainer = DataParallel::new(devices.clone(), model, optimizer, 0.0)
+        let mut config = DataParallelConfig::new()
+            .with_timeout(Duration::from_secs(options.collective_timeout as u64));
+        if let Some(nodes) = nodes {
+            config = config.with_nodes(nodes);
+        }
+        let trainer = DataParallel::with_config(devices.clone(), model, optimizer, 0.0, config)
             .context("cannot start the data-parallel workers")?;
         Ok(Parallel {
             trainer,
             devices,
+            node,
             meter,
         })
     }
@@ -82,14 +102,17 @@ where
     fn train_step(&mut self, batch: &HostBatch, lr: f64) -> anyhow::Result<StepOutput> {
         let measure = self.meter.start();
         let device = &self.devices[0];
-        let images = split_batch(
-            Tensor::<B, 4>::from_data(batch.images.clone(), device),
-            &self.devices,
-        )?;
-        let labels = split_batch(
-            Tensor::<B, 1, Int>::from_data(batch.labels.clone(), device),
-            &self.devices,
-        )?;
+        // This node's part of the batch (all of it on one machine).
+        let (rank, nodes) = self.node;
+        let rows = batch.labels.shape[0];
+        if !rows.is_multiple_of(nodes) {
+            bail!("a batch of {rows} images does not divide among {nodes} nodes");
+        }
+        let part = rows / nodes;
+        let images = Tensor::<B, 4>::from_data(batch.images.clone(), device);
+        let labels = Tensor::<B, 1, Int>::from_data(batch.labels.clone(), device);
+        let images = split_batch(images.narrow(0, rank * part, part), &self.devices)?;
+        let labels = split_batch(labels.narrow(0, rank * part, part), &self.devices)?;
         let shards = images.into_iter().zip(labels).collect();
         // The workers count their shard's right answers here: a step returns only the loss.
         let right = Arc::new(AtomicUsize::new(0));
@@ -105,8 +128,9 @@ where
         )?;
         let peak = measure.finish();
         Ok(StepOutput {
+            // This node's part of the batch: its loss; its right answers are not the batch's.
             loss,
-            correct: Some(right.load(Ordering::Relaxed)),
+            correct: (nodes == 1).then(|| right.load(Ordering::Relaxed)),
             peak_bytes: peak.in_use as usize,
             reserved_bytes: peak.reserved.map(|r| r as usize),
         })
