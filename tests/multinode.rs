@@ -107,13 +107,13 @@ fn node(
     }
 }
 
-fn sgd<B: AutodiffBackend>() -> impl Optimizer<Mlp<B>, B> + Clone {
+fn sgd<B: AutodiffBackend>() -> impl Optimizer<Mlp<B>, B> {
     SgdConfig::new()
         .with_momentum(Some(MomentumConfig::new().with_momentum(0.9)))
         .init()
 }
 
-fn adam<B: AutodiffBackend>() -> impl Optimizer<Mlp<B>, B> + Clone {
+fn adam<B: AutodiffBackend>() -> impl Optimizer<Mlp<B>, B> {
     AdamConfig::new().init()
 }
 
