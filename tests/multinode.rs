@@ -20,7 +20,7 @@ use burn::optim::{AdamConfig, GradientsParams, Optimizer, SgdConfig, momentum::M
 use burn::tensor::backend::AutodiffBackend;
 use burn_checkpoint::parallel::{DataParallel, DataParallelConfig, Nodes, run_orchestrator};
 use common::Ckpt;
-use mlp::{BATCH, LR, Mlp, STEPS, batch, mse, shards, tensors};
+use mlp::{BATCH, LR, Mlp, STEPS, assert_close, batch, mse, shards, tensors};
 use serde::{Deserialize, Serialize};
 
 const WORKERS: usize = 2;
@@ -365,18 +365,6 @@ fn four_workers_in_one_process<O: Optimizer<Mlp<Ckpt>, Ckpt> + 'static>(optimize
 fn mean_after_first(seconds: &[f64]) -> f64 {
     let rest = &seconds[1.min(seconds.len())..];
     rest.iter().sum::<f64>() / rest.len().max(1) as f64
-}
-
-fn assert_close(actual: &[Vec<f32>], expected: &[Vec<f32>], tolerance: f32) {
-    assert_eq!(actual.len(), expected.len());
-    for (t, (a, e)) in actual.iter().zip(expected).enumerate() {
-        for (i, (a, e)) in a.iter().zip(e).enumerate() {
-            assert!(
-                (a - e).abs() <= tolerance,
-                "tensor {t}[{i}]: {a} against {e} (tolerance {tolerance})"
-            );
-        }
-    }
 }
 
 fn two_nodes_match_one_process<O: Optimizer<Mlp<Ckpt>, Ckpt> + 'static>(

@@ -26,7 +26,9 @@ use burn_checkpoint::parallel::{
     AllReduceStrategy, DataParallel, DataParallelConfig, ParallelError, split_batch,
 };
 use common::{Ckpt, Plain};
-use mlp::{Batch, HIDDEN, INPUT, LR, Mlp, OUTPUT, STEPS, batch, linear, mse, shards, tensors};
+use mlp::{
+    Batch, HIDDEN, INPUT, LR, Mlp, OUTPUT, STEPS, assert_close, batch, linear, mse, shards, tensors,
+};
 
 /// One test at a time: burn-collective keeps one session per backend type per process, and
 /// `Plain` and `Ckpt` share the inner backend.
@@ -75,18 +77,6 @@ fn assert_replicas_equal(replicas: &[Vec<Vec<f32>>]) {
             bits(&replicas[0]),
             "replica {i} differs from replica 0"
         );
-    }
-}
-
-fn assert_close(actual: &[Vec<f32>], expected: &[Vec<f32>], tolerance: f32) {
-    assert_eq!(actual.len(), expected.len());
-    for (t, (a, e)) in actual.iter().zip(expected).enumerate() {
-        for (i, (a, e)) in a.iter().zip(e).enumerate() {
-            assert!(
-                (a - e).abs() <= tolerance,
-                "tensor {t}[{i}]: {a} against {e} (tolerance {tolerance})"
-            );
-        }
     }
 }
 

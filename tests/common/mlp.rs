@@ -96,3 +96,16 @@ pub fn tensors<B: Backend, M: Module<B>>(module: &M) -> Vec<Vec<f32>> {
     module.visit(&mut collect);
     collect.0
 }
+
+/// Every value of `actual` within `tolerance` of `expected`'s, tensor by tensor.
+pub fn assert_close(actual: &[Vec<f32>], expected: &[Vec<f32>], tolerance: f32) {
+    assert_eq!(actual.len(), expected.len());
+    for (t, (a, e)) in actual.iter().zip(expected).enumerate() {
+        for (i, (a, e)) in a.iter().zip(e).enumerate() {
+            assert!(
+                (a - e).abs() <= tolerance,
+                "tensor {t}[{i}]: {a} against {e} (tolerance {tolerance})"
+            );
+        }
+    }
+}
