@@ -154,19 +154,11 @@ impl Task {
             },
             Which::Gpt => {
                 let shape = gpt::Shape::from_list(&args.gpt);
-                let gpt::Shape {
-                    blocks,
-                    d_model,
-                    heads,
-                    vocab,
-                    seq,
-                    batch,
-                } = shape;
                 Task {
                     title: format!(
-                        "GPT {blocks} blocks × d {d_model}, {heads} heads, vocab {vocab}, batch \
-                         {batch}×{seq} tokens, forward and backward, Burn 0.22 on Flex: the \
-                         budget planner over the blocks' regions against hand-made cuts"
+                        "{}, forward and backward, Burn 0.22 on Flex: the budget planner over \
+                         the blocks' regions against hand-made cuts",
+                        shape.describe()
                     ),
                     unit: "block",
                     batch: shape.tokens(&device).into_data(),

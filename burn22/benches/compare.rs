@@ -166,16 +166,7 @@ fn gpt(args: &Args) -> Vec<Row> {
             initialised(shape.model(&device))
         })
         .collect();
-    let gpt::Shape {
-        blocks,
-        d_model,
-        heads,
-        vocab,
-        seq,
-        batch,
-    } = shape;
-    let name =
-        format!("GPT {blocks}×{d_model} ({heads} heads), vocab {vocab}, batch {batch}×{seq}");
+    let name = shape.describe();
     compare(&name, args.steps, |method| {
         let index = Method::ALL.iter().position(|m| *m == method).unwrap();
         let device = method.device();

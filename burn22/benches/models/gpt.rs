@@ -76,6 +76,23 @@ impl Shape {
         }
     }
 
+    /// The shape as the benchmarks' titles give it: `GPT 8 blocks × d 128, 4 heads, vocab 512,
+    /// batch 16×128 tokens`.
+    pub fn describe(&self) -> String {
+        let Shape {
+            blocks,
+            d_model,
+            heads,
+            vocab,
+            seq,
+            batch,
+        } = self;
+        format!(
+            "GPT {blocks} blocks × d {d_model}, {heads} heads, vocab {vocab}, batch {batch}×{seq} \
+             tokens"
+        )
+    }
+
     /// A model of this shape on `device`.
     pub fn model(&self, device: &Device) -> Gpt {
         Gpt::new(
