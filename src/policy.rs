@@ -84,7 +84,9 @@ impl Policy {
     /// This policy, with what the region stores for backward held in host memory instead of
     /// the device's (fairscale's `offload_to_cpu`): each stored operand that is not a leaf (not
     /// a parameter or an input the caller holds) is copied to the host when the region's op is
-    /// built, once per tensor, and copied back when backward reads it. Regions nested in an
+    /// built, once per tensor, on a copy thread (forward does not wait for it unless
+    /// [`offload_in_flight_limit`](crate::offload_in_flight_limit) bytes are in flight), and
+    /// copied back one region ahead of backward's reads. Regions nested in an
     /// offloading region offload too. Values are unchanged, bit for bit; on a CPU backend the
     /// bytes only move from one host buffer to another ([`memory::offloaded_bytes`] counts them).
     ///
