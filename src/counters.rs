@@ -1,14 +1,18 @@
-//! Per-thread counters of what regions did: recomputes, steps of the recompute walk, fallbacks.
+//! Per-thread counters of what regions did: recomputes, steps of the recompute walk, fallbacks;
+//! and what they cost the thread in waits: device reads, waits on offload copies.
 //! Below the machinery, which counts into it; [`coverage`](crate::coverage) reads it out.
 
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Mutex;
+use std::time::Duration;
 
 thread_local! {
     static FALLBACKS: RefCell<BTreeMap<&'static str, u64>> = const { RefCell::new(BTreeMap::new()) };
     static RECOMPUTES: RefCell<BTreeMap<&'static str, u64>> = const { RefCell::new(BTreeMap::new()) };
     static WALK_STEPS: Cell<u64> = const { Cell::new(0) };
+    static DEVICE_READS: Cell<u64> = const { Cell::new(0) };
+    static OFFLOAD: Cell<OffloadCopies> = const { Cell::new(OffloadCopies::NONE) };
 }
 
 /// Counts one step of the recompute walk (a recipe looked at for the first time) on this thread.
@@ -36,6 +40,119 @@ pub(crate) fn note_fallback(op: &'static str) {
             "burn-checkpoint: `{op}` has no region version: inside regions its output is stored"
         );
     }
+}
+
+/// Counts one read of device data (or one device sync) asked on this thread.
+pub(crate) fn note_device_read() {
+    DEVICE_READS.with(|reads| reads.set(reads.get() + 1));
+}
+
+/// Where an offload wait happened.
+pub(crate) enum Pass {
+    /// Forward, on the bound of the copies in flight.
+    Forward,
+    /// Backward, on a copy not yet in host memory.
+    Backward,
+}
+
+/// Counts one offload copy of `bytes` started on this thread, with `in_flight` bytes of copies
+/// in flight now (it included).
+pub(crate) fn note_offload_copy(bytes: usize, in_flight: usize) {
+    OFFLOAD.with(|offload| {
+        let mut now = offload.get();
+        now.copies += 1;
+        now.bytes += bytes as u64;
+        now.most_in_flight = now.most_in_flight.max(in_flight as u64);
+        offload.set(now);
+    });
+}
+
+/// Counts one wait of this thread on offload copies, of `waited`.
+pub(crate) fn note_offload_wait(pass: Pass, waited: Duration) {
+    OFFLOAD.with(|offload| {
+        let mut now = offload.get();
+        match pass {
+            Pass::Forward => now.forward_waits += 1,
+            Pass::Backward => now.backward_waits += 1,
+        }
+        now.waited_seconds += waited.as_secs_f64();
+        offload.set(now);
+    });
+}
+
+/// What offload copied for this thread, and how it waited on the copies ([`offload_copies`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct OffloadCopies {
+    /// Copies read back to host memory.
+    pub copies: u64,
+    /// Their bytes.
+    pub bytes: u64,
+    /// The most bytes of copies in flight at once (started, not yet in host memory).
+    pub most_in_flight: u64,
+    /// Waits in forward: more bytes of copies would have been in flight than
+    /// [`offload_in_flight_limit`](crate::offload_in_flight_limit) allows.
+    pub forward_waits: u64,
+    /// Waits in backward: a copy was not yet in host memory when backward read it.
+    pub backward_waits: u64,
+    /// The time spent in all the waits.
+    pub waited_seconds: f64,
+}
+
+impl OffloadCopies {
+    const NONE: OffloadCopies = OffloadCopies {
+        copies: 0,
+        bytes: 0,
+        most_in_flight: 0,
+        forward_waits: 0,
+        backward_waits: 0,
+        waited_seconds: 0.0,
+    };
+}
+
+/// How many times this thread read data back from the device, or synced it, through a
+/// `Checkpointed` backend (`into_data` of any tensor kind, a transaction, `sync`) or through
+/// offload, since the thread started or the last [`reset`]: each is a wait on the device.
+/// Offload reads its copies back on a thread of its own, so that with it on a step counts the same
+/// reads as with it off.
+///
+/// ```
+/// use burn::backend::{Autodiff, NdArray};
+/// use burn::tensor::Tensor;
+/// use burn_checkpoint::{Checkpointed, coverage};
+///
+/// type B = Checkpointed<Autodiff<NdArray>>;
+/// coverage::reset();
+/// let x = Tensor::<B, 1>::from_floats([1.0, 2.0], &Default::default());
+/// let _ = x.into_data();
+/// assert_eq!(coverage::device_reads(), 1);
+/// ```
+pub fn device_reads() -> u64 {
+    DEVICE_READS.with(Cell::get)
+}
+
+/// What offload copied for this thread since it started or the last [`reset`], and how it
+/// waited on the copies: forward waits only when the copies in flight would pass their bound;
+/// backward only when a copy has not arrived in host memory by the time it is read.
+///
+/// ```
+/// use burn::backend::{Autodiff, NdArray};
+/// use burn::tensor::{Tensor, activation::relu};
+/// use burn_checkpoint::{Checkpointed, Policy, checkpoint_with, coverage};
+///
+/// type B = Checkpointed<Autodiff<NdArray>>;
+/// let device = Default::default();
+/// let w = Tensor::<B, 2>::ones([16, 16], &device).require_grad();
+/// let x = Tensor::<B, 2>::ones([8, 16], &device);
+/// coverage::reset();
+/// let h = relu(x.matmul(w.clone())); // not a leaf: the region below copies it
+/// let y = checkpoint_with(Policy::RecomputeAll.offloaded(), || relu(h.matmul(w.clone())));
+/// let _grads = y.sum().backward();
+/// let copies = coverage::offload_copies();
+/// assert_eq!((copies.copies, copies.bytes), (1, 8 * 16 * 4));
+/// assert_eq!(copies.forward_waits, 0);
+/// ```
+pub fn offload_copies() -> OffloadCopies {
+    OFFLOAD.with(Cell::get)
 }
 
 /// How many steps the recompute walk took on this thread since it started or the last
@@ -73,11 +190,14 @@ pub fn fallbacks() -> BTreeMap<&'static str, u64> {
     FALLBACKS.with(|counts| counts.borrow().clone())
 }
 
-/// Clears this thread's [`fallbacks`], [`recomputes`] and [`walk_steps`]. Region indices, which
+/// Clears this thread's [`fallbacks`], [`recomputes`], [`walk_steps`], [`device_reads`] and
+/// [`offload_copies`]. Region indices, which
 /// saved plans address, count on ([`restart_region_indices`](crate::restart_region_indices)
 /// starts them again).
 pub fn reset() {
     FALLBACKS.with(|counts| counts.borrow_mut().clear());
     RECOMPUTES.with(|counts| counts.borrow_mut().clear());
     WALK_STEPS.with(|steps| steps.set(0));
+    DEVICE_READS.with(|reads| reads.set(0));
+    OFFLOAD.with(|offload| offload.set(OffloadCopies::NONE));
 }

@@ -5,9 +5,12 @@
 //! `docs/coverage.md`). Inside a region an op routed [`Routing::Stored`] runs as Burn's own op:
 //! its gradients stay exact, but its output is held from forward to backward. Each such run is a
 //! *fallback*, counted per thread ([`fallbacks`]) so that tests and users can see what a model
-//! still stores; [`recomputes`] and [`walk_steps`] count the recompute walk.
+//! still stores; [`recomputes`] and [`walk_steps`] count the recompute walk; [`device_reads`]
+//! and [`offload_copies`] count what the thread waited on.
 
-pub use crate::counters::{fallbacks, recomputes, reset, walk_steps};
+pub use crate::counters::{
+    OffloadCopies, device_reads, fallbacks, offload_copies, recomputes, reset, walk_steps,
+};
 pub use crate::op::{Op, Routing};
 
 /// Every op the decorator lists, with its routing and kind.

@@ -75,6 +75,7 @@ pub mod parallel;
 pub use backend::Checkpointed;
 pub use burn_checkpoint_core::{RegionId, RegionName, Segments, Treatment, restart_region_indices};
 pub use burn_checkpoint_macros::checkpoint;
+pub use offload::{offload_in_flight_limit, set_offload_in_flight_limit};
 pub use op::OpKind;
 pub use policy::{Decision, OpInfo, Policy, SavePredicate};
 pub use recompute::verify_recomputes;

@@ -157,7 +157,9 @@ fn dispatch<I: Backend, F: Operands<I>, A, R>(
         return output;
     };
     if operands.any_tracked() {
-        let output = offload::building(region.offloads(), || region_version(operands, rest));
+        let output = offload::building(region.instance(), region.offloads(), || {
+            region_version(operands, rest)
+        });
         return record(&region, output);
     }
     burn_version(operands, rest)

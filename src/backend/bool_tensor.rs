@@ -7,7 +7,11 @@ forward_ops! {
     fn bool_empty(shape: Shape, device: &Device<Self>, dtype: BoolDType) -> BoolTensor<Self>;
     fn bool_zeros(shape: Shape, device: &Device<Self>, dtype: BoolDType) -> BoolTensor<Self>;
     fn bool_ones(shape: Shape, device: &Device<Self>, dtype: BoolDType) -> BoolTensor<Self>;
-    fn bool_into_data(tensor: BoolTensor<Self>) -> impl Future<Output = Result<TensorData, ExecutionError>> + Send;
+    #[by_hand(Plain, Other, "forwarded (reads data: no graph node), counted in coverage::device_reads")]
+    fn bool_into_data(tensor: BoolTensor<Self>) -> impl Future<Output = Result<TensorData, ExecutionError>> + Send {
+        crate::counters::note_device_read();
+        <Autodiff<I, C> as BoolTensorOps<Autodiff<I, C>>>::bool_into_data(tensor)
+    }
     fn bool_from_data(data: TensorData, device: &Device<Self>) -> BoolTensor<Self>;
     fn bool_into_int(tensor: BoolTensor<Self>, out_dtype: IntDType) -> IntTensor<Self>;
     fn bool_into_float(tensor: BoolTensor<Self>, out_dtype: FloatDType) -> FloatTensor<Self>;

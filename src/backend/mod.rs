@@ -122,6 +122,7 @@ impl<I: Backend, C: CheckpointStrategy> Backend for Checkpointed<Autodiff<I, C>>
     }
 
     fn sync(device: &Self::Device) -> Result<(), ExecutionError> {
+        crate::counters::note_device_read();
         Autodiff::<I, C>::sync(device)
     }
 

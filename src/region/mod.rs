@@ -361,6 +361,11 @@ pub(crate) struct Region<'a> {
 }
 
 impl Region<'_> {
+    /// The instance of the top-level region (its number on this thread, growing along forward).
+    pub(crate) fn instance(&self) -> u64 {
+        self.root
+    }
+
     /// Whether the region keeps what its ops store in host memory.
     pub(crate) fn offloads(&self) -> bool {
         self.offload

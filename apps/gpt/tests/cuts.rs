@@ -111,6 +111,7 @@ fn every_cut_gives_the_plain_gradients<I: Backend>() {
             Cut::None,
             Cut::Block,
             Cut::BlockSaveCompute,
+            Cut::BlockOffload,
             Cut::SequentialSqrt,
             Cut::SequentialTwo,
             Cut::Whole,

@@ -1,0 +1,164 @@
+//! Offload over many training steps (`Cut::BlockOffload`: a region per block whose stored
+//! operands are read back on a copy thread and uploaded one region ahead of backward), against
+//! the same regions without offload, on NdArray and on a cubecl runtime (Burn's wgpu with and
+//! without fusion; Mesa's lavapipe in CI):
+//! - the parameters after every step bitwise equal (a host buffer reused or read before its copy
+//!   finished would show here, as the silent corruption torchtitan's async offload once had);
+//! - the training thread's device reads per step equal (offload adds no sync to it), and forward
+//!   never waits on a copy under the default in-flight bound;
+//! - under a bound smaller than one copy, forward waits (counted) and the values stay the same.
+
+use std::sync::Mutex;
+
+use burn::backend::{Autodiff, NdArray};
+use burn::module::{Module, ModuleVisitor, Param};
+use burn::optim::AdamWConfig;
+use burn::tensor::backend::{AutodiffBackend, Backend};
+use burn::tensor::{Distribution, Int, Tensor, TensorData};
+use burn_checkpoint::{Checkpointed, coverage, memory, set_offload_in_flight_limit};
+use gpt::{Cut, Gpt, GptConfig};
+
+/// The backend's random generator and the in-flight bound are the process's.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+const STEPS: usize = 6;
+/// The bytes of one block's input.
+const COPY: u64 = 4 * 16 * 32 * 4;
+
+/// What one step left: the parameters' values, the device reads it took, what offload copied.
+struct Step {
+    params: Vec<Vec<u32>>,
+    reads: u64,
+    copies: coverage::OffloadCopies,
+}
+
+fn params<B: Backend>(model: &Gpt<B>) -> Vec<Vec<u32>> {
+    struct Collect(Vec<Vec<u32>>);
+    impl<B: Backend> ModuleVisitor<B> for Collect {
+        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<B, D>>) {
+            let values = param.val().into_data().to_vec::<f32>().unwrap();
+            self.0.push(values.iter().map(|v| v.to_bits()).collect());
+        }
+    }
+    let mut collect = Collect(Vec::new());
+    model.visit(&mut collect);
+    collect.0
+}
+
+/// `STEPS` AdamW steps of a 4-block GPT under `cut`, from the same weights and tokens.
+fn train<B: AutodiffBackend>(cut: Cut, tokens: &TensorData) -> Vec<Step> {
+    let device = B::Device::default();
+    B::seed(&device, 3);
+    let mut model = Some(
+        GptConfig::new(64, 32, 4, 4, 16)
+            .init::<B>(&device)
+            .with_cut(cut),
+    );
+    let tokens = Tensor::<B, 2, Int>::from_data(tokens.clone(), &device);
+    let mut optimizer = AdamWConfig::new().init();
+    (0..STEPS)
+        .map(|_| {
+            coverage::reset();
+            let (next, loss) =
+                model
+                    .take()
+                    .unwrap()
+                    .train_step(&mut optimizer, tokens.clone(), 1e-2, || {});
+            // The reads a training loop makes: its loss.
+            let _ = loss.into_scalar();
+            // Read before the parameters are (their reads are the test's, not the step's).
+            let (reads, copies) = (coverage::device_reads(), coverage::offload_copies());
+            let params = params(&next);
+            model = Some(next);
+            Step {
+                params,
+                reads,
+                copies,
+            }
+        })
+        .collect()
+}
+
+fn offload_matches_regions_step_by_step<I: Backend>() {
+    type B<I> = Checkpointed<Autodiff<I>>;
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let device = Default::default();
+    I::seed(&device, 5);
+    let tokens =
+        Tensor::<I, 2, Int>::random([4, 17], Distribution::Uniform(0.0, 64.0), &device).into_data();
+    let kept = train::<B<I>>(Cut::Block, &tokens);
+    let before = memory::offloaded_bytes();
+    let offloaded = train::<B<I>>(Cut::BlockOffload, &tokens);
+    assert_eq!(
+        memory::offloaded_bytes(),
+        before,
+        "every host copy released"
+    );
+    for (step, (kept, offloaded)) in kept.iter().zip(&offloaded).enumerate() {
+        assert!(
+            kept.params == offloaded.params,
+            "step {step}: the parameters differ with offload"
+        );
+        assert_eq!(
+            kept.reads, offloaded.reads,
+            "step {step}: the training thread's device reads"
+        );
+        // Each block's input: [batch 4, 16 positions, width 32] floats.
+        assert_eq!(
+            offloaded.copies.copies, 4,
+            "step {step}: {:?}",
+            offloaded.copies
+        );
+        assert_eq!(offloaded.copies.bytes, 4 * COPY, "step {step}");
+        assert_eq!(
+            offloaded.copies.forward_waits, 0,
+            "step {step}: {:?}",
+            offloaded.copies
+        );
+        assert_eq!(kept.copies.copies, 0);
+        assert!(kept.reads >= 1, "the loss is read");
+    }
+    eprintln!(
+        "device reads per step {:?}; backward waits on copies per step {:?}",
+        kept.iter().map(|s| s.reads).collect::<Vec<_>>(),
+        offloaded
+            .iter()
+            .map(|s| s.copies.backward_waits)
+            .collect::<Vec<_>>()
+    );
+
+    // A bound below one copy: a copy goes only when none is in flight (forward waits when the
+    // one before has not arrived: how often depends on the copy thread's pace).
+    set_offload_in_flight_limit(1);
+    let bounded = train::<B<I>>(Cut::BlockOffload, &tokens);
+    set_offload_in_flight_limit(1 << 30);
+    for (step, (kept, bounded)) in kept.iter().zip(&bounded).enumerate() {
+        assert!(
+            kept.params == bounded.params,
+            "step {step}: bounded differs"
+        );
+        assert_eq!(
+            bounded.copies.most_in_flight, COPY,
+            "step {step}: one copy at a time"
+        );
+    }
+}
+
+#[test]
+fn offload_matches_regions_step_by_step_on_ndarray() {
+    offload_matches_regions_step_by_step::<NdArray>();
+}
+
+#[test]
+fn offload_matches_regions_step_by_step_on_wgpu_with_fusion() {
+    if let Some(_wgpu) = bench_kit::wgpu::claim() {
+        offload_matches_regions_step_by_step::<burn::backend::Wgpu>();
+    }
+}
+
+#[test]
+fn offload_matches_regions_step_by_step_on_wgpu_without_fusion() {
+    if let Some(_wgpu) = bench_kit::wgpu::claim() {
+        offload_matches_regions_step_by_step::<bench_kit::wgpu::Unfused>();
+    }
+}

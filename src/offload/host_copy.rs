@@ -1,0 +1,171 @@
+//! A stored operand held in host memory: read back on the copy thread, uploaded again one region
+//! ahead of backward (or when backward reads it), shared by every reader.
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::Instant;
+
+use burn_backend::tensor::Device;
+use burn_backend::{Backend, StreamId, TensorData, TensorMetadata, try_read_sync};
+
+use burn_checkpoint_core::memory::{host_copy_dropped, host_copy_made};
+
+use super::{copier, prefetch};
+use crate::counters;
+use crate::types::Primitive;
+
+/// Where the value of a host copy is.
+enum Place<I: Backend> {
+    /// Being read back on the copy thread.
+    InFlight,
+    /// In host memory.
+    OnHost(TensorData),
+    /// Uploaded again, ahead of backward's first read (the host data dropped).
+    OnDevice(Primitive<I>),
+    /// Taken by the last reader.
+    Taken,
+    /// The read back failed, for this reason.
+    Failed(String),
+}
+
+/// A stored operand held in host memory: one copy per tensor, shared by every operand that reads
+/// it (a DenseNet feature read by each later layer is copied once), dropped with its last reader.
+pub(crate) struct HostCopy<I: Backend> {
+    place: Mutex<Place<I>>,
+    arrived: Condvar,
+    device: Device<I>,
+    bytes: usize,
+    /// The top-level region instance whose op first stored it (see `prefetch`).
+    group: u64,
+}
+
+impl<I: Backend> HostCopy<I> {
+    /// Starts the host copy of `tensor` on the copy thread and returns at once.
+    pub(super) fn start(tensor: &Primitive<I>, group: u64) -> Arc<Self> {
+        let bytes = tensor.shape().num_elements() * tensor.dtype().size();
+        host_copy_made(bytes);
+        let copy = Arc::new(HostCopy {
+            place: Mutex::new(Place::InFlight),
+            arrived: Condvar::new(),
+            device: I::float_device(tensor),
+            bytes,
+            group,
+        });
+        let (source, keeper) = (tensor.clone(), tensor.clone());
+        let target = Arc::clone(&copy);
+        // Read on the training thread's stream: after what made the tensor, in the order the
+        // training thread gave it (a read on the copy thread's own stream raced the kernel
+        // that wrote the tensor on wgpu, cubecl 0.10). `keeper`, dropped back on the training
+        // thread, keeps the copy thread from dropping the last handle (see `copier`).
+        let stream = StreamId::current();
+        copier::submit(bytes, move || {
+            target.arrive(stream.executes(|| read_back::<I>(source)));
+            Box::new(keeper)
+        });
+        prefetch::remember(&copy);
+        copy
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Place<I>> {
+        self.place
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// The copy thread's end of a copy.
+    fn arrive(&self, read: Result<TensorData, String>) {
+        *self.lock() = match read {
+            Ok(data) => Place::OnHost(data),
+            Err(reason) => Place::Failed(reason),
+        };
+        self.arrived.notify_all();
+    }
+
+    /// The place, once the copy has arrived (waiting for it is counted).
+    fn arrived(&self) -> MutexGuard<'_, Place<I>> {
+        copier::drop_finished();
+        let mut place = self.lock();
+        if matches!(*place, Place::InFlight) {
+            let waiting = Instant::now();
+            while matches!(*place, Place::InFlight) {
+                place = self
+                    .arrived
+                    .wait(place)
+                    .unwrap_or_else(|poisoned| poisoned.into_inner());
+            }
+            counters::note_offload_wait(counters::Pass::Backward, waiting.elapsed());
+        }
+        place
+    }
+
+    /// The size of the copy.
+    pub(crate) fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// The top-level region instance whose op first stored it.
+    pub(super) fn group(&self) -> u64 {
+        self.group
+    }
+
+    /// Uploads the value now, if it is in host memory, so that the device has it when backward
+    /// reads it (a copy still in flight is left: its reader will upload it).
+    pub(super) fn upload_ahead(&self) {
+        let mut place = self.lock();
+        if matches!(*place, Place::OnHost(_)) {
+            let Place::OnHost(data) = std::mem::replace(&mut *place, Place::Taken) else {
+                unreachable!()
+            };
+            *place = Place::OnDevice(I::float_from_data(data, &self.device));
+        }
+    }
+
+    /// The value on its device again: the last reader takes it, the others copy the handle (or
+    /// the host data).
+    pub(crate) fn upload(self: Arc<Self>) -> Primitive<I> {
+        prefetch::reached(self.group);
+        let mut place = self.arrived();
+        // The copy thread has let go of its reference before the copy arrived... or just after:
+        // a reader that sees it still counted copies the value, which is only slower.
+        let last = Arc::strong_count(&self) == 1;
+        match &*place {
+            Place::OnDevice(primitive) if !last => primitive.clone(),
+            Place::OnHost(data) if !last => I::float_from_data(data.clone(), &self.device),
+            Place::Failed(reason) => panic!(
+                "burn-checkpoint: reading an offloaded operand back from the device failed: \
+                 {reason}"
+            ),
+            Place::Taken | Place::InFlight => {
+                unreachable!("a host copy holds its value until its last reader")
+            }
+            _ => match std::mem::replace(&mut *place, Place::Taken) {
+                Place::OnDevice(primitive) => primitive,
+                Place::OnHost(data) => I::float_from_data(data, &self.device),
+                _ => unreachable!(),
+            },
+        }
+    }
+}
+
+impl<I: Backend> Drop for HostCopy<I> {
+    fn drop(&mut self) {
+        host_copy_dropped(self.bytes);
+    }
+}
+
+/// Reads `tensor` back (on the copy thread), counted as a device read of the thread that runs it.
+fn read_back<I: Backend>(tensor: Primitive<I>) -> Result<TensorData, String> {
+    counters::note_device_read();
+    match catch_unwind(AssertUnwindSafe(|| {
+        try_read_sync(I::float_into_data(tensor))
+    })) {
+        Ok(Some(Ok(data))) => Ok(data),
+        Ok(Some(Err(error))) => Err(format!("{error:?}")),
+        Ok(None) => Err("the backend cannot read data back synchronously".into()),
+        Err(panic) => Err(panic
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_else(|| "the read panicked".into())),
+    }
+}
