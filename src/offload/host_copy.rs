@@ -52,14 +52,18 @@ impl<I: Backend> HostCopy<I> {
             group,
         });
         let (source, keeper) = (tensor.clone(), tensor.clone());
-        let target = Arc::clone(&copy);
+        // Weak: a copy whose readers are all gone (an abandoned graph) is not read, and its
+        // bytes leave the count with its last reader, not when the copy thread gets to it.
+        let target = Arc::downgrade(&copy);
         // Read on the training thread's stream: after what made the tensor, in the order the
         // training thread gave it (a read on the copy thread's own stream raced the kernel
         // that wrote the tensor on wgpu, cubecl 0.10). `keeper`, dropped back on the training
         // thread, keeps the copy thread from dropping the last handle (see `copier`).
         let stream = StreamId::current();
         copier::submit(bytes, move || {
-            target.arrive(stream.executes(|| read_back::<I>(source)));
+            if let Some(target) = target.upgrade() {
+                target.arrive(stream.executes(|| read_back::<I>(source)));
+            }
             Box::new(keeper)
         });
         prefetch::remember(&copy);
