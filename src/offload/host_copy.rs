@@ -2,6 +2,7 @@
 //! ahead of backward (or when backward reads it), shared by every reader.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Instant;
 
@@ -37,6 +38,9 @@ pub(crate) struct HostCopy<I: Backend> {
     bytes: usize,
     /// The top-level region instance whose op first stored it (see `prefetch`).
     group: u64,
+    /// Whether its bytes have left the offload count (when the last reader takes the value, or
+    /// at the drop: the copy thread may hold the last reference a moment longer).
+    released: AtomicBool,
 }
 
 impl<I: Backend> HostCopy<I> {
@@ -50,16 +54,21 @@ impl<I: Backend> HostCopy<I> {
             device: I::float_device(tensor),
             bytes,
             group,
+            released: AtomicBool::new(false),
         });
         let (source, keeper) = (tensor.clone(), tensor.clone());
-        let target = Arc::clone(&copy);
+        // Weak: a copy whose readers are all gone (an abandoned graph) is not read, and its
+        // bytes leave the count with its last reader, not when the copy thread gets to it.
+        let target = Arc::downgrade(&copy);
         // Read on the training thread's stream: after what made the tensor, in the order the
         // training thread gave it (a read on the copy thread's own stream raced the kernel
         // that wrote the tensor on wgpu, cubecl 0.10). `keeper`, dropped back on the training
         // thread, keeps the copy thread from dropping the last handle (see `copier`).
         let stream = StreamId::current();
         copier::submit(bytes, move || {
-            target.arrive(stream.executes(|| read_back::<I>(source)));
+            if let Some(target) = target.upgrade() {
+                target.arrive(stream.executes(|| read_back::<I>(source)));
+            }
             Box::new(keeper)
         });
         prefetch::remember(&copy);
@@ -138,18 +147,30 @@ impl<I: Backend> HostCopy<I> {
             Place::Taken | Place::InFlight => {
                 unreachable!("a host copy holds its value until its last reader")
             }
-            _ => match std::mem::replace(&mut *place, Place::Taken) {
-                Place::OnDevice(primitive) => primitive,
-                Place::OnHost(data) => I::float_from_data(data, &self.device),
-                _ => unreachable!(),
-            },
+            _ => {
+                self.release();
+                match std::mem::replace(&mut *place, Place::Taken) {
+                    Place::OnDevice(primitive) => primitive,
+                    Place::OnHost(data) => I::float_from_data(data, &self.device),
+                    _ => unreachable!(),
+                }
+            }
+        }
+    }
+}
+
+impl<I: Backend> HostCopy<I> {
+    /// Takes its bytes out of the offload count, once.
+    fn release(&self) {
+        if !self.released.swap(true, Ordering::Relaxed) {
+            host_copy_dropped(self.bytes);
         }
     }
 }
 
 impl<I: Backend> Drop for HostCopy<I> {
     fn drop(&mut self) {
-        host_copy_dropped(self.bytes);
+        self.release();
     }
 }
 
