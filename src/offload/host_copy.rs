@@ -2,7 +2,6 @@
 //! ahead of backward (or when backward reads it), shared by every reader.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Instant;
 
@@ -29,18 +28,41 @@ enum Place<I: Backend> {
     Failed(String),
 }
 
+/// Where the value is and the signal that it arrived: the part of a host copy the copy thread
+/// writes to. Kept apart from [`HostCopy`] so that the copy thread never holds a reference to the
+/// copy itself: the strong count of a `HostCopy` is its readers, exactly, so the last reader knows
+/// it is last, and the bytes leave the offload count when that reader is done, never a moment
+/// later on the copy thread (tests read the count right after backward).
+struct Slot<I: Backend> {
+    place: Mutex<Place<I>>,
+    arrived: Condvar,
+}
+
+impl<I: Backend> Slot<I> {
+    fn lock(&self) -> MutexGuard<'_, Place<I>> {
+        self.place
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// The copy thread's end of a copy.
+    fn arrive(&self, read: Result<TensorData, String>) {
+        *self.lock() = match read {
+            Ok(data) => Place::OnHost(data),
+            Err(reason) => Place::Failed(reason),
+        };
+        self.arrived.notify_all();
+    }
+}
+
 /// A stored operand held in host memory: one copy per tensor, shared by every operand that reads
 /// it (a DenseNet feature read by each later layer is copied once), dropped with its last reader.
 pub(crate) struct HostCopy<I: Backend> {
-    place: Mutex<Place<I>>,
-    arrived: Condvar,
+    slot: Arc<Slot<I>>,
     device: Device<I>,
     bytes: usize,
     /// The top-level region instance whose op first stored it (see `prefetch`).
     group: u64,
-    /// Whether its bytes have left the offload count (when the last reader takes the value, or
-    /// at the drop: the copy thread may hold the last reference a moment longer).
-    released: AtomicBool,
 }
 
 impl<I: Backend> HostCopy<I> {
@@ -49,17 +71,17 @@ impl<I: Backend> HostCopy<I> {
         let bytes = tensor.shape().num_elements() * tensor.dtype().size();
         host_copy_made(bytes);
         let copy = Arc::new(HostCopy {
-            place: Mutex::new(Place::InFlight),
-            arrived: Condvar::new(),
+            slot: Arc::new(Slot {
+                place: Mutex::new(Place::InFlight),
+                arrived: Condvar::new(),
+            }),
             device: I::float_device(tensor),
             bytes,
             group,
-            released: AtomicBool::new(false),
         });
         let (source, keeper) = (tensor.clone(), tensor.clone());
-        // Weak: a copy whose readers are all gone (an abandoned graph) is not read, and its
-        // bytes leave the count with its last reader, not when the copy thread gets to it.
-        let target = Arc::downgrade(&copy);
+        // Weak: a copy whose readers are all gone (an abandoned graph) is not read.
+        let target = Arc::downgrade(&copy.slot);
         // Read on the training thread's stream: after what made the tensor, in the order the
         // training thread gave it (a read on the copy thread's own stream raced the kernel
         // that wrote the tensor on wgpu, cubecl 0.10). `keeper`, dropped back on the training
@@ -75,29 +97,15 @@ impl<I: Backend> HostCopy<I> {
         copy
     }
 
-    fn lock(&self) -> MutexGuard<'_, Place<I>> {
-        self.place
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-
-    /// The copy thread's end of a copy.
-    fn arrive(&self, read: Result<TensorData, String>) {
-        *self.lock() = match read {
-            Ok(data) => Place::OnHost(data),
-            Err(reason) => Place::Failed(reason),
-        };
-        self.arrived.notify_all();
-    }
-
     /// The place, once the copy has arrived (waiting for it is counted).
     fn arrived(&self) -> MutexGuard<'_, Place<I>> {
         copier::drop_finished();
-        let mut place = self.lock();
+        let mut place = self.slot.lock();
         if matches!(*place, Place::InFlight) {
             let waiting = Instant::now();
             while matches!(*place, Place::InFlight) {
                 place = self
+                    .slot
                     .arrived
                     .wait(place)
                     .unwrap_or_else(|poisoned| poisoned.into_inner());
@@ -120,7 +128,7 @@ impl<I: Backend> HostCopy<I> {
     /// Uploads the value now, if it is in host memory, so that the device has it when backward
     /// reads it (a copy still in flight is left: its reader will upload it).
     pub(super) fn upload_ahead(&self) {
-        let mut place = self.lock();
+        let mut place = self.slot.lock();
         if matches!(*place, Place::OnHost(_)) {
             let Place::OnHost(data) = std::mem::replace(&mut *place, Place::Taken) else {
                 unreachable!()
@@ -134,8 +142,8 @@ impl<I: Backend> HostCopy<I> {
     pub(crate) fn upload(self: Arc<Self>) -> Primitive<I> {
         prefetch::reached(self.group);
         let mut place = self.arrived();
-        // The copy thread has let go of its reference before the copy arrived... or just after:
-        // a reader that sees it still counted copies the value, which is only slower.
+        // Only readers hold a `HostCopy` (the copy thread holds its slot; `prefetch` a weak
+        // reference, upgraded on this thread only): the count is exact.
         let last = Arc::strong_count(&self) == 1;
         match &*place {
             Place::OnDevice(primitive) if !last => primitive.clone(),
@@ -148,7 +156,6 @@ impl<I: Backend> HostCopy<I> {
                 unreachable!("a host copy holds its value until its last reader")
             }
             _ => {
-                self.release();
                 match std::mem::replace(&mut *place, Place::Taken) {
                     Place::OnDevice(primitive) => primitive,
                     Place::OnHost(data) => I::float_from_data(data, &self.device),
@@ -159,18 +166,9 @@ impl<I: Backend> HostCopy<I> {
     }
 }
 
-impl<I: Backend> HostCopy<I> {
-    /// Takes its bytes out of the offload count, once.
-    fn release(&self) {
-        if !self.released.swap(true, Ordering::Relaxed) {
-            host_copy_dropped(self.bytes);
-        }
-    }
-}
-
 impl<I: Backend> Drop for HostCopy<I> {
     fn drop(&mut self) {
-        self.release();
+        host_copy_dropped(self.bytes);
     }
 }
 
