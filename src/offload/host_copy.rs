@@ -155,13 +155,11 @@ impl<I: Backend> HostCopy<I> {
             Place::Taken | Place::InFlight => {
                 unreachable!("a host copy holds its value until its last reader")
             }
-            _ => {
-                match std::mem::replace(&mut *place, Place::Taken) {
-                    Place::OnDevice(primitive) => primitive,
-                    Place::OnHost(data) => I::float_from_data(data, &self.device),
-                    _ => unreachable!(),
-                }
-            }
+            _ => match std::mem::replace(&mut *place, Place::Taken) {
+                Place::OnDevice(primitive) => primitive,
+                Place::OnHost(data) => I::float_from_data(data, &self.device),
+                _ => unreachable!(),
+            },
         }
     }
 }
