@@ -5,8 +5,9 @@
 //!
 //! What it checks: regions hold and peak less than plain by the device's own count, and reserve
 //! less; the meter reads the same under fused (lazy) execution as without (it runs the fusion
-//! queue before reading); and the figures a report's planner budgets on a device (reserved
-//! bytes) are there. A `harness = false` test: its `main` is the parent, and runs itself again
+//! queue before reading); the figures a report's planner budgets on a device (reserved
+//! bytes) are there; and on a device the planner profiles offload and plans with it where it
+//! holds least (a deeper, narrower model, whose regions' inputs set the peak). A `harness = false` test: its `main` is the parent, and runs itself again
 //! for each child.
 
 use bench_kit::child;
@@ -33,30 +34,67 @@ enum Task {
         exclusive: bool,
         block: bool,
     },
-    /// The planner on a device: profile the per-block step, fit a budget of reserved bytes.
+    /// The planner on a device: profile the per-block step, fit a budget of reserved bytes, plan
+    /// a budget only offload meets.
     Fit,
 }
 
 /// What the planner's child found: the profile's reserved peaks (every region kept, every
-/// region recomputed), the budget and the fitted plan's measured reserved peak.
+/// region recomputed), the budget and the fitted plan's measured reserved peak; then offload on
+/// a device: the profile's in-use peaks (what the planner plans with) with every region
+/// recomputed and every region offloaded, and the treatments of the plan for a budget between
+/// the two.
 #[derive(Debug, Serialize, Deserialize)]
 struct Fit {
     kept: u64,
     recomputed: u64,
     budget: u64,
     measured: u64,
+    recomputed_in_use: u64,
+    offloaded_in_use: u64,
+    offload_budget: u64,
+    offload_plan: Vec<Treatment>,
+    /// The profile as the planner prints it (what each treatment holds and costs).
+    profile: String,
 }
 
-/// The model and tokens of every child.
-fn model<B: AutodiffBackend>(cut: Cut) -> (Gpt<B>, Tensor<B, 2, Int>) {
+/// A GPT's shape: blocks, width, sequence length, batch.
+#[derive(Clone, Copy)]
+struct Shape {
+    blocks: usize,
+    d_model: usize,
+    seq: usize,
+    batch: usize,
+}
+
+/// The steps' model: small and quick, the regions' savings plain to see.
+const STEPS: Shape = Shape {
+    blocks: 2,
+    d_model: 128,
+    seq: 64,
+    batch: 8,
+};
+
+/// The planner's model: many narrow blocks over many tokens, so that what the blocks' regions
+/// hold between forward and backward (their inputs: 512 KiB each) sets the peak, not the
+/// parameters' gradients backward accumulates (196 KiB a block).
+const FIT: Shape = Shape {
+    blocks: 12,
+    d_model: 64,
+    seq: 64,
+    batch: 32,
+};
+
+/// The model and tokens of a child.
+fn model<B: AutodiffBackend>(cut: Cut, shape: Shape) -> (Gpt<B>, Tensor<B, 2, Int>) {
     let device = B::Device::default();
     B::seed(&device, 1);
-    let (vocab, seq, batch) = (128, 64, 8);
-    let model = GptConfig::new(vocab, 128, 2, 4, seq)
+    let vocab = 128;
+    let model = GptConfig::new(vocab, shape.d_model, shape.blocks, 4, shape.seq)
         .with_cut(cut)
         .init::<B>(&device);
     let tokens = Tensor::<B, 2, Int>::random(
-        [batch, seq + 1],
+        [shape.batch, shape.seq + 1],
         Distribution::Uniform(0.0, vocab as f64),
         &device,
     );
@@ -66,7 +104,7 @@ fn model<B: AutodiffBackend>(cut: Cut) -> (Gpt<B>, Tensor<B, 2, Int>) {
 fn fit() -> Fit {
     type B = Checkpointed<Autodiff<Unfused>>;
     let meter = Meter::Wgpu(WgpuDevice::default());
-    let (model, tokens) = model::<B>(Cut::Block);
+    let (model, tokens) = model::<B>(Cut::Block, FIT);
     let mut model = Some(model);
     let mut optimizer = AdamWConfig::new().init();
     let mut step = || {
@@ -86,6 +124,20 @@ fn fit() -> Fit {
     };
     let (kept, recomputed) = (reserved(Treatment::Keep), reserved(Treatment::RecomputeAll));
     let budget = (kept + recomputed) / 2;
+    // The planner plans in bytes in use (the fit checks reserved ones).
+    let recomputed_in_use = profile.step(Treatment::RecomputeAll).peak_bytes;
+    let offloaded_in_use = profile.step(Treatment::Offload).peak_bytes;
+    let offload_budget = (recomputed_in_use + offloaded_in_use) / 2;
+    let offload_plan = profile
+        .plan(offload_budget)
+        .map(|plan| {
+            let counts = plan.counts();
+            counts
+                .values()
+                .flat_map(|c| c.keys().copied())
+                .collect::<Vec<_>>()
+        })
+        .unwrap_or_default();
     let fitted = profile
         .fit(meter, budget, || -> Result<(), std::convert::Infallible> {
             step();
@@ -97,6 +149,11 @@ fn fit() -> Fit {
         recomputed,
         budget,
         measured: fitted.measured_peak_bytes,
+        recomputed_in_use,
+        offloaded_in_use,
+        offload_budget,
+        offload_plan,
+        profile: profile.to_string(),
     }
 }
 
@@ -104,7 +161,7 @@ fn measure<B: AutodiffBackend>(cut: Cut, meter: &Meter) -> StepFigures
 where
     Gpt<B>: AutodiffModule<B>,
 {
-    let (model, tokens) = model::<B>(cut);
+    let (model, tokens) = model::<B>(cut, STEPS);
     let mut model = Some(model);
     let mut optimizer = AdamWConfig::new().init();
     measure_steps(meter, 1, 2, |measure| {
@@ -248,4 +305,19 @@ fn main() {
     );
     assert!(fit.recomputed < fit.kept, "{fit:?}");
     assert!(fit.measured <= fit.budget, "{fit:?}");
+
+    // On a device, the profile tries offload too (its copies and uploads timed like the other
+    // treatments' recomputes); with the blocks' inputs in host memory the step holds less than
+    // with every block recomputed, and a budget between the two is met by offloading.
+    println!("{}", fit.profile);
+    println!(
+        "planner on wgpu: in use {:.2} MiB recomputed, {:.2} MiB offloaded; a budget of {:.2} \
+         MiB is planned with {:?}",
+        mib(fit.recomputed_in_use as usize),
+        mib(fit.offloaded_in_use as usize),
+        mib(fit.offload_budget as usize),
+        fit.offload_plan
+    );
+    assert!(fit.offloaded_in_use < fit.recomputed_in_use, "{fit:?}");
+    assert!(fit.offload_plan.contains(&Treatment::Offload), "{fit:?}");
 }
