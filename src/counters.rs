@@ -67,6 +67,15 @@ pub(crate) fn note_offload_copy(bytes: usize, in_flight: usize) {
     });
 }
 
+/// Counts one offload copy whose read this (training) thread issued itself.
+pub(crate) fn note_offload_issued_here() {
+    OFFLOAD.with(|offload| {
+        let mut now = offload.get();
+        now.issued_here += 1;
+        offload.set(now);
+    });
+}
+
 /// Counts one wait of this thread on offload copies, of `waited`.
 pub(crate) fn note_offload_wait(pass: Pass, waited: Duration) {
     OFFLOAD.with(|offload| {
@@ -89,6 +98,11 @@ pub struct OffloadCopies {
     pub bytes: u64,
     /// The most bytes of copies in flight at once (started, not yet in host memory).
     pub most_in_flight: u64,
+    /// Copies whose read the training thread issued itself, at the op that stored the tensor,
+    /// leaving only the wait to the copy thread: on a backend whose read returns before it is
+    /// done (wgpu). The others were read wholly on the copy thread (CUDA in cubecl 0.10, whose
+    /// read waits as it is issued; the CPU backends, which copy at once).
+    pub issued_here: u64,
     /// Waits in forward: more bytes of copies would have been in flight than
     /// [`offload_in_flight_limit`](crate::offload_in_flight_limit) allows.
     pub forward_waits: u64,
@@ -103,6 +117,7 @@ impl OffloadCopies {
         copies: 0,
         bytes: 0,
         most_in_flight: 0,
+        issued_here: 0,
         forward_waits: 0,
         backward_waits: 0,
         waited_seconds: 0.0,

@@ -48,6 +48,9 @@ pub fn offload_in_flight_limit() -> usize {
 /// memory, so a smaller bound trades forward time (waits, counted by
 /// [`coverage::offload_copies`]) for a lower device peak when the copies fall behind.
 ///
+/// `0` makes offload synchronous: forward waits for each copy as soon as it has started it, as a
+/// plain `into_data` would (the way to compare the copy thread against no overlap at all).
+///
 /// ```
 /// use burn_checkpoint::{offload_in_flight_limit, set_offload_in_flight_limit};
 ///
@@ -168,7 +171,23 @@ pub(crate) fn submit(bytes: usize, copy: impl FnOnce() -> Leftover + Send + 'sta
             .expect("the copy thread runs while its training thread does")
             .send(job)
             .expect("burn-checkpoint: the offload copy thread is gone");
+        if offload_in_flight_limit() == 0 {
+            wait_for_all(&copier.in_flight);
+        }
     });
+}
+
+/// Waits until no copy of this thread's is in flight (counted as a wait in forward).
+fn wait_for_all(in_flight: &InFlight) {
+    let waiting = Instant::now();
+    let mut copies = in_flight.lock();
+    while copies.bytes > 0 {
+        copies = in_flight
+            .finished
+            .wait(copies)
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+    }
+    counters::note_offload_wait(counters::Pass::Forward, waiting.elapsed());
 }
 
 /// Drops, on this (training) thread, what the copies finished so far handed back.

@@ -1,16 +1,15 @@
 //! A stored operand held in host memory: read back on the copy thread, uploaded again one region
 //! ahead of backward (or when backward reads it), shared by every reader.
 
-use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Instant;
 
 use burn_backend::tensor::Device;
-use burn_backend::{Backend, StreamId, TensorData, TensorMetadata, try_read_sync};
+use burn_backend::{Backend, TensorData, TensorMetadata};
 
 use burn_checkpoint_core::memory::{host_copy_dropped, host_copy_made};
 
-use super::{copier, prefetch};
+use super::{copier, prefetch, read};
 use crate::counters;
 use crate::types::Primitive;
 
@@ -44,8 +43,9 @@ impl<I: Backend> Slot<I> {
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
+}
 
-    /// The copy thread's end of a copy.
+impl<I: Backend> read::Arrive for Slot<I> {
     fn arrive(&self, read: Result<TensorData, String>) {
         *self.lock() = match read {
             Ok(data) => Place::OnHost(data),
@@ -66,7 +66,7 @@ pub(crate) struct HostCopy<I: Backend> {
 }
 
 impl<I: Backend> HostCopy<I> {
-    /// Starts the host copy of `tensor` on the copy thread and returns at once.
+    /// Starts the host copy of `tensor` and returns without waiting for it.
     pub(super) fn start(tensor: &Primitive<I>, group: u64) -> Arc<Self> {
         let bytes = tensor.shape().num_elements() * tensor.dtype().size();
         host_copy_made(bytes);
@@ -79,20 +79,14 @@ impl<I: Backend> HostCopy<I> {
             bytes,
             group,
         });
-        let (source, keeper) = (tensor.clone(), tensor.clone());
-        // Weak: a copy whose readers are all gone (an abandoned graph) is not read.
-        let target = Arc::downgrade(&copy.slot);
-        // Read on the training thread's stream: after what made the tensor, in the order the
-        // training thread gave it (a read on the copy thread's own stream raced the kernel
-        // that wrote the tensor on wgpu, cubecl 0.10). `keeper`, dropped back on the training
-        // thread, keeps the copy thread from dropping the last handle (see `copier`).
-        let stream = StreamId::current();
-        copier::submit(bytes, move || {
-            if let Some(target) = target.upgrade() {
-                target.arrive(stream.executes(|| read_back::<I>(source)));
-            }
-            Box::new(keeper)
-        });
+        // `keeper`, dropped back on the training thread, keeps the copy thread from dropping the
+        // last handle (see `copier`). Weak: a copy whose readers are all gone is not read.
+        read::start::<I, _>(
+            tensor.clone(),
+            tensor.clone(),
+            bytes,
+            Arc::downgrade(&copy.slot),
+        );
         prefetch::remember(&copy);
         copy
     }
@@ -167,22 +161,5 @@ impl<I: Backend> HostCopy<I> {
 impl<I: Backend> Drop for HostCopy<I> {
     fn drop(&mut self) {
         host_copy_dropped(self.bytes);
-    }
-}
-
-/// Reads `tensor` back (on the copy thread), counted as a device read of the thread that runs it.
-fn read_back<I: Backend>(tensor: Primitive<I>) -> Result<TensorData, String> {
-    counters::note_device_read();
-    match catch_unwind(AssertUnwindSafe(|| {
-        try_read_sync(I::float_into_data(tensor))
-    })) {
-        Ok(Some(Ok(data))) => Ok(data),
-        Ok(Some(Err(error))) => Err(format!("{error:?}")),
-        Ok(None) => Err("the backend cannot read data back synchronously".into()),
-        Err(panic) => Err(panic
-            .downcast_ref::<String>()
-            .cloned()
-            .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
-            .unwrap_or_else(|| "the read panicked".into())),
     }
 }

@@ -20,6 +20,7 @@
 mod copier;
 mod host_copy;
 mod prefetch;
+mod read;
 
 pub use copier::{offload_in_flight_limit, set_offload_in_flight_limit};
 pub(crate) use host_copy::HostCopy;

@@ -6,7 +6,10 @@
 //!   finished would show here, as the silent corruption torchtitan's async offload once had);
 //! - the training thread's device reads per step equal (offload adds no sync to it), and forward
 //!   never waits on a copy under the default in-flight bound;
-//! - under a bound smaller than one copy, forward waits (counted) and the values stay the same.
+//! - on wgpu the training thread issues the reads itself (its read returns before it is done),
+//!   on NdArray the copy thread makes them whole;
+//! - under a bound smaller than one copy, forward waits (counted) and the values stay the same;
+//!   under a bound of 0, forward waits for every copy (synchronous offload), the same again.
 
 use std::sync::Mutex;
 
@@ -79,7 +82,9 @@ fn train<B: AutodiffBackend>(cut: Cut, tokens: &TensorData) -> Vec<Step> {
         .collect()
 }
 
-fn offload_matches_regions_step_by_step<I: Backend>() {
+/// `issues_here`: whether the training thread issues the reads on `I` (once the copy thread has
+/// seen one of `I`'s reads pending after its first poll).
+fn offload_matches_regions_step_by_step<I: Backend>(issues_here: bool) {
     type B<I> = Checkpointed<Autodiff<I>>;
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let device = Default::default();
@@ -117,7 +122,16 @@ fn offload_matches_regions_step_by_step<I: Backend>() {
         );
         assert_eq!(kept.copies.copies, 0);
         assert!(kept.reads >= 1, "the loss is read");
+        if !issues_here {
+            assert_eq!(offloaded.copies.issued_here, 0, "step {step}");
+        }
     }
+    let last = &offloaded[STEPS - 1].copies;
+    assert_eq!(
+        last.issued_here,
+        if issues_here { last.copies } else { 0 },
+        "the last step: {last:?}"
+    );
     eprintln!(
         "device reads per step {:?}; backward waits on copies per step {:?}",
         kept.iter().map(|s| s.reads).collect::<Vec<_>>(),
@@ -131,7 +145,18 @@ fn offload_matches_regions_step_by_step<I: Backend>() {
     // one before has not arrived: how often depends on the copy thread's pace).
     set_offload_in_flight_limit(1);
     let bounded = train::<B<I>>(Cut::BlockOffload, &tokens);
+    set_offload_in_flight_limit(0);
+    let waited = train::<B<I>>(Cut::BlockOffload, &tokens);
     set_offload_in_flight_limit(1 << 30);
+    for (step, (kept, waited)) in kept.iter().zip(&waited).enumerate() {
+        assert!(kept.params == waited.params, "step {step}: waited differs");
+        assert_eq!(
+            waited.copies.forward_waits, waited.copies.copies,
+            "step {step}: forward waits for every copy under a bound of 0"
+        );
+        assert_eq!(waited.copies.most_in_flight, COPY, "step {step}");
+        assert_eq!(kept.reads, waited.reads, "step {step}: device reads");
+    }
     for (step, (kept, bounded)) in kept.iter().zip(&bounded).enumerate() {
         assert!(
             kept.params == bounded.params,
@@ -146,19 +171,19 @@ fn offload_matches_regions_step_by_step<I: Backend>() {
 
 #[test]
 fn offload_matches_regions_step_by_step_on_ndarray() {
-    offload_matches_regions_step_by_step::<NdArray>();
+    offload_matches_regions_step_by_step::<NdArray>(false);
 }
 
 #[test]
 fn offload_matches_regions_step_by_step_on_wgpu_with_fusion() {
     if let Some(_wgpu) = bench_kit::wgpu::claim() {
-        offload_matches_regions_step_by_step::<burn::backend::Wgpu>();
+        offload_matches_regions_step_by_step::<burn::backend::Wgpu>(true);
     }
 }
 
 #[test]
 fn offload_matches_regions_step_by_step_on_wgpu_without_fusion() {
     if let Some(_wgpu) = bench_kit::wgpu::claim() {
-        offload_matches_regions_step_by_step::<bench_kit::wgpu::Unfused>();
+        offload_matches_regions_step_by_step::<bench_kit::wgpu::Unfused>(true);
     }
 }
