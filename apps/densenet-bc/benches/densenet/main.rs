@@ -53,6 +53,7 @@ const METHODS: &[&str] = &[
     "layer-save",
     "bottleneck-reduce",
     "layer-reduce",
+    "layer-offload",
     "block",
 ];
 const DEFAULT_METHODS: &[&str] = &[
@@ -84,7 +85,7 @@ struct Args {
     #[arg(long, default_value = "flex")]
     backend: String,
     /// Methods to run, comma-separated: plain, balanced, bottleneck, layer, layer-save,
-    /// bottleneck-reduce, layer-reduce, block.
+    /// bottleneck-reduce, layer-reduce, layer-offload, block.
     #[arg(long, value_delimiter = ',', default_values_t = DEFAULT_METHODS.iter().map(|m| m.to_string()))]
     methods: Vec<String>,
     /// Where the table, JSON and plots go (`<out>.md`, `.json`, `.svg`, `.png`).
@@ -279,6 +280,13 @@ fn run<I: Backend>(args: &Args, meter: Meter) -> Vec<Row> {
                     key,
                     "regions: layer, SaveComputeBound",
                     &cut(Cut::Layer, RegionPolicy::SaveComputeBound),
+                    &weights,
+                ),
+                "layer-offload" => trainer::<Checkpointed<Bal<I>>>(
+                    &meter,
+                    key,
+                    "regions: layer, offloaded",
+                    &cut(Cut::Layer, RegionPolicy::Offload),
                     &weights,
                 ),
                 "block" => trainer::<Checkpointed<Bal<I>>>(
