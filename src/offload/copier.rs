@@ -88,6 +88,27 @@ impl InFlight {
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
+
+    /// Waits on `copies` until `done` holds, and says how long that took in forward (if it
+    /// waited, or if `always_counted`: a synchronous copy is a wait however soon it finished).
+    fn wait_until<'a>(
+        &'a self,
+        mut copies: MutexGuard<'a, Copies>,
+        always_counted: bool,
+        done: impl Fn(&Copies) -> bool,
+    ) -> MutexGuard<'a, Copies> {
+        if always_counted || !done(&copies) {
+            let waiting = Instant::now();
+            while !done(&copies) {
+                copies = self
+                    .finished
+                    .wait(copies)
+                    .unwrap_or_else(|poisoned| poisoned.into_inner());
+            }
+            counters::note_offload_wait(counters::Pass::Forward, waiting.elapsed());
+        }
+        copies
+    }
 }
 
 /// A training thread's copy thread.
@@ -140,19 +161,11 @@ pub(crate) fn submit(bytes: usize, copy: impl FnOnce() -> Leftover + Send + 'sta
         let mut copier = copier.borrow_mut();
         let copier = copier.get_or_insert_with(Copier::start);
         let in_flight = Arc::clone(&copier.in_flight);
+        let limit = offload_in_flight_limit();
         {
-            let limit = offload_in_flight_limit();
-            let mut copies = in_flight.lock();
-            if copies.bytes > 0 && copies.bytes + bytes > limit {
-                let waiting = Instant::now();
-                while copies.bytes > 0 && copies.bytes + bytes > limit {
-                    copies = in_flight
-                        .finished
-                        .wait(copies)
-                        .unwrap_or_else(|poisoned| poisoned.into_inner());
-                }
-                counters::note_offload_wait(counters::Pass::Forward, waiting.elapsed());
-            }
+            let mut copies = in_flight.wait_until(in_flight.lock(), false, |copies| {
+                copies.bytes == 0 || copies.bytes + bytes <= limit
+            });
             copies.bytes += bytes;
             counters::note_offload_copy(bytes, copies.bytes);
         }
@@ -171,23 +184,11 @@ pub(crate) fn submit(bytes: usize, copy: impl FnOnce() -> Leftover + Send + 'sta
             .expect("the copy thread runs while its training thread does")
             .send(job)
             .expect("burn-checkpoint: the offload copy thread is gone");
-        if offload_in_flight_limit() == 0 {
-            wait_for_all(&copier.in_flight);
+        if limit == 0 {
+            let in_flight = &copier.in_flight;
+            drop(in_flight.wait_until(in_flight.lock(), true, |copies| copies.bytes == 0));
         }
     });
-}
-
-/// Waits until no copy of this thread's is in flight (counted as a wait in forward).
-fn wait_for_all(in_flight: &InFlight) {
-    let waiting = Instant::now();
-    let mut copies = in_flight.lock();
-    while copies.bytes > 0 {
-        copies = in_flight
-            .finished
-            .wait(copies)
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-    }
-    counters::note_offload_wait(counters::Pass::Forward, waiting.elapsed());
 }
 
 /// Drops, on this (training) thread, what the copies finished so far handed back.
