@@ -27,34 +27,20 @@ use burn::backend::autodiff::checkpoint::strategy::BalancedCheckpointing;
 use burn::module::AutodiffModule;
 use burn::optim::AdamWConfig;
 use burn::tensor::backend::{AutodiffBackend, Backend};
-use burn::tensor::{Distribution, Int, Tensor};
 use burn_checkpoint::Checkpointed;
 use burn_checkpoint::memory::{MemoryMeter, Meter, mib};
 use clap::{Parser, ValueEnum};
-use gpt::{Cut, Gpt, GptConfig};
+use gpt::{Cut, Gpt};
 use serde::{Deserialize, Serialize};
+
+mod common;
+use common::Shape;
 
 /// Bytes in use and reserved on a cubecl device, one process per method.
 #[derive(Parser, Clone, Debug)]
 struct Args {
-    /// Transformer blocks.
-    #[arg(long, default_value_t = 4)]
-    blocks: usize,
-    /// Model width.
-    #[arg(long, default_value_t = 256)]
-    d_model: usize,
-    /// Attention heads.
-    #[arg(long, default_value_t = 4)]
-    heads: usize,
-    /// Sequence length.
-    #[arg(long, default_value_t = 128)]
-    seq: usize,
-    /// Sequences per step.
-    #[arg(long, default_value_t = 8)]
-    batch: usize,
-    /// Vocabulary.
-    #[arg(long, default_value_t = 256)]
-    vocab: usize,
+    #[command(flatten)]
+    shape: Shape,
     /// Measured steps per process (after one warm-up step).
     #[arg(long, default_value_t = 3)]
     steps: usize,
@@ -169,14 +155,9 @@ where
 {
     let device = B::Device::default();
     B::seed(&device, 1);
-    let config = GptConfig::new(args.vocab, args.d_model, args.blocks, args.heads, args.seq);
-    let mut model = Some(config.with_cut(cut).init::<B>(&device));
+    let mut model = Some(args.shape.config().with_cut(cut).init::<B>(&device));
     let mut optimizer = AdamWConfig::new().init();
-    let tokens = Tensor::<B, 2, Int>::random(
-        [args.batch, args.seq + 1],
-        Distribution::Uniform(0.0, args.vocab as f64),
-        &device,
-    );
+    let tokens = args.shape.tokens::<B>(&device);
     measure_steps(meter, 1, args.steps, |measure| {
         let mut held = 0;
         let (next, _) = model.take().expect("a model between steps").train_step(
@@ -268,14 +249,9 @@ fn main() {
         }
     }
     let title = format!(
-        "GPT {} blocks, d {}, {} heads, batch {} × {}, vocab {}; {:?} backend, {:?} pools, AdamW; \
-         one process per row, median of {} steps after a warm-up",
-        args.blocks,
-        args.d_model,
-        args.heads,
-        args.batch,
-        args.seq,
-        args.vocab,
+        "{}; {:?} backend, {:?} pools, AdamW; one process per row, median of {} steps after a \
+         warm-up",
+        args.shape.describe(),
         args.backend,
         args.pools,
         args.steps

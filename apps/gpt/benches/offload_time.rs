@@ -19,36 +19,22 @@ use std::time::Instant;
 use burn::module::AutodiffModule;
 use burn::optim::AdamWConfig;
 use burn::tensor::backend::Backend;
-use burn::tensor::{Distribution, Int, Tensor};
 use burn_checkpoint::{
     Checkpointed, coverage, offload_in_flight_limit, set_offload_in_flight_limit,
 };
 use clap::{Parser, ValueEnum};
 use cpu_time::ProcessTime;
-use gpt::{Cut, Gpt, GptConfig};
+use gpt::{Cut, Gpt};
 use serde::Serialize;
+
+mod common;
+use common::Shape;
 
 /// Offload's time against the same regions on the device, modes alternating in one process.
 #[derive(Parser, Debug)]
 struct Args {
-    /// Transformer blocks.
-    #[arg(long, default_value_t = 4)]
-    blocks: usize,
-    /// Model width.
-    #[arg(long, default_value_t = 256)]
-    d_model: usize,
-    /// Attention heads.
-    #[arg(long, default_value_t = 4)]
-    heads: usize,
-    /// Sequence length.
-    #[arg(long, default_value_t = 128)]
-    seq: usize,
-    /// Sequences per step.
-    #[arg(long, default_value_t = 8)]
-    batch: usize,
-    /// Vocabulary.
-    #[arg(long, default_value_t = 256)]
-    vocab: usize,
+    #[command(flatten)]
+    shape: Shape,
     /// Rounds of one step per mode (after a warm-up round); each round starts at the next mode.
     #[arg(long, default_value_t = 8)]
     rounds: usize,
@@ -146,14 +132,9 @@ where
     type B<I> = Checkpointed<burn::backend::Autodiff<I>>;
     let device = Default::default();
     B::<I>::seed(&device, 1);
-    let config = GptConfig::new(args.vocab, args.d_model, args.blocks, args.heads, args.seq);
-    let mut model = Some(config.init::<B<I>>(&device));
+    let mut model = Some(args.shape.config().init::<B<I>>(&device));
     let mut optimizer = AdamWConfig::new().init();
-    let tokens = Tensor::<B<I>, 2, Int>::random(
-        [args.batch, args.seq + 1],
-        Distribution::Uniform(0.0, args.vocab as f64),
-        &device,
-    );
+    let tokens = args.shape.tokens::<B<I>>(&device);
     let copy_thread_limit = offload_in_flight_limit();
     let mut modes = vec![Mode::Block];
     modes.extend(args.modes.iter().filter(|&&mode| mode != Mode::Block));
@@ -258,14 +239,9 @@ fn main() {
         Runtime::Cuda => run::<burn::backend::Cuda>(&args),
     };
     let title = format!(
-        "GPT {} blocks, d {}, {} heads, batch {} × {}, vocab {}; {:?} backend, AdamW; the modes \
-         alternate in one process, median of {} rounds after a warm-up",
-        args.blocks,
-        args.d_model,
-        args.heads,
-        args.batch,
-        args.seq,
-        args.vocab,
+        "{}; {:?} backend, AdamW; the modes alternate in one process, median of {} rounds after \
+         a warm-up",
+        args.shape.describe(),
         args.backend,
         args.rounds
     );
