@@ -6,7 +6,7 @@
 //! grows too: its graph is as long).
 //!
 //! Rows: plain autodiff (time per op), regions (time per region), offloaded regions
-//! (`Policy::RecomputeAll.offloaded()`: every region input kept in host memory). Chains of each
+//! (`Region::offloaded()`: every region input kept in host memory). Chains of each
 //! length are run interleaved, each a fresh graph; each figure is the median of the rounds.
 //!
 //! ```text
@@ -19,7 +19,7 @@ use std::time::Instant;
 use burn::backend::{Autodiff, Flex};
 use burn::tensor::Tensor;
 use burn::tensor::backend::AutodiffBackend;
-use burn_checkpoint::{Checkpointed, Policy, checkpoint_with};
+use burn_checkpoint::{Checkpointed, Region};
 
 type Plain = Autodiff<Flex>;
 type Ckpt = Checkpointed<Autodiff<Flex>>;
@@ -71,14 +71,14 @@ impl Method {
 }
 
 /// Seconds for a chain of `length` ops (each `tanh`), forward and backward.
-fn chain<B: AutodiffBackend>(length: usize, width: usize, region: Option<&Policy>) -> f64 {
+fn chain<B: AutodiffBackend>(length: usize, width: usize, region: Option<&Region>) -> f64 {
     let device = Default::default();
     let x = Tensor::<B, 1>::ones([width], &device).require_grad();
     let started = Instant::now();
     let mut h = x.clone();
     for _ in 0..length {
         h = match region {
-            Some(policy) => checkpoint_with(policy.clone(), || h.tanh()),
+            Some(region) => region.run(|| h.tanh()),
             None => h.tanh(),
         };
     }
@@ -99,8 +99,8 @@ fn run(method: Method, length: usize, width: usize) -> f64 {
 fn timed(method: Method, length: usize, width: usize) -> f64 {
     match method {
         Method::Plain => chain::<Plain>(length, width, None),
-        Method::Regions => chain::<Ckpt>(length, width, Some(&Policy::RecomputeAll)),
-        Method::Offloaded => chain::<Ckpt>(length, width, Some(&Policy::RecomputeAll.offloaded())),
+        Method::Regions => chain::<Ckpt>(length, width, Some(&Region::named("link"))),
+        Method::Offloaded => chain::<Ckpt>(length, width, Some(&Region::named("link").offloaded())),
     }
 }
 

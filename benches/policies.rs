@@ -1,6 +1,6 @@
 //! Step time and peak memory of each checkpoint policy against plain `Autodiff`, on a stack of
 //! 16 residual MLP blocks `h + W2·gelu(W1·layer_norm(h))` (a transformer's feed-forward half),
-//! cut into √16 = 4 segments by `checkpoint_sequential_with`.
+//! cut into √16 = 4 segments by `Region::sequential`.
 //!
 //! All methods run in one process, interleaved step by step, on the same weights and input; each
 //! figure is the median over the measured steps, after a warm-up step.
@@ -19,8 +19,9 @@ use burn::tensor::activation::gelu;
 use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::module::linear;
 use burn::tensor::{Distribution, Tensor, TensorData};
-use burn_checkpoint::memory::{CountingAllocator, allocated, mib, peak, reset_peak};
-use burn_checkpoint::{Checkpointed, Layer, Policy, Segments, checkpoint_sequential_with};
+use burn_checkpoint::memory::{CountingAllocator, Meter};
+use burn_checkpoint_core::memory::mib;
+use burn_checkpoint::{Checkpointed, Layer, Policy, Segments, Region};
 
 #[global_allocator]
 static ALLOCATOR: CountingAllocator = CountingAllocator;
@@ -129,18 +130,17 @@ fn step<B: AutodiffBackend>(
     policy: Option<&Policy>,
 ) -> (Duration, usize) {
     let x = Tensor::<B, 2>::from_data(input.clone(), &Default::default());
-    let base = allocated();
-    reset_peak();
+    let measure = Meter::Host.start();
     let start = Instant::now();
     let out = match policy {
-        Some(policy) => checkpoint_sequential_with(policy.clone(), blocks, Segments::Sqrt, x),
+        Some(policy) => Region::new().policy(policy.clone()).sequential(blocks, Segments::Sqrt, x),
         None => blocks.iter().fold(x, |h, block| block.forward(h)),
     };
     let grads = out.powi_scalar(2).mean().backward();
     // Read one gradient so that lazy backends finish the step inside the timing.
     let _ = blocks[0].w1.grad(&grads).map(|g| g.into_data());
     let time = start.elapsed();
-    (time, peak().saturating_sub(base))
+    (time, measure.finish().in_use as usize)
 }
 
 /// A method: a name and a step on its own backend.

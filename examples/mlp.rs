@@ -18,7 +18,8 @@ use burn::prelude::*;
 use burn::record::{BinBytesRecorder, FullPrecisionSettings, Recorder};
 use burn::tensor::Distribution;
 use burn::tensor::backend::AutodiffBackend;
-use burn_checkpoint::memory::{CountingAllocator, allocated, mib, peak, reset_peak};
+use burn_checkpoint::memory::{CountingAllocator, Meter};
+use burn_checkpoint_core::memory::mib;
 use burn_checkpoint::{Checkpointed, checkpoint};
 
 #[global_allocator]
@@ -74,8 +75,7 @@ fn step<B: AutodiffBackend>(
     regions: bool,
 ) -> (Mlp<B>, f32, usize, f64) {
     let start = Instant::now();
-    let base = allocated();
-    reset_peak();
+    let measure = Meter::Host.start();
     let loss = (model.forward(x.clone(), regions) - y.clone())
         .powi_scalar(2)
         .mean();
@@ -85,7 +85,7 @@ fn step<B: AutodiffBackend>(
     (
         model,
         value,
-        peak().saturating_sub(base),
+        measure.finish().in_use as usize,
         start.elapsed().as_secs_f64(),
     )
 }

@@ -1,6 +1,6 @@
 //! Per-thread counters of what regions did: recomputes, steps of the recompute walk, fallbacks;
-//! and what they cost the thread in waits: device reads, waits on offload copies.
-//! Below the machinery, which counts into it; [`coverage`](crate::coverage) reads it out.
+//! and what they cost the thread in waits: device reads, waits on offload copies. A leaf: the
+//! machinery counts into it, [`Counters::now`] reads it out.
 
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, HashSet};
@@ -89,7 +89,28 @@ pub(crate) fn note_offload_wait(pass: Pass, waited: Duration) {
     });
 }
 
-/// What offload copied for this thread, and how it waited on the copies ([`offload_copies`]).
+/// What offload copied for this thread, and how it waited on the copies: forward waits only
+/// when the copies in flight would pass their bound, backward only when a copy has not arrived
+/// in host memory by the time it is read.
+///
+/// ```
+/// use burn::backend::{Autodiff, NdArray};
+/// use burn::tensor::{Tensor, activation::relu};
+/// use burn_checkpoint::counters::Counters;
+/// use burn_checkpoint::{Checkpointed, Region};
+///
+/// type B = Checkpointed<Autodiff<NdArray>>;
+/// let device = Default::default();
+/// let w = Tensor::<B, 2>::ones([16, 16], &device).require_grad();
+/// let x = Tensor::<B, 2>::ones([8, 16], &device);
+/// Counters::reset();
+/// let h = relu(x.matmul(w.clone())); // not a leaf: the region below copies it
+/// let y = Region::new().offloaded().run(|| relu(h.matmul(w.clone())));
+/// let _grads = y.sum().backward();
+/// let copies = Counters::now().offload;
+/// assert_eq!((copies.copies, copies.bytes), (1, 8 * 16 * 4));
+/// assert_eq!(copies.forward_waits, 0);
+/// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct OffloadCopies {
     /// Copies read back to host memory.
@@ -104,7 +125,7 @@ pub struct OffloadCopies {
     /// read waits as it is issued; the CPU backends, which copy at once).
     pub issued_here: u64,
     /// Waits in forward: more bytes of copies would have been in flight than
-    /// [`offload_in_flight_limit`](crate::offload_in_flight_limit) allows.
+    /// [`Settings::offload_in_flight_limit`](crate::Settings) allows.
     pub forward_waits: u64,
     /// Waits in backward: a copy was not yet in host memory when backward read it.
     pub backward_waits: u64,
@@ -124,95 +145,71 @@ impl OffloadCopies {
     };
 }
 
-/// How many times this thread read data back from the device, or synced it, through a
-/// `Checkpointed` backend (`into_data` of any tensor kind, a transaction, `sync`) or through
-/// offload, since the thread started or the last [`reset`]: each is a wait on the device.
-/// Offload reads its copies back on a thread of its own, so that with it on a step counts the same
-/// reads as with it off.
-///
-/// ```
-/// use burn::backend::{Autodiff, NdArray};
-/// use burn::tensor::Tensor;
-/// use burn_checkpoint::{Checkpointed, coverage};
-///
-/// type B = Checkpointed<Autodiff<NdArray>>;
-/// coverage::reset();
-/// let x = Tensor::<B, 1>::from_floats([1.0, 2.0], &Default::default());
-/// let _ = x.into_data();
-/// assert_eq!(coverage::device_reads(), 1);
-/// ```
-pub fn device_reads() -> u64 {
-    DEVICE_READS.with(Cell::get)
-}
-
-/// What offload copied for this thread since it started or the last [`reset`], and how it
-/// waited on the copies: forward waits only when the copies in flight would pass their bound;
-/// backward only when a copy has not arrived in host memory by the time it is read.
+/// What regions did on this thread since the last [`Counters::reset`]: a snapshot, read with
+/// [`Counters::now`]. Tests and benchmarks read it to see that a model's ops were recomputed and
+/// what the thread waited on.
 ///
 /// ```
 /// use burn::backend::{Autodiff, NdArray};
 /// use burn::tensor::{Tensor, activation::relu};
-/// use burn_checkpoint::{Checkpointed, Policy, checkpoint_with, coverage};
+/// use burn_checkpoint::counters::Counters;
+/// use burn_checkpoint::{Checkpointed, checkpoint, Region};
 ///
 /// type B = Checkpointed<Autodiff<NdArray>>;
 /// let device = Default::default();
-/// let w = Tensor::<B, 2>::ones([16, 16], &device).require_grad();
-/// let x = Tensor::<B, 2>::ones([8, 16], &device);
-/// coverage::reset();
-/// let h = relu(x.matmul(w.clone())); // not a leaf: the region below copies it
-/// let y = checkpoint_with(Policy::RecomputeAll.offloaded(), || relu(h.matmul(w.clone())));
-/// let _grads = y.sum().backward();
-/// let copies = coverage::offload_copies();
-/// assert_eq!((copies.copies, copies.bytes), (1, 8 * 16 * 4));
-/// assert_eq!(copies.forward_waits, 0);
-/// ```
-pub fn offload_copies() -> OffloadCopies {
-    OFFLOAD.with(Cell::get)
-}
-
-/// How many steps the recompute walk took on this thread since it started or the last
-/// [`reset`]: each region op's recipe is visited once per backward when it is recomputed, so
-/// this stays equal to the sum of [`recomputes`], however the region's ops share inputs. (Burn
-/// 0.21's own checkpointer walks every path instead: exponential in a residual region's length.)
-pub fn walk_steps() -> u64 {
-    WALK_STEPS.with(|steps| steps.get())
-}
-
-/// How many times each region op (named as in Burn, without the `float_` prefix) was recomputed
-/// by backward passes on this thread, since the thread started or the last [`reset`].
-pub fn recomputes() -> BTreeMap<&'static str, u64> {
-    RECOMPUTES.with(|counts| counts.borrow().clone())
-}
-
-/// The ops that fell back to Burn's stored version inside regions on this thread, with how many
-/// times each did, since the thread started or the last [`reset`].
+/// let x = Tensor::<B, 2>::ones([4, 8], &device).require_grad();
 ///
+/// Counters::reset();
+/// let y = checkpoint(|| relu(x.clone().exp()));
+/// let _ = y.sum().backward();
+/// let counters = Counters::now();
+/// assert_eq!(counters.recomputes["exp"], 1, "the exp was recomputed once");
+/// assert!(counters.fallbacks.is_empty(), "no op fell back to a stored output");
 /// ```
-/// use burn::backend::{Autodiff, NdArray};
-/// use burn::tensor::Tensor;
-/// use burn_checkpoint::{Checkpointed, checkpoint, coverage};
-///
-/// type B = Checkpointed<Autodiff<NdArray>>;
-/// let device = Default::default();
-/// let x = Tensor::<B, 1>::from_floats([3.0, 1.0, 2.0], &device).require_grad();
-/// let exponent = Tensor::<B, 1>::from_floats([2.0, 2.0, 2.0], &device);
-/// coverage::reset();
-/// // An untracked operand (here the exponent) is kept in the recompute: nothing falls back.
-/// let _y = checkpoint(|| x.clone().powf(exponent.clone()));
-/// assert!(coverage::fallbacks().is_empty());
-/// ```
-pub fn fallbacks() -> BTreeMap<&'static str, u64> {
-    FALLBACKS.with(|counts| counts.borrow().clone())
+#[derive(Clone, Debug, Default, PartialEq)]
+#[non_exhaustive]
+pub struct Counters {
+    /// Recomputes backward ran, per op (Burn's name without the `float_` prefix: `exp`,
+    /// `matmul`, `conv2d`, ...).
+    pub recomputes: BTreeMap<&'static str, u64>,
+    /// Steps of the recompute walk: one per recipe expanded, so their sum equals the
+    /// recomputes' (docs/regions.md, "The recompute walk").
+    pub walk_steps: u64,
+    /// Ops run inside a region as Burn's own (their output stored), per op: *fallbacks*.
+    /// Empty unless an op has no region version (none today: see `coverage::ops`).
+    pub fallbacks: BTreeMap<&'static str, u64>,
+    /// Reads of device data (or device syncs) asked through a `Checkpointed` backend
+    /// (`into_data` of any tensor kind, a transaction, `sync`) or through offload: each is a
+    /// wait on the device. Offload reads its copies back on a thread of its own, so that with it
+    /// on a step counts the same reads as with it off.
+    pub device_reads: u64,
+    /// Offload's copies and the waits they cost.
+    pub offload: OffloadCopies,
 }
 
-/// Clears this thread's [`fallbacks`], [`recomputes`], [`walk_steps`], [`device_reads`] and
-/// [`offload_copies`]. Region indices, which
-/// saved plans address, count on ([`restart_region_indices`](crate::restart_region_indices)
-/// starts them again).
-pub fn reset() {
-    FALLBACKS.with(|counts| counts.borrow_mut().clear());
-    RECOMPUTES.with(|counts| counts.borrow_mut().clear());
-    WALK_STEPS.with(|steps| steps.set(0));
-    DEVICE_READS.with(|reads| reads.set(0));
-    OFFLOAD.with(|offload| offload.set(OffloadCopies::NONE));
+impl Counters {
+    /// This thread's counts now.
+    pub fn now() -> Counters {
+        Counters {
+            recomputes: RECOMPUTES.with(|counts| counts.borrow().clone()),
+            walk_steps: WALK_STEPS.with(Cell::get),
+            fallbacks: FALLBACKS.with(|counts| counts.borrow().clone()),
+            device_reads: DEVICE_READS.with(Cell::get),
+            offload: OFFLOAD.with(Cell::get),
+        }
+    }
+
+    /// Starts this thread's counts again from zero.
+    pub fn reset() {
+        FALLBACKS.with(|counts| counts.borrow_mut().clear());
+        RECOMPUTES.with(|counts| counts.borrow_mut().clear());
+        WALK_STEPS.with(|steps| steps.set(0));
+        DEVICE_READS.with(|reads| reads.set(0));
+        OFFLOAD.with(|offload| offload.set(OffloadCopies::NONE));
+    }
+
+    /// All recomputes, whatever the op.
+    pub fn total_recomputes(&self) -> u64 {
+        self.recomputes.values().sum()
+    }
 }

@@ -49,7 +49,7 @@ extern crate self as burn_checkpoint;
 // segments; shared with the crate for Burn 0.22).
 //
 // The vocabulary: leaves, importing nothing of the crate.
-mod counters;
+pub mod counters;
 mod node_map;
 mod op;
 mod types;
@@ -64,6 +64,7 @@ mod region;
 mod route;
 // The decorator and what is built on regions.
 mod backend;
+mod settings;
 pub mod coverage;
 mod sequential;
 // Planning: runs steps under plans.
@@ -73,19 +74,15 @@ pub mod planner;
 pub mod parallel;
 
 pub use backend::Checkpointed;
-pub use burn_checkpoint_core::{RegionId, RegionName, Segments, Treatment, restart_region_indices};
+pub use burn_checkpoint_core::{RegionId, RegionName, Segments};
 pub use burn_checkpoint_macros::checkpoint;
-pub use offload::{offload_in_flight_limit, set_offload_in_flight_limit};
 pub use op::OpKind;
 pub use policy::{Decision, OpInfo, Policy, SavePredicate};
-pub use recompute::verify_recomputes;
-pub use region::{
-    RegionGuard, checkpoint, checkpoint_named, checkpoint_with, current_region, enter, enter_named,
-    enter_with, region_depth,
-};
-pub use sequential::{Layer, checkpoint_sequential, checkpoint_sequential_with};
+pub use region::{Region, RegionGuard, checkpoint};
+pub use sequential::{Layer, checkpoint_sequential};
+pub use settings::Settings;
 
 #[doc(hidden)]
 pub mod __private {
-    pub use crate::region::{enter, enter_on, method_region_name, remembered_outputs};
+    pub use crate::region::{method_region_name, remembered_outputs};
 }

@@ -16,7 +16,7 @@
 //! use burn::tensor::{Tensor, activation::relu};
 //! use burn_checkpoint::memory::{CountingAllocator, Meter};
 //! use burn_checkpoint::planner::Profile;
-//! use burn_checkpoint::{Checkpointed, checkpoint_named};
+//! use burn_checkpoint::{Checkpointed, Region};
 //!
 //! #[global_allocator]
 //! static ALLOCATOR: CountingAllocator = CountingAllocator;
@@ -28,7 +28,7 @@
 //! let step = || {
 //!     let mut h = x.clone();
 //!     for _ in 0..6 {
-//!         h = checkpoint_named("block", || relu(relu(h.clone().matmul(w.clone())) + 1.0));
+//!         h = Region::named("block").run(|| relu(relu(h.clone().matmul(w.clone())) + 1.0));
 //!     }
 //!     let _ = h.sum().backward();
 //! };
@@ -47,7 +47,7 @@
 //! use burn::tensor::{Tensor, activation::relu};
 //! use burn_checkpoint::memory::{CountingAllocator, Meter};
 //! use burn_checkpoint::planner::Profile;
-//! use burn_checkpoint::{Checkpointed, checkpoint_named};
+//! use burn_checkpoint::{Checkpointed, Region};
 //!
 //! #[global_allocator]
 //! static ALLOCATOR: CountingAllocator = CountingAllocator;
@@ -59,7 +59,7 @@
 //! let mut step = || {
 //!     let mut h = x.clone();
 //!     for _ in 0..4 {
-//!         h = checkpoint_named("block", || relu(relu(h.clone().matmul(w.clone())) + 1.0));
+//!         h = Region::named("block").run(|| relu(relu(h.clone().matmul(w.clone())) + 1.0));
 //!     }
 //!     let _ = h.sum().backward();
 //!     Ok::<(), std::convert::Infallible>(())
@@ -75,8 +75,8 @@
 //! ```
 //! use burn::backend::{Autodiff, NdArray};
 //! use burn::tensor::{Tensor, activation::relu};
-//! use burn_checkpoint::planner::Plan;
-//! use burn_checkpoint::{Checkpointed, Treatment, checkpoint_named};
+//! use burn_checkpoint::planner::{Plan, Treatment};
+//! use burn_checkpoint::{Checkpointed, Region};
 //!
 //! type B = Checkpointed<Autodiff<NdArray>>;
 //! let device = Default::default();
@@ -94,13 +94,14 @@
 //!     plan.run(|| {
 //!         let mut h = x.clone();
 //!         for _ in 0..2 {
-//!             h = checkpoint_named("block", || relu(h.clone().matmul(w.clone())));
+//!             h = Region::named("block").run(|| relu(h.clone().matmul(w.clone())));
 //!         }
 //!         let _ = h.sum().backward();
 //!     });
 //! }
 //! ```
 
+pub use burn_checkpoint_core::Treatment;
 pub use burn_checkpoint_core::planner::{
     FitError, Fitted, Plan, PlanError, Profile, ProfileError, TreatedStep,
 };

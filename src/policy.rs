@@ -1,7 +1,7 @@
 //! Checkpoint policies: which of the ops a region runs are recomputed during backward and which
 //! keep their output.
 //!
-//! A policy is chosen per region ([`checkpoint_with`](crate::checkpoint_with),
+//! A policy is chosen per region ([`Region::policy`](crate::Region::policy),
 //! `#[checkpoint(policy = ..)]`); in nested regions the innermost one's policy decides for the
 //! ops it runs. The decision is made per op, after the op has run, from what [`OpInfo`] tells:
 //! the op's name and [`OpKind`], and its output's shape and dtype.
@@ -14,7 +14,6 @@ use std::fmt;
 use std::sync::Arc;
 
 use burn_backend::{DType, Shape};
-use burn_checkpoint_core::Treatment;
 
 use crate::op::{Op, OpKind};
 
@@ -23,7 +22,7 @@ use crate::op::{Op, OpKind};
 /// ```
 /// use burn::backend::{Autodiff, NdArray};
 /// use burn::tensor::{Tensor, activation::relu};
-/// use burn_checkpoint::{Checkpointed, Decision, OpKind, Policy, checkpoint_with};
+/// use burn_checkpoint::{Checkpointed, Decision, OpKind, Policy, Region};
 ///
 /// type B = Checkpointed<Autodiff<NdArray>>;
 /// let device = Default::default();
@@ -31,7 +30,7 @@ use crate::op::{Op, OpKind};
 /// let w = Tensor::<B, 2>::ones([16, 16], &device).require_grad();
 ///
 /// // Keep the matmul output, recompute the ReLU (JAX's `dots_saveable`).
-/// let y = checkpoint_with(Policy::SaveComputeBound, || relu(x.clone().matmul(w.clone())));
+/// let y = Region::new().policy(Policy::SaveComputeBound).run(|| relu(x.clone().matmul(w.clone())));
 ///
 /// // The same choice as a predicate, here also keeping any output under 1 KiB.
 /// let keep_small_and_dots = Policy::custom(|op| match op.kind() {
@@ -39,7 +38,7 @@ use crate::op::{Op, OpKind};
 ///     _ if op.bytes() < 1024 => Decision::Save,
 ///     _ => Decision::Recompute,
 /// });
-/// let z = checkpoint_with(keep_small_and_dots, || relu(x.clone().matmul(w.clone())));
+/// let z = Region::new().policy(keep_small_and_dots).run(|| relu(x.clone().matmul(w.clone())));
 ///
 /// let grads = (y + z).sum().backward();
 /// assert!(w.grad(&grads).is_some());
@@ -59,17 +58,13 @@ pub enum Policy {
     SaveComputeBound,
     /// Ask a predicate, op by op (see [`Policy::custom`]).
     Custom(SavePredicate),
-    /// The inner policy, with what the region stores for backward (its inputs and boundaries
-    /// from other regions, the outputs the inner policy keeps) held in host memory from forward
-    /// until backward reads it (see [`Policy::offloaded`]).
-    Offloaded(Box<Policy>),
 }
 
 impl Policy {
     /// A policy that asks `predicate` about each op a region runs.
     ///
     /// ```
-    /// use burn_checkpoint::{Decision, OpKind, Policy};
+    /// use burn_checkpoint::{Decision, OpKind, Policy, Region};
     ///
     /// // Keep only convolution outputs.
     /// let policy = Policy::custom(|op| match op.kind() {
@@ -81,63 +76,11 @@ impl Policy {
         Policy::Custom(SavePredicate(Arc::new(predicate)))
     }
 
-    /// This policy, with what the region stores for backward held in host memory instead of
-    /// the device's (fairscale's `offload_to_cpu`): each stored operand that is not a leaf (not
-    /// a parameter or an input the caller holds) is copied to the host when the region's op is
-    /// built, once per tensor, on a copy thread (forward does not wait for it unless
-    /// [`offload_in_flight_limit`](crate::offload_in_flight_limit) bytes are in flight), and
-    /// copied back one region ahead of backward's reads. Regions nested in an
-    /// offloading region offload too. Values are unchanged, bit for bit; on a CPU backend the
-    /// bytes only move from one host buffer to another ([`memory::offloaded_bytes`] counts them).
-    ///
-    /// [`memory::offloaded_bytes`]: crate::memory::offloaded_bytes
-    ///
-    /// ```
-    /// use burn::backend::{Autodiff, NdArray};
-    /// use burn::tensor::{Tensor, activation::relu};
-    /// use burn_checkpoint::{Checkpointed, Policy, checkpoint_with, memory};
-    ///
-    /// type B = Checkpointed<Autodiff<NdArray>>;
-    /// let device = Default::default();
-    /// let w = Tensor::<B, 2>::ones([16, 16], &device).require_grad();
-    /// let x = Tensor::<B, 2>::ones([8, 16], &device).require_grad();
-    ///
-    /// let h = checkpoint_with(Policy::RecomputeAll, || relu(x.clone().matmul(w.clone())));
-    /// // The second region keeps its input `h` (the first one's output) in host memory.
-    /// let y = checkpoint_with(Policy::RecomputeAll.offloaded(), || relu(h.matmul(w.clone())));
-    /// assert!(memory::offloaded_bytes() >= 8 * 16 * 4);
-    /// let grads = y.sum().backward();
-    /// assert!(w.grad(&grads).is_some());
-    /// ```
-    pub fn offloaded(self) -> Policy {
-        match self {
-            Policy::Offloaded(_) => self,
-            policy => Policy::Offloaded(Box::new(policy)),
-        }
-    }
-
-    /// The policy a region runs with under `treatment` (a [`Plan`](crate::planner::Plan)'s
-    /// choice); `None` for [`Treatment::Keep`], under which it is no region.
-    pub fn for_treatment(treatment: Treatment) -> Option<Policy> {
-        match treatment {
-            Treatment::Keep => None,
-            Treatment::RecomputeAll => Some(Policy::RecomputeAll),
-            Treatment::SaveComputeBound => Some(Policy::SaveComputeBound),
-            Treatment::Offload => Some(Policy::RecomputeAll.offloaded()),
-            other => unimplemented!("burn-checkpoint cannot run a region under {other} yet"),
-        }
-    }
-
-    /// Whether the policy keeps what its region stores in host memory.
-    pub fn offloads(&self) -> bool {
-        matches!(self, Policy::Offloaded(_))
-    }
-
     /// What this policy decides for `op`.
     ///
     /// ```
     /// use burn::tensor::{DType, Shape};
-    /// use burn_checkpoint::{Decision, OpInfo, Policy, coverage};
+    /// use burn_checkpoint::{Decision, OpInfo, Policy, coverage, Region};
     ///
     /// let shape = Shape::new([32, 64]);
     /// let op = OpInfo::new(coverage::op("float_matmul").unwrap(), &shape, DType::F32);
@@ -152,17 +95,12 @@ impl Policy {
                 _ => Decision::Recompute,
             },
             Policy::Custom(predicate) => (predicate.0)(op),
-            Policy::Offloaded(inner) => inner.decide(op),
         }
     }
 
     /// Whether the policy recomputes every op whatever it is (lets the decorator skip asking).
     pub(crate) fn recomputes_all(&self) -> bool {
-        match self {
-            Policy::RecomputeAll => true,
-            Policy::Offloaded(inner) => inner.recomputes_all(),
-            _ => false,
-        }
+        matches!(self, Policy::RecomputeAll)
     }
 }
 
@@ -172,7 +110,6 @@ impl fmt::Debug for Policy {
             Policy::RecomputeAll => f.write_str("RecomputeAll"),
             Policy::SaveComputeBound => f.write_str("SaveComputeBound"),
             Policy::Custom(_) => f.write_str("Custom(..)"),
-            Policy::Offloaded(inner) => write!(f, "Offloaded({inner:?})"),
         }
     }
 }
@@ -186,7 +123,8 @@ pub struct SavePredicate(Arc<dyn Fn(&OpInfo<'_>) -> Decision + Send + Sync>);
 /// ```
 /// use burn::backend::{Autodiff, NdArray};
 /// use burn::tensor::{Tensor, activation::relu};
-/// use burn_checkpoint::{Checkpointed, Decision, OpKind, Policy, checkpoint_with, memory};
+/// use burn_checkpoint::memory::OffloadedBytes;
+/// use burn_checkpoint::{Checkpointed, Decision, OpKind, Policy, Region};
 ///
 /// type B = Checkpointed<Autodiff<NdArray>>;
 /// let device = Default::default();
@@ -198,8 +136,8 @@ pub struct SavePredicate(Arc<dyn Fn(&OpInfo<'_>) -> Decision + Send + Sync>);
 ///     OpKind::Matmul => Decision::Offload,
 ///     _ => Decision::Recompute,
 /// });
-/// let y = checkpoint_with(offload_dots, || relu(relu(x.clone().matmul(w.clone()))));
-/// assert!(memory::offloaded_bytes() >= 8 * 16 * 4);
+/// let y = Region::new().policy(offload_dots).run(|| relu(relu(x.clone().matmul(w.clone()))));
+/// assert!(OffloadedBytes::now().in_use >= 8 * 16 * 4);
 /// let grads = y.sum().backward();
 /// assert!(w.grad(&grads).is_some());
 /// ```
@@ -212,7 +150,7 @@ pub enum Decision {
     Recompute,
     /// Keep it, in host memory (JAX's `save_and_offload_only_these_names`): copied to the host
     /// when an op of the region first stores it, copied back when backward reads it (see
-    /// [`Policy::offloaded`] for a whole region).
+    /// [`Region::offloaded`](crate::Region::offloaded) for a whole region).
     Offload,
 }
 

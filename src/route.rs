@@ -228,7 +228,7 @@ mod tests {
             'b',
             "outside a region"
         );
-        let _region = crate::region::enter();
+        let _region = crate::region::Region::new().enter();
         assert_eq!(
             which((Float(tensor(false)), OptionalFloat(None))).1,
             'b',
@@ -244,7 +244,7 @@ mod tests {
     #[test]
     fn a_closed_regions_output_is_used_through_its_stored_version() {
         let made = {
-            let _region = crate::region::enter();
+            let _region = crate::region::Region::new().enter();
             let (made, version) = which((Float(tensor(true)), OptionalFloat(None)));
             assert_eq!(version, 'r');
             made
@@ -267,7 +267,7 @@ mod tests {
         crate::counters::reset();
         stored_op::<I, _, _, _>(&OP, Float(tensor(true)), (), |x, ()| x);
         assert!(crate::counters::fallbacks().is_empty());
-        let _region = crate::region::enter();
+        let _region = crate::region::Region::new().enter();
         stored_op::<I, _, _, _>(&OP, Float(tensor(false)), (), |x, ()| x);
         assert!(crate::counters::fallbacks().is_empty(), "nothing tracked");
         stored_op::<I, _, _, _>(&OP, Float(tensor(true)), (), |x, ()| x);

@@ -4,9 +4,8 @@ use burn::nn;
 use burn::tensor::Tensor;
 use burn::tensor::backend::Backend;
 
-use crate::policy::Policy;
-use crate::region;
-use burn_checkpoint_core::{RegionName, Segments};
+use crate::region::Region;
+use burn_checkpoint_core::Segments;
 
 /// A layer of a stack run by [`checkpoint_sequential`]: takes the previous layer's output and
 /// returns its own, of the same type.
@@ -92,7 +91,7 @@ impl<B: Backend> Layer<Tensor<B, 4>> for nn::conv::Conv2d<B> {
 /// use burn::backend::{Autodiff, NdArray};
 /// use burn::nn::{Linear, LinearConfig};
 /// use burn::prelude::*;
-/// use burn_checkpoint::{Checkpointed, Layer, Segments, checkpoint_sequential};
+/// use burn_checkpoint::{Checkpointed, Layer, Segments, checkpoint_sequential, Region};
 ///
 /// #[derive(Module, Debug)]
 /// struct Block<B: Backend> {
@@ -119,61 +118,57 @@ impl<B: Backend> Layer<Tensor<B, 4>> for nn::conv::Conv2d<B> {
 /// ```
 #[track_caller]
 pub fn checkpoint_sequential<T, L: Layer<T>>(layers: &[L], segments: Segments, input: T) -> T {
-    checkpoint_sequential_with(Policy::RecomputeAll, layers, segments, input)
+    Region::new().sequential(layers, segments, input)
 }
 
-/// [`checkpoint_sequential`] with `policy` deciding what the segments' regions recompute.
-///
-/// ```
-/// use burn::backend::{Autodiff, NdArray};
-/// use burn::nn::{Linear, LinearConfig};
-/// use burn::prelude::*;
-/// use burn_checkpoint::{Checkpointed, Policy, Segments, checkpoint_sequential_with};
-///
-/// type B = Checkpointed<Autodiff<NdArray>>;
-/// let device = Default::default();
-/// let layers: Vec<Linear<B>> = (0..9).map(|_| LinearConfig::new(8, 8).init(&device)).collect();
-/// let x = Tensor::<B, 2>::ones([4, 8], &device);
-///
-/// // Keeps the 6 matmul outputs of the first two segments.
-/// let y = checkpoint_sequential_with(Policy::SaveComputeBound, &layers, Segments::Sqrt, x);
-/// # let _ = y.sum().backward();
-/// ```
-#[track_caller]
-pub fn checkpoint_sequential_with<T, L: Layer<T>>(
-    policy: Policy,
-    layers: &[L],
-    segments: Segments,
-    input: T,
-) -> T {
+impl Region {
+    /// Runs `layers` one after the other on `input`, cut into `segments` segments, every one but
+    /// the last an instance of this region: see [`checkpoint_sequential`], which is
+    /// `Region::new().sequential(..)`.
+    ///
+    /// ```
+    /// use burn::backend::{Autodiff, NdArray};
+    /// use burn::nn::{Linear, LinearConfig};
+    /// use burn::prelude::*;
+    /// use burn_checkpoint::{Checkpointed, Policy, Region, Segments};
+    ///
+    /// type B = Checkpointed<Autodiff<NdArray>>;
+    /// let device = Default::default();
+    /// let layers: Vec<Linear<B>> = (0..9).map(|_| LinearConfig::new(8, 8).init(&device)).collect();
+    /// let x = Tensor::<B, 2>::ones([4, 8], &device);
+    ///
+    /// // Segments `stack#0` and `stack#1` keep their 6 matmul outputs.
+    /// let y = Region::named("stack")
+    ///     .policy(Policy::SaveComputeBound)
+    ///     .sequential(&layers, Segments::Sqrt, x);
+    /// # let _ = y.sum().backward();
+    /// ```
+    pub fn sequential<T, L: Layer<T>>(&self, layers: &[L], segments: Segments, input: T) -> T {
     let count = segments.count(layers.len());
-    // Every segment is an instance of one name: the place the stack is run from.
-    let name = RegionName::caller();
     let mut x = input;
     for (segment, range) in segments.ranges(layers.len()).enumerate() {
         let run = &layers[range];
         let forward = |x| run.iter().fold(x, |x, layer| layer.forward(x));
         x = if segment + 1 < count {
-            let _region = region::open(None, policy.clone(), name.clone());
-            forward(x)
+            self.run(|| forward(x))
         } else {
             forward(x)
         };
     }
     x
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::region_depth;
 
     /// Records the region depth each layer ran at.
     struct Probe;
 
     impl Layer<Vec<usize>> for Probe {
         fn forward(&self, mut depths: Vec<usize>) -> Vec<usize> {
-            depths.push(region_depth());
+            depths.push(Region::depth());
             depths
         }
     }

@@ -15,7 +15,8 @@ use burn::nn::{BatchNorm, BatchNormConfig, Linear, LinearConfig, PaddingConfig2d
 use burn::record::{BinBytesRecorder, FullPrecisionSettings, Recorder};
 use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::{Tensor, TensorData};
-use burn_checkpoint::{Decision, OpKind, Policy, checkpoint_with, coverage};
+use burn_checkpoint::counters::Counters;
+use burn_checkpoint::{Decision, OpKind, Policy, Region};
 use common::{Ckpt, Plain, assert_values_bitwise, data, values};
 
 /// NdArray's random generator is one per process: the tests of this file draw from it (weight
@@ -138,7 +139,7 @@ impl<B: Backend> DenseBlock<B> {
         for layer in &self.layers {
             let new = match policy {
                 None => layer.forward(features.clone()),
-                Some(policy) => checkpoint_with(policy.clone(), || layer.body(features.clone())),
+                Some(policy) => Region::new().policy(policy.clone()).run(|| layer.body(features.clone())),
             };
             features.push(new);
         }
@@ -206,12 +207,12 @@ fn densenet_bc_block(policy: Option<&Policy>) {
     }
     // BatchNorm's running statistics live in the module: run each once.
     let (plain_grads, plain_loss) = run(&plain, &x, &weights, None);
-    coverage::reset();
+    Counters::reset();
     let (ckpt_grads, ckpt_loss) = run(&ckpt, &x, &weights, policy);
     assert_values_bitwise("loss", &plain_loss, &ckpt_loss);
     assert_all_bitwise("gradient", &plain_grads, &ckpt_grads);
-    assert_eq!(coverage::fallbacks(), Default::default(), "ops fell back");
-    let conv_recomputes = coverage::recomputes().get("conv2d").copied().unwrap_or(0);
+    assert_eq!(Counters::now().fallbacks, Default::default(), "ops fell back");
+    let conv_recomputes = Counters::now().recomputes.get("conv2d").copied().unwrap_or(0);
     match policy {
         None => assert!(
             conv_recomputes >= 3,
@@ -270,7 +271,7 @@ fn transformer_block(policy: Policy) {
         let x = Tensor::<B, 3>::from_data(x.clone(), &device).require_grad();
         let forward = || encoder.forward(TransformerEncoderInput::new(x.clone()));
         let out = match region {
-            Some(policy) => checkpoint_with(policy.clone(), forward),
+            Some(policy) => Region::new().policy(policy.clone()).run(forward),
             None => forward(),
         };
         let loss = (out * Tensor::from_data(w.clone(), &device)).sum();
@@ -280,12 +281,12 @@ fn transformer_block(policy: Policy) {
         (all, values(loss))
     }
     let (plain_grads, plain_loss) = run(&plain, &x, &w, None);
-    coverage::reset();
+    Counters::reset();
     let (ckpt_grads, ckpt_loss) = run(&ckpt, &x, &w, Some(&policy));
     assert_values_bitwise("loss", &plain_loss, &ckpt_loss);
     assert_all_bitwise("gradient", &plain_grads, &ckpt_grads);
-    assert_eq!(coverage::fallbacks(), Default::default(), "ops fell back");
-    let recomputed = coverage::recomputes();
+    assert_eq!(Counters::now().fallbacks, Default::default(), "ops fell back");
+    let recomputed = Counters::now().recomputes;
     let expected: &[&str] = match policy {
         Policy::RecomputeAll => &["linear", "matmul", "mean_dim"],
         Policy::SaveComputeBound => &["mean_dim"],
@@ -365,12 +366,12 @@ fn mlp_of_eight_layers_in_two_regions() {
         parameter_grads(mlp, &grads)
     }
     let plain_grads = run(&plain, &x);
-    coverage::reset();
+    Counters::reset();
     let ckpt_grads = run(&ckpt, &x);
     assert_eq!(plain_grads.len(), 16);
     assert_all_bitwise("gradient", &plain_grads, &ckpt_grads);
-    assert_eq!(coverage::fallbacks(), Default::default(), "ops fell back");
-    assert_eq!(coverage::recomputes().get("linear"), Some(&8));
+    assert_eq!(Counters::now().fallbacks, Default::default(), "ops fell back");
+    assert_eq!(Counters::now().recomputes.get("linear"), Some(&8));
     // Same parameters in both (sanity of the weight transfer).
     let a: Vec<Vec<f32>> = parameters(&plain).into_iter().map(values).collect();
     let b: Vec<Vec<f32>> = parameters(&ckpt).into_iter().map(values).collect();

@@ -12,9 +12,10 @@ use std::sync::Mutex;
 use burn::tensor::activation::relu;
 use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::{Tensor, TensorData};
-use burn_checkpoint::memory::{CountingAllocator, Meter, StepReport, mib};
-use burn_checkpoint::planner::{Plan, PlanError, Profile};
-use burn_checkpoint::{Treatment, checkpoint_named};
+use burn_checkpoint::memory::{CountingAllocator, Meter, StepReport};
+use burn_checkpoint_core::memory::mib;
+use burn_checkpoint::planner::{Plan, PlanError, Profile, Treatment};
+use burn_checkpoint::Region;
 use common::{Ckpt, Plain, assert_values_bitwise, data, values};
 
 #[global_allocator]
@@ -59,7 +60,7 @@ fn forward<B: AutodiffBackend>(model: &Model<B>) -> Tensor<B, 1> {
     let mut h = model.x.clone();
     for (i, (w1, w2)) in model.weights.iter().enumerate() {
         let name = if i % 2 == 0 { "wide" } else { "narrow" };
-        h = checkpoint_named(name, || {
+        h = Region::named(name).run(|| {
             let inner = relu(relu(h.clone().matmul(w1.clone())) * 0.5 + 0.25);
             relu(inner.matmul(w2.clone())) + h.clone()
         });

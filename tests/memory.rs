@@ -14,7 +14,8 @@ use burn::tensor::activation::relu;
 use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::{Tensor, TensorData};
 use burn_checkpoint::checkpoint;
-use burn_checkpoint::memory::{CountingAllocator, allocated, mib, peak, reset_peak};
+use burn_checkpoint::memory::{CountingAllocator, Meter};
+use burn_checkpoint_core::memory::mib;
 use common::{Ckpt, Plain, assert_values_bitwise, data, values};
 
 #[global_allocator]
@@ -54,8 +55,7 @@ fn step<B: AutodiffBackend>(
     let x = Tensor::<B, 2>::from_data(x.clone(), &device);
     let r = Tensor::<B, 2>::from_data(r.clone(), &device);
 
-    let base = allocated();
-    reset_peak();
+    let measure = Meter::Host.start();
     let mut h = x;
     for chunk in ws.chunks(LAYERS_PER_REGION) {
         h = if regions {
@@ -65,9 +65,9 @@ fn step<B: AutodiffBackend>(
         };
     }
     let loss = (h * r).sum();
-    let held = allocated().saturating_sub(base);
+    let held = measure.now() as usize;
     let grads = loss.backward();
-    let peak = peak().saturating_sub(base);
+    let peak = measure.finish().in_use as usize;
     Measured {
         held,
         peak,

@@ -4,15 +4,13 @@
 use burn::backend::{Autodiff, NdArray};
 use burn::tensor::Tensor;
 use burn::tensor::backend::Backend;
-use burn_checkpoint::{
-    Checkpointed, Layer, RegionId, Segments, checkpoint, checkpoint_named, checkpoint_sequential,
-    coverage, current_region, restart_region_indices,
-};
+use burn_checkpoint::counters::Counters;
+use burn_checkpoint::{Checkpointed, Layer, RegionId, Segments, checkpoint, checkpoint_sequential, Region};
 
 type B = Checkpointed<Autodiff<NdArray>>;
 
 fn here() -> RegionId {
-    current_region().expect("inside a region")
+    Region::current().expect("inside a region")
 }
 
 struct Block;
@@ -36,7 +34,7 @@ fn free_function() -> RegionId {
 
 #[test]
 fn checkpointed_methods_are_named_by_their_type_and_count_their_calls() {
-    restart_region_indices();
+    RegionId::restart_indices();
     let x = Tensor::<B, 2>::ones([2, 2], &Default::default());
     let (_, first) = Block.forward(x.clone());
     let (_, second) = Block.forward(x);
@@ -47,43 +45,43 @@ fn checkpointed_methods_are_named_by_their_type_and_count_their_calls() {
     assert_eq!(Block.named().to_string(), "mlp#0");
     assert_eq!(free_function().to_string(), "names::free_function#0");
 
-    restart_region_indices();
+    RegionId::restart_indices();
     assert_eq!(
         Block.named().to_string(),
         "mlp#0",
         "reset starts the indices again"
     );
     // Resetting the counters leaves the indices (saved plans address them) as they are.
-    coverage::reset();
+    Counters::reset();
     assert_eq!(Block.named().to_string(), "mlp#1");
 }
 
 #[test]
 fn function_forms_are_named_by_their_place_or_their_name() {
-    restart_region_indices();
+    RegionId::restart_indices();
     let line = line!() + 1;
     let place = checkpoint(here);
     assert_eq!(place.name.to_string(), format!("tests/names.rs:{line}:17"));
-    let (outer, inner) = checkpoint_named("outer", || (here(), checkpoint_named("inner", here)));
+    let (outer, inner) = Region::named("outer").run(|| (here(), Region::named("inner").run(here)));
     assert_eq!(
         (outer.to_string(), inner.to_string()),
         ("outer#0".into(), "inner#0".into())
     );
-    assert!(current_region().is_none());
+    assert!(Region::current().is_none());
 }
 
 struct Probe;
 
 impl Layer<Vec<Option<RegionId>>> for Probe {
     fn forward(&self, mut seen: Vec<Option<RegionId>>) -> Vec<Option<RegionId>> {
-        seen.push(current_region());
+        seen.push(Region::current());
         seen
     }
 }
 
 #[test]
 fn a_sequential_stack_names_its_segments_after_its_place() {
-    restart_region_indices();
+    RegionId::restart_indices();
     let probes: Vec<Probe> = (0..9).map(|_| Probe).collect();
     let line = line!() + 1;
     let seen = checkpoint_sequential(&probes, Segments::Count(3), Vec::new());

@@ -13,8 +13,8 @@ use std::sync::Mutex;
 use burn::tensor::Tensor;
 use burn::tensor::activation::relu;
 use burn::tensor::backend::AutodiffBackend;
-use burn_checkpoint::memory::{Meter, StepReport, offloaded_bytes};
-use burn_checkpoint::{Layer, Policy, checkpoint_named, checkpoint_with};
+use burn_checkpoint::memory::{Meter, StepReport, OffloadedBytes};
+use burn_checkpoint::{Layer, Policy, Region};
 use common::transformer::Block;
 use common::{Ckpt, Plain, assert_values_bitwise, data, values};
 
@@ -46,7 +46,7 @@ fn mlp<B: AutodiffBackend>(ws: &[Tensor<B, 2>], policy: Option<Policy>) -> Tenso
             relu(h.matmul(pair[1].clone())) + 0.5
         };
         h = match &policy {
-            Some(policy) => checkpoint_with(policy.clone(), || layers(h)),
+            Some(policy) => Region::new().policy(policy.clone()).run(|| layers(h)),
             None => layers(h),
         };
     }
@@ -71,7 +71,7 @@ fn an_offloading_mlp_has_plain_gradients_and_releases_its_copies() {
     let plain = weights::<Plain>(8);
     let expected = grads(mlp(&plain, None).sum(), &plain);
     let ws = weights::<Ckpt>(8);
-    let before = offloaded_bytes();
+    let before = OffloadedBytes::now().in_use as usize;
     for policy in [
         Policy::RecomputeAll.offloaded(),
         Policy::SaveComputeBound.offloaded(),
@@ -81,12 +81,12 @@ fn an_offloading_mlp_has_plain_gradients_and_releases_its_copies() {
         // SaveComputeBound also their kept matmul outputs.
         let boundary = BATCH * WIDTH * 4;
         assert!(
-            offloaded_bytes() - before >= 3 * boundary,
+            OffloadedBytes::now().in_use as usize - before >= 3 * boundary,
             "{policy:?}: {} bytes offloaded",
-            offloaded_bytes() - before
+            OffloadedBytes::now().in_use as usize - before
         );
         assert_all_bitwise(&format!("{policy:?}"), &expected, &grads(loss, &ws));
-        assert_eq!(offloaded_bytes(), before, "{policy:?}: copies released");
+        assert_eq!(OffloadedBytes::now().in_use as usize, before, "{policy:?}: copies released");
     }
 }
 
@@ -96,7 +96,7 @@ fn a_policy_can_offload_single_outputs() {
     let plain = weights::<Plain>(8);
     let expected = grads(mlp(&plain, None).sum(), &plain);
     let ws = weights::<Ckpt>(8);
-    let before = offloaded_bytes();
+    let before = OffloadedBytes::now().in_use as usize;
     // Only the matmul outputs, in a region that does not offload otherwise.
     let dots = Policy::custom(|op| match op.kind() {
         burn_checkpoint::OpKind::Matmul => burn_checkpoint::Decision::Offload,
@@ -107,12 +107,12 @@ fn a_policy_can_offload_single_outputs() {
     // (the second's by ops after it): 8 outputs, each read by a region op.
     let output = BATCH * WIDTH * 4;
     assert!(
-        offloaded_bytes() - before >= 4 * output,
+        OffloadedBytes::now().in_use as usize - before >= 4 * output,
         "{} bytes offloaded",
-        offloaded_bytes() - before
+        OffloadedBytes::now().in_use as usize - before
     );
     assert_all_bitwise("offloaded matmul outputs", &expected, &grads(loss, &ws));
-    assert_eq!(offloaded_bytes(), before);
+    assert_eq!(OffloadedBytes::now().in_use as usize, before);
 }
 
 #[test]
@@ -121,7 +121,7 @@ fn a_boundary_read_by_two_offloading_regions_is_copied_once() {
     fn run<B: AutodiffBackend>(ws: &[Tensor<B, 2>], policy: Option<Policy>) -> Tensor<B, 1> {
         let x = Tensor::<B, 2>::from_data(data([BATCH, WIDTH], 3), &Default::default());
         let region = |f: &dyn Fn() -> Tensor<B, 2>| match &policy {
-            Some(policy) => checkpoint_with(policy.clone(), f),
+            Some(policy) => Region::new().policy(policy.clone()).run(f),
             None => f(),
         };
         let h = region(&|| relu(x.clone().matmul(ws[0].clone())));
@@ -132,15 +132,15 @@ fn a_boundary_read_by_two_offloading_regions_is_copied_once() {
     let plain = weights::<Plain>(3);
     let expected = grads(run(&plain, None), &plain);
     let ws = weights::<Ckpt>(3);
-    let before = offloaded_bytes();
+    let before = OffloadedBytes::now().in_use as usize;
     let loss = run(&ws, Some(Policy::RecomputeAll.offloaded()));
     assert_eq!(
-        offloaded_bytes() - before,
+        OffloadedBytes::now().in_use as usize - before,
         BATCH * WIDTH * 4,
         "one host copy of `h` for both readers"
     );
     assert_all_bitwise("two readers", &expected, &grads(loss, &ws));
-    assert_eq!(offloaded_bytes(), before);
+    assert_eq!(OffloadedBytes::now().in_use as usize, before);
 }
 
 #[test]
@@ -150,11 +150,11 @@ fn nested_regions_offload_with_their_outer_region() {
         let x = Tensor::<B, 2>::from_data(data([BATCH, WIDTH], 5), &Default::default());
         let first = relu(x.matmul(ws[0].clone()));
         let body = || {
-            let inner = checkpoint_named("inner", || relu(first.clone().matmul(ws[1].clone())));
+            let inner = Region::named("inner").run(|| relu(first.clone().matmul(ws[1].clone())));
             relu(inner.matmul(ws[2].clone()))
         };
         let y = match outer {
-            Some(policy) => checkpoint_with(policy, body),
+            Some(policy) => Region::new().policy(policy).run(body),
             None => body(),
         };
         y.sum()
@@ -162,14 +162,14 @@ fn nested_regions_offload_with_their_outer_region() {
     let plain = weights::<Plain>(3);
     let expected = grads(run(&plain, None), &plain);
     let ws = weights::<Ckpt>(3);
-    let before = offloaded_bytes();
+    let before = OffloadedBytes::now().in_use as usize;
     let loss = run(&ws, Some(Policy::RecomputeAll.offloaded()));
     assert!(
-        offloaded_bytes() > before,
+        OffloadedBytes::now().in_use as usize > before,
         "the inner region reads `first` from the host"
     );
     assert_all_bitwise("nested", &expected, &grads(loss, &ws));
-    assert_eq!(offloaded_bytes(), before);
+    assert_eq!(OffloadedBytes::now().in_use as usize, before);
 }
 
 #[test]
@@ -179,7 +179,7 @@ fn a_transformer_stack_offloading_each_block_has_plain_gradients() {
         let mut x = Tensor::<B, 3>::from_data(data([2, 8, 16], 9), &Default::default());
         for block in blocks {
             x = match &policy {
-                Some(policy) => checkpoint_with(policy.clone(), || block.forward(x)),
+                Some(policy) => Region::new().policy(policy.clone()).run(|| block.forward(x)),
                 None => block.forward(x),
             };
         }
@@ -193,23 +193,23 @@ fn a_transformer_stack_offloading_each_block_has_plain_gradients() {
     let plain: Vec<Block<Plain>> = (0..3).map(|i| Block::new(16, i)).collect();
     let expected = run(&plain, None);
     let blocks: Vec<Block<Ckpt>> = (0..3).map(|i| Block::new(16, i)).collect();
-    let before = offloaded_bytes();
+    let before = OffloadedBytes::now().in_use as usize;
     let got = run(&blocks, Some(Policy::RecomputeAll.offloaded()));
     assert_all_bitwise("transformer", &expected, &got);
-    assert_eq!(offloaded_bytes(), before);
+    assert_eq!(OffloadedBytes::now().in_use as usize, before);
 }
 
 #[test]
 fn a_panic_between_forward_and_backward_releases_the_host_copies() {
     let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-    let before = offloaded_bytes();
+    let before = OffloadedBytes::now().in_use as usize;
     let hook = std::panic::take_hook();
     std::panic::set_hook(Box::new(|_| {}));
     let result = catch_unwind(AssertUnwindSafe(|| {
         // The whole step unwinds: its weights too (a graph stays while any of its tensors does).
         let ws = weights::<Ckpt>(8);
         let loss = mlp(&ws, Some(Policy::RecomputeAll.offloaded())).sum();
-        assert!(offloaded_bytes() > before);
+        assert!(OffloadedBytes::now().in_use as usize > before);
         if loss.clone().into_scalar() != f32::MAX {
             panic!("a failure after forward");
         }
@@ -221,14 +221,14 @@ fn a_panic_between_forward_and_backward_releases_the_host_copies() {
     // backward pass, from its inputs on, on any thread; the device memory such a graph holds
     // goes the same way. The copies go with their nodes.
     let mut passes = 0;
-    while offloaded_bytes() != before && passes < 200 {
+    while OffloadedBytes::now().in_use as usize != before && passes < 200 {
         let w = Tensor::<Ckpt, 1>::from_floats([1.0, 2.0], &Default::default()).require_grad();
         let _ = (w.clone() * w).sum().backward();
         passes += 1;
     }
     println!("released after {passes} later backward passes");
     assert_eq!(
-        offloaded_bytes(),
+        OffloadedBytes::now().in_use as usize,
         before,
         "the abandoned graph took its copies"
     );

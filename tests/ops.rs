@@ -13,6 +13,7 @@ use burn::tensor::ops::{
     ConvOptions, ConvTransposeOptions, DeformConvOptions, InterpolateMode, InterpolateOptions,
 };
 use burn::tensor::{Bool, FloatDType, IndexingUpdateOp, Int, Tensor, TensorData};
+use burn_checkpoint::counters::Counters;
 use burn_checkpoint::coverage;
 use common::{Ckpt, Input, Plain, assert_bitwise, data, run};
 use proptest::prelude::*;
@@ -25,18 +26,18 @@ macro_rules! compare {
         let f_plain = |$t: Vec<Tensor<Plain, $d>>| -> Tensor<Plain, $o> { $body };
         let f_ckpt = |$t: Vec<Tensor<Ckpt, $d>>| -> Tensor<Ckpt, $o> { $body };
         let plain = run::<Plain, $d, $o>(&inputs, $pre, false, &f_plain);
-        coverage::reset();
+        Counters::reset();
         let ckpt = run::<Ckpt, $d, $o>(&inputs, $pre, true, &f_ckpt);
         assert_bitwise(&plain, &ckpt);
-        let fallbacks = coverage::fallbacks();
+        let fallbacks = Counters::now().fallbacks;
         assert!(fallbacks.is_empty(), "fell back: {fallbacks:?}");
         if inputs.iter().any(|input| input.grad) {
-            let recomputed = coverage::recomputes().get($op).copied().unwrap_or(0);
+            let recomputed = Counters::now().recomputes.get($op).copied().unwrap_or(0);
             assert!(
                 recomputed >= 1,
                 "`{}` was not recomputed: {:?}",
                 $op,
-                coverage::recomputes()
+                Counters::now().recomputes
             );
         }
     }};
@@ -556,16 +557,16 @@ fn ctc_loss_recomputed() {
     }
     for pre in [false, true] {
         let plain = run::<Plain, 3, 1>(&inputs, pre, false, &body!(Plain));
-        coverage::reset();
+        Counters::reset();
         let ckpt = run::<Ckpt, 3, 1>(&inputs, pre, true, &body!(Ckpt));
         assert_bitwise(&plain, &ckpt);
         assert!(
-            coverage::fallbacks().is_empty(),
+            Counters::now().fallbacks.is_empty(),
             "{:?}",
-            coverage::fallbacks()
+            Counters::now().fallbacks
         );
-        let recomputed: u64 = coverage::recomputes().values().sum();
+        let recomputed: u64 = Counters::now().recomputes.values().sum();
         assert!(recomputed > 0);
-        assert_eq!(coverage::walk_steps(), recomputed);
+        assert_eq!(Counters::now().walk_steps, recomputed);
     }
 }

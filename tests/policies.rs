@@ -8,7 +8,8 @@ use std::sync::{Arc, Mutex};
 use burn::tensor::activation::relu;
 use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::{DType, Tensor};
-use burn_checkpoint::{Decision, OpKind, Policy, checkpoint, checkpoint_with, coverage};
+use burn_checkpoint::counters::Counters;
+use burn_checkpoint::{Decision, OpKind, Policy, checkpoint, coverage, Region};
 use common::{Ckpt, Plain, assert_values_bitwise, data, values};
 
 const BATCH: usize = 5;
@@ -35,13 +36,13 @@ fn step<B: AutodiffBackend>(
     let ws: Vec<Tensor<B, 2>> = (0..3)
         .map(|i| Tensor::from_data(data([WIDTH, WIDTH], 10 + i), &device).require_grad())
         .collect();
-    coverage::reset();
+    Counters::reset();
     let h = forward(x.clone(), &ws);
     let loss = (h * Tensor::from_data(data([BATCH, WIDTH], 2), &device)).sum();
     let grads = loss.backward();
     let mut all = vec![values(loss), values(x.grad(&grads).unwrap())];
     all.extend(ws.iter().map(|w| values(w.grad(&grads).unwrap())));
-    (all, coverage::recomputes())
+    (all, Counters::now().recomputes)
 }
 
 fn plain() -> Vec<Vec<f32>> {
@@ -58,7 +59,7 @@ fn assert_same(plain: &[Vec<f32>], ckpt: &[Vec<f32>]) {
 #[test]
 fn recompute_all_recomputes_the_matmuls() {
     let (grads, recomputed) =
-        step::<Ckpt>(|x, ws| checkpoint_with(Policy::RecomputeAll, || layers(x, ws)));
+        step::<Ckpt>(|x, ws| Region::new().run(|| layers(x, ws)));
     assert_same(&plain(), &grads);
     assert_eq!(recomputed.get("matmul"), Some(&3), "{recomputed:?}");
 }
@@ -66,10 +67,10 @@ fn recompute_all_recomputes_the_matmuls() {
 #[test]
 fn save_compute_bound_keeps_the_matmuls() {
     let (grads, recomputed) =
-        step::<Ckpt>(|x, ws| checkpoint_with(Policy::SaveComputeBound, || layers(x, ws)));
+        step::<Ckpt>(|x, ws| Region::new().policy(Policy::SaveComputeBound).run(|| layers(x, ws)));
     assert_same(&plain(), &grads);
     assert_eq!(recomputed.get("matmul"), None, "{recomputed:?}");
-    assert!(coverage::fallbacks().is_empty());
+    assert!(Counters::now().fallbacks.is_empty());
 }
 
 #[test]
@@ -88,7 +89,7 @@ fn a_predicate_sees_each_op_and_its_output() {
             }
         })
     };
-    let (grads, recomputed) = step::<Ckpt>(|x, ws| checkpoint_with(policy, || layers(x, ws)));
+    let (grads, recomputed) = step::<Ckpt>(|x, ws| Region::new().policy(policy).run(|| layers(x, ws)));
     assert_same(&plain(), &grads);
     // Nothing reads a matmul output but `+ 0.1`, whose backward does not: the matmuls are not
     // kept, and not recomputed either.
@@ -117,7 +118,7 @@ fn a_predicate_sees_each_op_and_its_output() {
 fn the_innermost_policy_wins() {
     // The outer region keeps matmuls; the inner one, around the middle layer, recomputes all.
     let (grads, recomputed) = step::<Ckpt>(|x, ws| {
-        checkpoint_with(Policy::SaveComputeBound, || {
+        Region::new().policy(Policy::SaveComputeBound).run(|| {
             let h = layers(x, &ws[..1]);
             let h = checkpoint(|| layers(h, &ws[1..2]));
             layers(h, &ws[2..])
@@ -151,7 +152,7 @@ fn the_attribute_takes_a_policy() {
 #[test]
 fn a_policy_outside_checkpointed_changes_nothing() {
     let (grads, recomputed) =
-        step::<Plain>(|x, ws| checkpoint_with(Policy::SaveComputeBound, || layers(x, ws)));
+        step::<Plain>(|x, ws| Region::new().policy(Policy::SaveComputeBound).run(|| layers(x, ws)));
     assert_same(&plain(), &grads);
     assert!(recomputed.is_empty());
 }

@@ -11,8 +11,9 @@ use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::module::conv2d;
 use burn::tensor::ops::ConvOptions;
 use burn::tensor::{Tensor, TensorData};
-use burn_checkpoint::memory::{CountingAllocator, allocated, mib};
-use burn_checkpoint::{Policy, checkpoint_with};
+use burn_checkpoint::memory::{CountingAllocator, Meter};
+use burn_checkpoint_core::memory::mib;
+use burn_checkpoint::{Policy, Region};
 use common::{Ckpt, Plain, assert_values_bitwise, data, values};
 
 #[global_allocator]
@@ -48,12 +49,12 @@ fn held<B: AutodiffBackend>(
         .map(|w| Tensor::from_data(w.clone(), &device).require_grad())
         .collect();
     let x = Tensor::<B, 4>::from_data(x.clone(), &device);
-    let base = allocated();
+    let measure = Meter::Host.start();
     let out = match policy {
-        Some(policy) => checkpoint_with(policy, || stack(x, &ws)),
+        Some(policy) => Region::new().policy(policy).run(|| stack(x, &ws)),
         None => stack(x, &ws),
     };
-    let held = allocated().saturating_sub(base);
+    let held = measure.now() as usize;
     let grads = out.sum().backward();
     (
         held,

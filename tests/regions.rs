@@ -8,7 +8,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use burn::tensor::Tensor;
 use burn::tensor::activation::relu;
 use burn::tensor::backend::AutodiffBackend;
-use burn_checkpoint::{checkpoint, region_depth};
+use burn_checkpoint::{checkpoint, Region};
 use common::{Ckpt, Plain, assert_values_bitwise, data, values};
 
 /// Two layers `relu(x·w)`.
@@ -66,13 +66,13 @@ fn nested_regions() {
     let (x, w) = leaves::<Ckpt>(true);
     let y = checkpoint(|| {
         let inner = checkpoint(|| {
-            assert_eq!(region_depth(), 2);
+            assert_eq!(Region::depth(), 2);
             block(x.clone(), &w)
         });
-        assert_eq!(region_depth(), 1);
+        assert_eq!(Region::depth(), 1);
         block(inner, &w)
     });
-    assert_eq!(region_depth(), 0);
+    assert_eq!(Region::depth(), 0);
     assert_same(plain, grads(y.sum(), &x, &w));
 }
 
@@ -93,13 +93,13 @@ fn region_returning_a_tuple() {
 fn panic_inside_a_region_closes_it() {
     let result = catch_unwind(|| checkpoint(|| panic!("inside")));
     assert!(result.is_err());
-    assert_eq!(region_depth(), 0);
+    assert_eq!(Region::depth(), 0);
 
     struct Model;
     impl Model {
         #[burn_checkpoint::checkpoint]
         fn forward(&self, x: Tensor<Ckpt, 2>) -> Tensor<Ckpt, 2> {
-            assert_eq!(region_depth(), 1);
+            assert_eq!(Region::depth(), 1);
             if x.dims()[0] > 0 {
                 panic!("inside the attribute");
             }
@@ -109,7 +109,7 @@ fn panic_inside_a_region_closes_it() {
     let (x, _) = leaves::<Ckpt>(true);
     let result = catch_unwind(AssertUnwindSafe(|| Model.forward(x)));
     assert!(result.is_err());
-    assert_eq!(region_depth(), 0);
+    assert_eq!(Region::depth(), 0);
 }
 
 #[test]
@@ -134,7 +134,7 @@ fn early_return_closes_the_region() {
         None
     }
     assert_eq!(first_positive(&[-1.0, 2.0]), Some(2.0));
-    assert_eq!(region_depth(), 0);
+    assert_eq!(Region::depth(), 0);
 }
 
 /// Backward twice through the same graph: whatever plain autodiff does (an error or gradients),
@@ -164,7 +164,7 @@ fn backward_twice() {
         (Err(()), Err(())) => {}
         (a, b) => panic!("plain: {a:?}, decorator: {b:?}"),
     }
-    assert_eq!(region_depth(), 0);
+    assert_eq!(Region::depth(), 0);
 }
 
 #[test]

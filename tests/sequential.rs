@@ -12,7 +12,8 @@ use burn::tensor::activation::relu;
 use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::module::linear;
 use burn::tensor::{Tensor, TensorData};
-use burn_checkpoint::memory::{CountingAllocator, allocated, mib, peak, reset_peak};
+use burn_checkpoint::memory::{CountingAllocator, Meter};
+use burn_checkpoint_core::memory::mib;
 use burn_checkpoint::{Layer, Segments, checkpoint_sequential};
 use common::{Ckpt, Plain, assert_values_bitwise, data, values};
 
@@ -55,14 +56,13 @@ fn step<B: AutodiffBackend>(
         })
         .collect();
     let x = Tensor::<B, 2>::from_data(x.clone(), &device);
-    let base = allocated();
-    reset_peak();
+    let measure = Meter::Host.start();
     let out = match segments {
         Some(segments) => checkpoint_sequential(&blocks, segments, x),
         None => blocks.iter().fold(x, |h, block| block.forward(h)),
     };
     let grads = out.sum().backward();
-    let peak = peak().saturating_sub(base);
+    let peak = measure.finish().in_use as usize;
     Measured {
         peak,
         grads: blocks

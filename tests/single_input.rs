@@ -7,10 +7,8 @@ mod common;
 use burn::nn::Gelu;
 use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::{Tensor, TensorData};
-use burn_checkpoint::{
-    Decision, Layer, Policy, Segments, checkpoint, checkpoint_named, checkpoint_sequential,
-    checkpoint_sequential_with, checkpoint_with, coverage, enter, enter_named, enter_with,
-};
+use burn_checkpoint::counters::Counters;
+use burn_checkpoint::{Decision, Layer, Policy, Region, Segments, checkpoint, checkpoint_sequential};
 use common::{Ckpt, Plain, assert_values_bitwise, data, values};
 
 /// The body every form runs: element-wise, one input, nothing else.
@@ -44,12 +42,12 @@ fn compare<const D: usize>(name: &str, shape: [usize; D], form: Form<D>) {
     let data = data(shape, 17);
     for derived in [false, true] {
         let (plain_loss, plain_dims, plain_grad) = outcome::<Plain, D>(&data, derived, body);
-        coverage::reset();
+        Counters::reset();
         let (loss, dims, grad) = outcome::<Ckpt, D>(&data, derived, form);
         let what = format!("{name}, {D}-D, input derived: {derived}");
         // The form opened a region: backward recomputed its ops.
         assert!(
-            coverage::recomputes().values().sum::<u64>() > 0,
+            Counters::now().total_recomputes() > 0,
             "{what}: nothing was recomputed"
         );
         assert_values_bitwise(&format!("{what}: loss"), &plain_loss, &loss);
@@ -85,6 +83,11 @@ impl Activations {
     ) -> Tensor<B, D> {
         body(x)
     }
+
+    #[burn_checkpoint::checkpoint(offload)]
+    fn offloaded_region<B: AutodiffBackend, const D: usize>(&self, x: Tensor<B, D>) -> Tensor<B, D> {
+        body(x)
+    }
 }
 
 /// A free function as a region.
@@ -110,26 +113,33 @@ impl<B: AutodiffBackend, const D: usize> Layer<Tensor<B, D>> for Layers {
 
 forms! {
     the_function_form: |x| checkpoint(|| body(x));
-    checkpoint_named_: |x| checkpoint_named("single", || body(x));
-    checkpoint_with_recompute_all: |x| checkpoint_with(Policy::RecomputeAll, || body(x));
-    checkpoint_with_save_compute_bound: |x| checkpoint_with(Policy::SaveComputeBound, || body(x));
-    checkpoint_with_offload: |x| checkpoint_with(Policy::RecomputeAll.offloaded(), || body(x));
-    checkpoint_with_a_custom_policy: |x| checkpoint_with(
-        Policy::custom(|op| if op.name() == "float_exp" { Decision::Offload } else { Decision::Recompute }),
-        || body(x),
-    );
-    an_enter_guard: |x| { let _region = enter(); body(x) };
-    an_enter_with_guard: |x| { let _region = enter_with(Policy::SaveComputeBound); body(x) };
-    an_enter_named_guard: |x| { let _region = enter_named("single", Policy::RecomputeAll); body(x) };
+    a_region_run: |x| Region::new().run(|| body(x));
+    a_named_region: |x| Region::named("single").run(|| body(x));
+    a_region_with_a_policy: |x| Region::new().policy(Policy::SaveComputeBound).run(|| body(x));
+    an_offloaded_region: |x| Region::new().offloaded().run(|| body(x));
+    a_region_with_a_custom_policy: |x| Region::new()
+        .policy(Policy::custom(|op| if op.name() == "float_exp" { Decision::Offload } else { Decision::Recompute }))
+        .run(|| body(x));
+    a_region_guard: |x| { let _region = Region::new().enter(); body(x) };
+    a_named_offloaded_guard_with_a_policy: |x| {
+        let _region = Region::named("single").policy(Policy::SaveComputeBound).offloaded().enter();
+        body(x)
+    };
+    one_region_value_run_twice: |x| {
+        let region = Region::named("twice");
+        region.run(|| region.run(|| body(x)))
+    };
     the_attribute_on_a_method: |x| Activations.region(x);
     the_attribute_with_policy_and_name: |x| Activations.region_with_arguments(x);
+    the_attribute_with_offload: |x| Activations.offloaded_region(x);
     the_attribute_on_a_function: |x| free_region(x);
     // The body, then the identity, in two segments: the first (the body) is a region, the
     // last never is.
     checkpoint_sequential_: |x| checkpoint_sequential(&[Layers::Body, Layers::Identity], Segments::Count(2), x);
-    checkpoint_sequential_with_: |x| checkpoint_sequential_with(
-        Policy::SaveComputeBound, &[Layers::Body, Layers::Identity], Segments::Count(2), x,
-    );
+    a_region_sequential_with_a_policy: |x| Region::named("stack")
+        .policy(Policy::SaveComputeBound)
+        .offloaded()
+        .sequential(&[Layers::Body, Layers::Identity], Segments::Count(2), x);
     nested_regions: |x| checkpoint(|| checkpoint(|| body(x)));
 }
 
@@ -151,9 +161,9 @@ fn checkpoint_sequential_over_a_stack_without_parameters() {
         values(x.grad(&grads).expect("x has a gradient"))
     }
     let input = data([3, 4], 5);
-    coverage::reset();
+    Counters::reset();
     let regions = gradient::<Ckpt>(&input, true);
-    assert!(coverage::recomputes().values().sum::<u64>() > 0);
+    assert!(Counters::now().recomputes.values().sum::<u64>() > 0);
     assert_values_bitwise("gradient", &gradient::<Plain>(&input, false), &regions);
 }
 
@@ -165,11 +175,11 @@ fn a_parameterless_burn_layer() {
     let ckpt = Tensor::<Ckpt, 2>::from_data(input, &Default::default()).require_grad();
     // Gelu's output is inside the region (exp's is what it gives): recomputed.
     let plain_grads = Gelu::new().forward(plain.clone()).exp().sum().backward();
-    coverage::reset();
+    Counters::reset();
     let ckpt_grads = checkpoint(|| Gelu::new().forward(ckpt.clone()).exp())
         .sum()
         .backward();
-    assert!(coverage::recomputes().values().sum::<u64>() > 0);
+    assert!(Counters::now().recomputes.values().sum::<u64>() > 0);
     assert_values_bitwise(
         "gelu gradient",
         &values(plain.grad(&plain_grads).unwrap()),

@@ -10,7 +10,8 @@ use std::collections::BTreeMap;
 
 use burn::tensor::Tensor;
 use burn::tensor::backend::AutodiffBackend;
-use burn_checkpoint::{Layer, Segments, checkpoint, checkpoint_sequential, coverage};
+use burn_checkpoint::counters::Counters;
+use burn_checkpoint::{Layer, Segments, checkpoint, checkpoint_sequential};
 use common::transformer::Block;
 use common::{Ckpt, Plain, assert_values_bitwise, data, values};
 
@@ -45,9 +46,9 @@ fn assert_same(what: &str, plain: &[Vec<f32>], ckpt: &[Vec<f32>]) {
 
 /// What one backward recomputed, and the steps its walk took.
 fn recorded(run: impl FnOnce()) -> (BTreeMap<&'static str, u64>, u64) {
-    coverage::reset();
+    Counters::reset();
     run();
-    (coverage::recomputes(), coverage::walk_steps())
+    (Counters::now().recomputes, Counters::now().walk_steps)
 }
 
 #[test]

@@ -9,7 +9,8 @@ mod common;
 
 use burn::tensor::Tensor;
 use burn::tensor::backend::AutodiffBackend;
-use burn_checkpoint::memory::{CountingAllocator, allocated, mib, peak, reset_peak};
+use burn_checkpoint::memory::{CountingAllocator, Meter};
+use burn_checkpoint_core::memory::mib;
 use burn_checkpoint::{Layer, Segments, checkpoint, checkpoint_sequential};
 use common::transformer::Block;
 use common::{Ckpt, Plain, assert_values_bitwise, data, values};
@@ -41,8 +42,7 @@ fn step<B: AutodiffBackend>(cut: Cut) -> Measured {
     let layers: Vec<Block<B>> = (0..BLOCKS as u64).map(|i| Block::new(WIDTH, i)).collect();
     let x = Tensor::<B, 3>::from_data(data([BATCH, SEQ, WIDTH], 1), &device);
     let r = Tensor::<B, 3>::from_data(data([BATCH, SEQ, WIDTH], 2), &device);
-    let base = allocated();
-    reset_peak();
+    let measure = Meter::Host.start();
     let stack = |x| layers.iter().fold(x, |x, layer| layer.forward(x));
     let y = match cut {
         Cut::Plain => stack(x),
@@ -53,9 +53,9 @@ fn step<B: AutodiffBackend>(cut: Cut) -> Measured {
         Cut::Sequential => checkpoint_sequential(&layers, Segments::Sqrt, x),
     };
     let loss = (y * r).sum();
-    let held = allocated().saturating_sub(base);
+    let held = measure.now() as usize;
     let grads = loss.backward();
-    let peak = peak().saturating_sub(base);
+    let peak = measure.finish().in_use as usize;
     Measured {
         held,
         peak,

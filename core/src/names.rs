@@ -47,7 +47,7 @@ impl fmt::Display for RegionName {
 }
 
 /// One region: its name, and which call of that name it is on this thread (0 for the first
-/// since the thread started or since [`restart_region_indices`]; a plan's step restarts them).
+/// since the thread started or since [`RegionId::restart_indices`]; a plan's step restarts them).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub struct RegionId {
@@ -80,11 +80,22 @@ impl RegionId {
     }
 }
 
-/// Starts the indices of this thread's region names again from 0: the next region of each name
-/// is `name#0`. A [`Plan`](crate::planner::Plan) does it before each step it runs, so that its
-/// `name#index` names the same region every step.
-pub fn restart_region_indices() {
-    OPENED.with(|opened| opened.borrow_mut().clear());
+impl RegionId {
+    /// Starts the indices of this thread's region names again from 0: the next region of each
+    /// name is `name#0`. A [`Plan`](crate::planner::Plan) does it before each step it runs, so
+    /// that its `name#index` names the same region every step.
+    ///
+    /// ```
+    /// use burn_checkpoint_core::{RegionId, RegionName};
+    ///
+    /// assert_eq!(RegionId::next(RegionName::new("block")).index, 0);
+    /// assert_eq!(RegionId::next(RegionName::new("block")).index, 1);
+    /// RegionId::restart_indices();
+    /// assert_eq!(RegionId::next(RegionName::new("block")).index, 0);
+    /// ```
+    pub fn restart_indices() {
+        OPENED.with(|opened| opened.borrow_mut().clear());
+    }
 }
 
 /// `Type::method` for `#[checkpoint]` on a method: `type_name` without generic arguments.
@@ -121,7 +132,7 @@ mod tests {
     fn indices_count_per_name_until_restarted() {
         let ids = ["a", "b", "a"].map(|name| RegionId::next(RegionName::new(name)).to_string());
         assert_eq!(ids, ["a#0", "b#0", "a#1"]);
-        restart_region_indices();
+        RegionId::restart_indices();
         assert_eq!(RegionId::next(RegionName::new("a")).to_string(), "a#0");
     }
 }

@@ -5,10 +5,12 @@ use quote::quote;
 use syn::parse::{Parse, ParseStream};
 use syn::{Expr, FnArg, GenericArgument, ItemFn, PathArguments, Token, Type};
 
-/// The attribute's arguments, each optional, in any order: `name = "..."`, `policy = <expression>`.
+/// The attribute's arguments, each optional, in any order: `name = "..."`,
+/// `policy = <expression>`, `offload`.
 struct Args {
     name: Option<syn::LitStr>,
     policy: Option<Expr>,
+    offload: bool,
 }
 
 impl Parse for Args {
@@ -16,19 +18,24 @@ impl Parse for Args {
         let mut args = Args {
             name: None,
             policy: None,
+            offload: false,
         };
         while !input.is_empty() {
             let key: syn::Ident = input.parse()?;
-            input.parse::<Token![=]>()?;
             if key == "name" && args.name.is_none() {
+                input.parse::<Token![=]>()?;
                 args.name = Some(input.parse()?);
             } else if key == "policy" && args.policy.is_none() {
+                input.parse::<Token![=]>()?;
                 args.policy = Some(input.parse()?);
+            } else if key == "offload" && !args.offload {
+                args.offload = true;
             } else {
                 return Err(syn::Error::new_spanned(
                     key,
-                    "#[checkpoint] takes `name = \"...\"` and `policy = <expression>`, each once, \
-                     e.g. #[checkpoint(name = \"attention\", policy = Policy::SaveComputeBound)]",
+                    "#[checkpoint] takes `name = \"...\"`, `policy = <expression>` and `offload`, \
+                     each once, e.g. #[checkpoint(name = \"attention\", policy = \
+                     Policy::SaveComputeBound, offload)]",
                 ));
             }
             if !input.is_empty() {
@@ -40,11 +47,13 @@ impl Parse for Args {
 }
 
 pub fn expand(attr: TokenStream, item: TokenStream) -> syn::Result<TokenStream> {
-    let Args { name, policy } = syn::parse2(attr)?;
-    let policy = match policy {
-        Some(policy) => quote!(#policy),
-        None => quote!(::burn_checkpoint::Policy::RecomputeAll),
-    };
+    let Args {
+        name,
+        policy,
+        offload,
+    } = syn::parse2(attr)?;
+    let policy = policy.map(|policy| quote!(.policy(#policy)));
+    let offload = offload.then(|| quote!(.offloaded()));
     let ItemFn {
         attrs,
         vis,
@@ -63,12 +72,19 @@ pub fn expand(attr: TokenStream, item: TokenStream) -> syn::Result<TokenStream> 
         }},
         None => quote!(::core::concat!(::core::module_path!(), "::", #function)),
     };
+    if let Some(asyncness) = sig.asyncness {
+        return Err(syn::Error::new_spanned(
+            asyncness,
+            "#[checkpoint] cannot go on an `async fn`: a region is open on one thread, and an \
+             `.await` may move the task to another; open the region inside, around the tensor \
+             work: `Region::new().run(|| ..)`",
+        ));
+    }
+    let region = quote!(::burn_checkpoint::Region::named(#name) #policy #offload);
     // Naming the backend lets a region on a backend that is not `Checkpointed` say which one.
     let guard = match backend_of(&sig) {
-        Some(backend) => {
-            quote!(::burn_checkpoint::__private::enter_on::<#backend>(#policy, #name))
-        }
-        None => quote!(::burn_checkpoint::enter_named(#name, #policy)),
+        Some(backend) => quote!(#region.enter_on::<#backend>()),
+        None => quote!(#region.enter()),
     };
     Ok(quote! {
         #(#attrs)*

@@ -26,12 +26,18 @@ mod forward_ops;
 /// }
 /// ```
 ///
-/// `#[checkpoint(policy = <expression>)]` chooses the region's `burn_checkpoint::Policy` (the
-/// default is `Policy::RecomputeAll`); the expression is evaluated each time the function runs.
+/// The body runs inside `Region::named(name).policy(policy).offloaded().enter()` (see
+/// `burn_checkpoint::Region`), each part given by an argument, all optional, in any order:
 ///
-/// The region is named (`burn_checkpoint::RegionName`) after the method, `path::Type::method`
-/// without generic arguments, or the function, `module::function`; `#[checkpoint(name = "..")]`
-/// names it otherwise. Both arguments can be given, in any order.
+/// - `name = ".."`: the region's name; by default the method's, `path::Type::method` without
+///   generic arguments, or the function's, `module::function`.
+/// - `policy = <expression>`: the region's `burn_checkpoint::Policy` (`Policy::RecomputeAll`
+///   unless given), evaluated each time the function runs.
+/// - `offload`: what the region stores for backward waits in host memory
+///   (`Region::offloaded`).
+///
+/// `#[checkpoint(name = "attention", policy = Policy::SaveComputeBound, offload)]`. An
+/// `async fn` is refused: a region is open on one thread, and an `.await` may move the task.
 #[proc_macro_attribute]
 pub fn checkpoint(attr: TokenStream, item: TokenStream) -> TokenStream {
     checkpoint_attr::expand(attr.into(), item.into())

@@ -4,20 +4,20 @@
 //! burn-checkpoint-core's, shared with the crate for Burn 0.22 (same JSON); the planner that
 //! reads reports is [`planner`](crate::planner).
 //!
-//! Install the allocator in a binary or test (one global allocator per program), then read the
-//! bytes in use and the peak since the last reset:
+//! Install the allocator in a binary or test (one global allocator per program), then measure
+//! with a [`Meter`]: [`Meter::start`] gives a [`Measure`], whose [`Measure::finish`] is the
+//! step's [`Peak`] above its start:
 //!
 //! ```
-//! use burn_checkpoint::memory::{CountingAllocator, allocated, peak, reset_peak};
+//! use burn_checkpoint::memory::{CountingAllocator, Meter};
 //!
 //! #[global_allocator]
 //! static ALLOCATOR: CountingAllocator = CountingAllocator;
 //!
-//! reset_peak();
-//! let before = allocated();
+//! let measure = Meter::Host.start();
 //! let buffer = vec![0u8; 1 << 20];
-//! assert!(peak() - before >= 1 << 20);
 //! drop(buffer);
+//! assert!(measure.finish().in_use >= 1 << 20);
 //! ```
 //!
 //! The counts cover every thread of the process: measure with nothing else running.
@@ -32,7 +32,7 @@
 //! use burn::backend::{Autodiff, NdArray};
 //! use burn::tensor::{Tensor, activation::relu};
 //! use burn_checkpoint::memory::{Meter, StepReport};
-//! use burn_checkpoint::{Checkpointed, checkpoint_named};
+//! use burn_checkpoint::{Checkpointed, Region};
 //!
 //! type B = Checkpointed<Autodiff<NdArray>>;
 //! let device = Default::default();
@@ -42,7 +42,7 @@
 //! let (_, report) = StepReport::measure(Meter::Host, || {
 //!     let mut h = x.clone();
 //!     for _ in 0..3 {
-//!         h = checkpoint_named("block", || relu(h.clone().matmul(w.clone())));
+//!         h = Region::named("block").run(|| relu(h.clone().matmul(w.clone())));
 //!     }
 //!     h.sum().backward()
 //! });
@@ -52,15 +52,14 @@
 //! println!("{report}"); // a table; `serde_json::to_string(&report)` for JSON
 //! ```
 //!
-//! On cubecl devices (features `cuda`, `wgpu`), [`device`] reads cubecl's count of device bytes in
-//! use and reserved, and samples their peaks.
+//! On cubecl devices (features `cuda`, `wgpu`), [`Meter::Cuda`] and [`Meter::Wgpu`] read cubecl's
+//! count of device bytes in use and reserved; a [`Measure`] samples their peaks.
 
 #[cfg(any(feature = "cuda", feature = "wgpu"))]
-pub mod device;
+mod device;
 mod meter;
 
 pub use burn_checkpoint_core::memory::{
-    CountingAllocator, MemoryMeter, NameTotals, RegionRecord, StepReport, allocated, mib,
-    offloaded_bytes, offloaded_peak, peak, raise_peak, reset_offloaded_peak, reset_peak,
+    CountingAllocator, MemoryMeter, NameTotals, OffloadedBytes, RegionRecord, StepReport,
 };
 pub use meter::{Measure, Meter, Peak};

@@ -36,30 +36,14 @@ use crate::counters;
 /// 1 GiB by default: at PCIe speeds about 40 ms of copies behind forward.
 static IN_FLIGHT_LIMIT: AtomicUsize = AtomicUsize::new(1 << 30);
 
-/// The most bytes of offload copies that may be in flight (started by forward, not yet in host
-/// memory) per training thread before forward waits for the oldest: 1 GiB unless set with
-/// [`set_offload_in_flight_limit`].
-pub fn offload_in_flight_limit() -> usize {
+/// The most bytes of offload copies that may be in flight per training thread before forward
+/// waits for the oldest (`Settings::offload_in_flight_limit`).
+pub(crate) fn offload_in_flight_limit() -> usize {
     IN_FLIGHT_LIMIT.load(Ordering::Relaxed)
 }
 
-/// Sets the bound of [`offload_in_flight_limit`], for every thread. A copy larger than the bound
-/// still goes, alone. Each copy in flight holds its tensor on the device until it is in host
-/// memory, so a smaller bound trades forward time (waits, counted by
-/// [`coverage::offload_copies`]) for a lower device peak when the copies fall behind.
-///
-/// `0` makes offload synchronous: forward waits for each copy as soon as it has started it, as a
-/// plain `into_data` would (the way to compare the copy thread against no overlap at all).
-///
-/// ```
-/// use burn_checkpoint::{offload_in_flight_limit, set_offload_in_flight_limit};
-///
-/// set_offload_in_flight_limit(256 << 20);
-/// assert_eq!(offload_in_flight_limit(), 256 << 20);
-/// ```
-///
-/// [`coverage::offload_copies`]: crate::coverage::offload_copies
-pub fn set_offload_in_flight_limit(bytes: usize) {
+/// Sets the bound of [`offload_in_flight_limit`], for every thread.
+pub(crate) fn set_offload_in_flight_limit(bytes: usize) {
     IN_FLIGHT_LIMIT.store(bytes, Ordering::Relaxed);
 }
 

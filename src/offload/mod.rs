@@ -22,7 +22,7 @@ mod host_copy;
 mod prefetch;
 mod read;
 
-pub use copier::{offload_in_flight_limit, set_offload_in_flight_limit};
+pub(crate) use copier::{offload_in_flight_limit, set_offload_in_flight_limit};
 pub(crate) use host_copy::HostCopy;
 
 use std::cell::{Cell, RefCell};

@@ -2,7 +2,7 @@
 //!
 //! A region op whose recompute differs from its forward would give wrong gradients without a
 //! word. With the check on, the recompute fails instead, naming the op. It is on in debug builds,
-//! and opt-in in release builds through [`verify_recomputes`] or the environment variable
+//! and opt-in in release builds through `Settings::verify_recomputes` or the environment variable
 //! `BURN_CHECKPOINT_VERIFY=1`.
 
 use std::sync::atomic::{AtomicU8, Ordering};
@@ -19,22 +19,14 @@ const ON: u8 = 2;
 
 static VERIFY: AtomicU8 = AtomicU8::new(UNSET);
 
-/// Turns the recompute check on or off for the whole process, for the ops built from now on.
-///
-/// With the check on, every recompute of a region op compares its output's shape and dtype with
-/// those of the forward output and panics with a message naming the op when they differ, rather
-/// than letting backward produce wrong gradients. It costs one small allocation per region op.
-/// It is on by default in debug builds, and in any build when the environment variable
-/// `BURN_CHECKPOINT_VERIFY` is `1` at the first op.
-///
-/// ```
-/// burn_checkpoint::verify_recomputes(true);
-/// ```
-pub fn verify_recomputes(on: bool) {
+/// Turns the recompute check on or off for the whole process, for the ops built from now on
+/// (`Settings::verify_recomputes`).
+pub(crate) fn verify_recomputes(on: bool) {
     VERIFY.store(if on { ON } else { OFF }, Ordering::Relaxed);
 }
 
-fn verifying() -> bool {
+/// Whether the check is on: set, else on in debug builds or with `BURN_CHECKPOINT_VERIFY=1`.
+pub(crate) fn verifying() -> bool {
     match VERIFY.load(Ordering::Relaxed) {
         ON => true,
         OFF => false,

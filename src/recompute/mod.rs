@@ -26,7 +26,7 @@ mod reduce;
 mod scan;
 
 pub(crate) use build::{RegionOp, build, build_with, unbroadcast};
-pub use check::verify_recomputes;
+pub(crate) use check::{verify_recomputes, verifying};
 
 pub(crate) use concat::cat;
 pub(crate) use conv::{

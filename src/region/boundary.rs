@@ -18,7 +18,7 @@ use burn_autodiff::grads::Gradients;
 use burn_autodiff::ops::{Backward, Ops};
 use burn_backend::{Backend, TensorMetadata};
 
-use super::{OpContext, Region};
+use super::{OpContext, OpRegion};
 use crate::node_map::{Liveness, NodeMap};
 use crate::offload;
 use crate::op::Op;
@@ -133,7 +133,7 @@ enum Boundary<I: Backend> {
 /// Gives an operand (a region output's data) its stored version's node, while Burn still has it.
 type RestoreStored<I> = Box<dyn Fn(Tracked<I>) -> Result<Tracked<I>, Tracked<I>>>;
 
-impl Region<'_> {
+impl OpRegion<'_> {
     /// Returns the output `tensor` of the op `op`, recorded as made in this region, or stored if
     /// the region's policy keeps it.
     pub(crate) fn record<I: Backend>(&self, op: &'static Op, tensor: Tracked<I>) -> Tracked<I> {

@@ -24,20 +24,229 @@ use crate::policy::Policy;
 pub(crate) use boundary::forget_dropped_outputs;
 pub use boundary::remembered_outputs;
 
-/// Runs `f` as a checkpoint region and returns what it returns.
+/// A checkpoint region: its name, the [`Policy`] that decides op by op what it recomputes, and
+/// whether what it stores for backward waits in host memory. One value, three ways in:
+/// [`run`](Region::run) a closure, [`enter`](Region::enter) a guard, or
+/// [`sequential`](Region::sequential) a stack of layers; [`checkpoint`] is `Region::new().run(f)`
+/// and `#[checkpoint(name = .., policy = .., offload)]` expands to the guard.
 ///
-/// On a [`Checkpointed`](crate::Checkpointed) backend, what the tensor ops inside `f` compute is
-/// not held between forward and backward: backward recomputes it from the region's inputs. The
-/// tensors `f` returns (and any other tensor made inside and used outside) are stored. On any
-/// other backend the region changes nothing (and says so once through `log`).
+/// On a [`Checkpointed`](crate::Checkpointed) backend, what the tensor ops inside a region
+/// compute is not held between forward and backward: backward recomputes it from the region's
+/// inputs. What the region returns (and any other tensor made inside and used outside) is stored.
+/// On any other backend a region changes nothing (and says so once through `log`).
 ///
-/// `f` may return anything: a tensor, a tuple of tensors, a struct. Regions nest; the outermost
-/// one decides what is recomputed together.
+/// Each time a region opens it is one instance of its name, `name#0`, `name#1`, ... counted per
+/// thread ([`RegionId`]), as the memory report and a [`Plan`](crate::planner::Plan) call it; a
+/// plan in force may run a top-level region otherwise than the code says (kept, recomputed,
+/// offloaded). Regions nest: the outermost one decides what is recomputed together, the
+/// innermost one's policy decides for the ops it runs. A `Region` can be opened many times.
 ///
 /// ```
 /// use burn::backend::{Autodiff, NdArray};
 /// use burn::tensor::{Tensor, activation::relu};
-/// use burn_checkpoint::{Checkpointed, checkpoint};
+/// use burn_checkpoint::{Checkpointed, Policy, Region};
+///
+/// type B = Checkpointed<Autodiff<NdArray>>;
+/// let device = Default::default();
+/// let x = Tensor::<B, 2>::ones([8, 16], &device).require_grad();
+/// let w = Tensor::<B, 2>::ones([16, 16], &device).require_grad();
+///
+/// // Named "block", the matmul's output kept, what it stores in host memory.
+/// let block = Region::named("block").policy(Policy::SaveComputeBound).offloaded();
+/// let mut h = x.clone();
+/// for _ in 0..3 {
+///     h = block.run(|| relu(h.matmul(w.clone())));
+/// }
+/// let grads = h.sum().backward();
+/// assert!(w.grad(&grads).is_some());
+/// ```
+#[derive(Clone, Debug)]
+pub struct Region {
+    name: RegionName,
+    policy: Policy,
+    offload: bool,
+}
+
+impl Region {
+    /// A region named after the place in the source this is called from (`src/model.rs:42:17`),
+    /// recomputing everything ([`Policy::RecomputeAll`]), stored operands on the device.
+    ///
+    /// ```
+    /// use burn_checkpoint::Region;
+    ///
+    /// Region::new().run(|| {
+    ///     let here = Region::current().unwrap().name.to_string();
+    ///     assert!(here.contains(".rs:"), "named by the caller's place");
+    /// });
+    /// ```
+    #[track_caller]
+    #[allow(clippy::new_without_default)] // `Default` could not name the caller's place
+    pub fn new() -> Self {
+        Region {
+            name: RegionName::caller(),
+            policy: Policy::RecomputeAll,
+            offload: false,
+        }
+    }
+
+    /// A region named `name` (see [`RegionName`]): its instances are `name#0`, `name#1`, ...
+    ///
+    /// ```
+    /// use burn_checkpoint::Region;
+    ///
+    /// for index in 0..2 {
+    ///     Region::named("attention").run(|| {
+    ///         assert_eq!(Region::current().unwrap().to_string(), format!("attention#{index}"));
+    ///     });
+    /// }
+    /// ```
+    pub fn named(name: impl Into<Cow<'static, str>>) -> Self {
+        Region {
+            name: RegionName::new(name),
+            policy: Policy::RecomputeAll,
+            offload: false,
+        }
+    }
+
+    /// This region with `policy` deciding, op by op, what it recomputes and what it keeps
+    /// ([`Policy::RecomputeAll`] unless set).
+    ///
+    /// ```
+    /// use burn::backend::{Autodiff, NdArray};
+    /// use burn::tensor::{Tensor, activation::relu};
+    /// use burn_checkpoint::{Checkpointed, Policy, Region};
+    ///
+    /// type B = Checkpointed<Autodiff<NdArray>>;
+    /// let device = Default::default();
+    /// let x = Tensor::<B, 2>::ones([8, 16], &device).require_grad();
+    /// let w = Tensor::<B, 2>::ones([16, 16], &device).require_grad();
+    ///
+    /// // The matmul output is kept, the ReLU recomputed from it.
+    /// let y = Region::new()
+    ///     .policy(Policy::SaveComputeBound)
+    ///     .run(|| relu(x.clone().matmul(w.clone())));
+    /// let grads = y.sum().backward();
+    /// assert!(x.grad(&grads).is_some());
+    /// ```
+    pub fn policy(mut self, policy: Policy) -> Self {
+        self.policy = policy;
+        self
+    }
+
+    /// This region with what it stores for backward held in host memory instead of the
+    /// device's (fairscale's `offload_to_cpu`): each stored operand that is not a leaf (not a
+    /// parameter or an input the caller holds) is copied to the host when the region's op is
+    /// built, once per tensor, on a copy thread (forward waits for it only past
+    /// [`Settings::offload_in_flight_limit`](crate::Settings) bytes in flight), and copied back
+    /// one region ahead of backward's reads. Regions nested in an offloading region offload
+    /// too. Values are unchanged, bit for bit; on a CPU backend the bytes only move from one host
+    /// buffer to another ([`OffloadedBytes`](crate::memory::OffloadedBytes) counts them). One op's
+    /// output alone: [`Decision::Offload`](crate::Decision::Offload).
+    ///
+    /// ```
+    /// use burn::backend::{Autodiff, NdArray};
+    /// use burn::tensor::{Tensor, activation::relu};
+    /// use burn_checkpoint::memory::OffloadedBytes;
+    /// use burn_checkpoint::{Checkpointed, Region, checkpoint};
+    ///
+    /// type B = Checkpointed<Autodiff<NdArray>>;
+    /// let device = Default::default();
+    /// let w = Tensor::<B, 2>::ones([16, 16], &device).require_grad();
+    /// let x = Tensor::<B, 2>::ones([8, 16], &device).require_grad();
+    ///
+    /// let h = checkpoint(|| relu(x.clone().matmul(w.clone())));
+    /// // The second region keeps its input `h` (the first one's output) in host memory.
+    /// let y = Region::new().offloaded().run(|| relu(h.matmul(w.clone())));
+    /// assert!(OffloadedBytes::now().in_use >= 8 * 16 * 4);
+    /// let grads = y.sum().backward();
+    /// assert!(w.grad(&grads).is_some());
+    /// ```
+    pub fn offloaded(mut self) -> Self {
+        self.offload = true;
+        self
+    }
+
+    /// Opens this region on this thread until the returned guard is dropped (on every exit path,
+    /// panics included): what the `#[checkpoint]` attribute expands to.
+    ///
+    /// ```
+    /// use burn_checkpoint::Region;
+    ///
+    /// let region = Region::named("block").enter();
+    /// assert_eq!(Region::depth(), 1);
+    /// drop(region);
+    /// assert_eq!(Region::depth(), 0);
+    /// ```
+    pub fn enter(&self) -> RegionGuard {
+        open(None, self)
+    }
+
+    /// Runs `f` as this region and returns what it returns: a tensor, a tuple of tensors, a
+    /// struct, anything.
+    ///
+    /// ```
+    /// use burn::backend::{Autodiff, NdArray};
+    /// use burn::tensor::{Tensor, activation::relu};
+    /// use burn_checkpoint::{Checkpointed, Region};
+    ///
+    /// type B = Checkpointed<Autodiff<NdArray>>;
+    /// let device = Default::default();
+    /// let x = Tensor::<B, 2>::ones([8, 16], &device).require_grad();
+    /// let w = Tensor::<B, 2>::ones([16, 16], &device).require_grad();
+    ///
+    /// let (y, z) = Region::named("pair").run(|| {
+    ///     let h = relu(x.clone().matmul(w.clone()));
+    ///     (h.clone().sum(), h.mean())
+    /// });
+    /// let grads = (y + z).backward();
+    /// assert!(w.grad(&grads).is_some());
+    /// ```
+    pub fn run<R>(&self, f: impl FnOnce() -> R) -> R {
+        let _region = self.enter();
+        f()
+    }
+
+    /// The innermost open region on this thread: its name and index.
+    ///
+    /// ```
+    /// use burn_checkpoint::Region;
+    ///
+    /// assert!(Region::current().is_none());
+    /// Region::named("block").run(|| assert_eq!(Region::current().unwrap().to_string(), "block#0"));
+    /// ```
+    pub fn current() -> Option<RegionId> {
+        STATE.with(|state| state.borrow().stack.last().map(|frame| frame.id.clone()))
+    }
+
+    /// How many regions are open on this thread.
+    ///
+    /// ```
+    /// use burn_checkpoint::{Region, checkpoint};
+    ///
+    /// assert_eq!(Region::depth(), 0);
+    /// checkpoint(|| assert_eq!(Region::depth(), 1));
+    /// assert_eq!(Region::depth(), 0);
+    /// ```
+    pub fn depth() -> usize {
+        STATE.with(|state| state.borrow().stack.len())
+    }
+
+    /// [`enter`](Region::enter) for code generic over the backend `B`, so that a region on a
+    /// backend that is not `Checkpointed` can name it in its warning. Used by `#[checkpoint]`.
+    #[doc(hidden)]
+    pub fn enter_on<B: ?Sized>(&self) -> RegionGuard {
+        open(Some(core::any::type_name::<B>()), self)
+    }
+}
+
+/// Runs `f` as a checkpoint region and returns what it returns: `Region::new().run(f)`, the
+/// region named after the place it is called from (see [`Region`] for names, policies and
+/// offload).
+///
+/// ```
+/// use burn::backend::{Autodiff, NdArray};
+/// use burn::tensor::{Tensor, activation::relu};
+/// use burn_checkpoint::{Checkpointed, checkpoint, Region};
 ///
 /// type B = Checkpointed<Autodiff<NdArray>>;
 /// let device = Default::default();
@@ -54,135 +263,27 @@ pub use boundary::remembered_outputs;
 #[track_caller]
 pub fn checkpoint<R>(f: impl FnOnce() -> R) -> R {
     // `#[track_caller]` passes the caller's place on: the region is named after it.
-    checkpoint_with(Policy::RecomputeAll, f)
-}
-
-/// [`checkpoint`] with a name of its own (see [`RegionName`]), rather than the place it is
-/// called from.
-///
-/// ```
-/// use burn_checkpoint::{checkpoint_named, current_region};
-///
-/// for index in 0..2 {
-///     checkpoint_named("attention", || {
-///         let region = current_region().unwrap();
-///         assert_eq!(region.to_string(), format!("attention#{index}"));
-///     });
-/// }
-/// ```
-pub fn checkpoint_named<R>(name: impl Into<Cow<'static, str>>, f: impl FnOnce() -> R) -> R {
-    let _region = open(None, Policy::RecomputeAll, RegionName::new(name));
-    f()
-}
-
-/// Runs `f` as a checkpoint region with `policy` deciding, op by op, what is recomputed.
-///
-/// [`checkpoint`] is `checkpoint_with(Policy::RecomputeAll, f)`. In nested regions the innermost
-/// region's policy decides for the ops it runs; the outermost region still decides what is
-/// stored at the boundary.
-///
-/// ```
-/// use burn::backend::{Autodiff, NdArray};
-/// use burn::tensor::{Tensor, activation::relu};
-/// use burn_checkpoint::{Checkpointed, Policy, checkpoint_with};
-///
-/// type B = Checkpointed<Autodiff<NdArray>>;
-/// let device = Default::default();
-/// let x = Tensor::<B, 2>::ones([8, 16], &device).require_grad();
-/// let w = Tensor::<B, 2>::ones([16, 16], &device).require_grad();
-///
-/// // The matmul output is kept, the ReLU recomputed from it.
-/// let y = checkpoint_with(Policy::SaveComputeBound, || relu(x.clone().matmul(w.clone())));
-/// let grads = y.sum().backward();
-/// assert!(x.grad(&grads).is_some());
-/// ```
-#[track_caller]
-pub fn checkpoint_with<R>(policy: Policy, f: impl FnOnce() -> R) -> R {
-    let _region = enter_with(policy);
-    f()
-}
-
-/// The innermost open region on this thread: its name and index.
-///
-/// ```
-/// use burn_checkpoint::{checkpoint, current_region};
-///
-/// assert!(current_region().is_none());
-/// checkpoint(|| {
-///     let here = current_region().unwrap().name.to_string();
-///     assert!(here.contains(".rs:"), "the function form is named by its caller's place");
-/// });
-/// ```
-pub fn current_region() -> Option<RegionId> {
-    STATE.with(|state| state.borrow().stack.last().map(|frame| frame.id.clone()))
-}
-
-/// How many regions are open on this thread.
-///
-/// ```
-/// use burn_checkpoint::{checkpoint, region_depth};
-///
-/// assert_eq!(region_depth(), 0);
-/// checkpoint(|| assert_eq!(region_depth(), 1));
-/// assert_eq!(region_depth(), 0);
-/// ```
-pub fn region_depth() -> usize {
-    STATE.with(|state| state.borrow().stack.len())
+    Region::new().run(f)
 }
 
 /// An open checkpoint region; dropping it closes the region, on every exit path (panics too).
 ///
-/// Made by [`enter`]; most code uses [`checkpoint`] or the `#[checkpoint]` attribute instead.
+/// Made by [`Region::enter`]; most code uses [`checkpoint`], [`Region::run`] or the
+/// `#[checkpoint]` attribute instead.
+///
+/// ```
+/// use burn_checkpoint::Region;
+///
+/// let guard = Region::new().enter();
+/// assert_eq!(Region::depth(), 1);
+/// drop(guard);
+/// assert_eq!(Region::depth(), 0);
+/// ```
 #[must_use = "the region closes when the guard is dropped"]
 pub struct RegionGuard {
     instance: u64,
     // Region state is per thread: the guard must be dropped on the thread that made it.
     _not_send: PhantomData<*const ()>,
-}
-
-/// Opens a region on this thread until the returned guard is dropped.
-///
-/// ```
-/// use burn_checkpoint::{enter, region_depth};
-///
-/// let region = enter();
-/// assert_eq!(region_depth(), 1);
-/// drop(region);
-/// assert_eq!(region_depth(), 0);
-/// ```
-#[track_caller]
-pub fn enter() -> RegionGuard {
-    enter_with(Policy::RecomputeAll)
-}
-
-/// Opens a region with `policy` on this thread until the returned guard is dropped.
-///
-/// ```
-/// use burn_checkpoint::{Policy, enter_with, region_depth};
-///
-/// let region = enter_with(Policy::SaveComputeBound);
-/// assert_eq!(region_depth(), 1);
-/// drop(region);
-/// ```
-#[track_caller]
-pub fn enter_with(policy: Policy) -> RegionGuard {
-    open(None, policy, RegionName::caller())
-}
-
-/// Opens a region named `name` with `policy` on this thread until the returned guard is dropped.
-pub fn enter_named(name: impl Into<Cow<'static, str>>, policy: Policy) -> RegionGuard {
-    open(None, policy, RegionName::new(name))
-}
-
-/// Opens a region for code generic over the backend `B`, so that a region on a backend that is
-/// not `Checkpointed` can name it in its warning. Used by `#[checkpoint]`.
-#[doc(hidden)]
-pub fn enter_on<B: ?Sized>(policy: Policy, name: &'static str) -> RegionGuard {
-    open(
-        Some(core::any::type_name::<B>()),
-        policy,
-        RegionName::new(name),
-    )
 }
 
 /// The name `#[checkpoint]` gives a method of `T`: `path::Type::method`, generics left out.
@@ -192,8 +293,21 @@ pub fn method_region_name<T: ?Sized>(method: &str) -> &'static str {
     method_name(core::any::type_name::<T>(), method).leak()
 }
 
-pub(crate) fn open(backend: Option<&'static str>, policy: Policy, name: RegionName) -> RegionGuard {
-    let id = RegionId::next(name);
+/// How a region runs under a plan's `treatment`: whether it is a region at all (`Keep` is not),
+/// its policy and whether it offloads.
+fn planned_run(treatment: Treatment) -> (bool, Policy, bool) {
+    match treatment {
+        Treatment::Keep => (false, Policy::RecomputeAll, false),
+        Treatment::RecomputeAll => (true, Policy::RecomputeAll, false),
+        Treatment::SaveComputeBound => (true, Policy::SaveComputeBound, false),
+        Treatment::Offload => (true, Policy::RecomputeAll, true),
+        // `Treatment` is non-exhaustive: a plan from a newer crate is refused by name.
+        other => panic!("burn-checkpoint cannot run a region under the treatment {other}"),
+    }
+}
+
+pub(crate) fn open(backend: Option<&'static str>, region: &Region) -> RegionGuard {
+    let id = RegionId::next(region.name.clone());
     STATE.with(|state| {
         let mut state = state.borrow_mut();
         state.next_instance += 1;
@@ -201,10 +315,9 @@ pub(crate) fn open(backend: Option<&'static str>, policy: Policy, name: RegionNa
         let top_level = state.stack.is_empty();
         // A plan decides for top-level regions only; nested ones run as the code says.
         let planned = top_level.then(|| planner::planned(&id)).flatten();
-        let (active, policy) = match planned {
-            Some(Treatment::Keep) => (false, policy),
-            Some(treatment) => (true, Policy::for_treatment(treatment).unwrap_or(policy)),
-            None => (true, policy),
+        let (active, policy, offload) = match planned {
+            Some(treatment) => planned_run(treatment),
+            None => (true, region.policy.clone(), region.offload),
         };
         if top_level && recording::on() {
             recording::top_level_opened(&id.name, id.index, planned);
@@ -216,6 +329,7 @@ pub(crate) fn open(backend: Option<&'static str>, policy: Policy, name: RegionNa
             backend,
             decorated_ops: 0,
             policy,
+            offload,
         });
         RegionGuard {
             instance,
@@ -281,6 +395,8 @@ struct Frame {
     decorated_ops: u64,
     /// Decides for the ops run while this is the innermost region.
     policy: Policy,
+    /// Whether what the region stores waits in host memory (for the regions nested in it too).
+    offload: bool,
 }
 
 #[derive(Default)]
@@ -320,7 +436,7 @@ pub(crate) fn op_context() -> OpContext {
         let offload = state
             .stack
             .iter()
-            .any(|frame| frame.active && frame.policy.offloads());
+            .any(|frame| frame.active && frame.offload);
         OpContext {
             offload,
             // Only a region a plan keeps is inactive, and only a top-level one: the root is the
@@ -344,8 +460,8 @@ impl OpContext {
     }
 
     /// The region the op runs in, if any.
-    pub(crate) fn region(&self) -> Option<Region<'_>> {
-        self.root.map(|root| Region {
+    pub(crate) fn region(&self) -> Option<OpRegion<'_>> {
+        self.root.map(|root| OpRegion {
             root,
             policy: self.policy.as_ref(),
             offload: self.offload,
@@ -353,14 +469,14 @@ impl OpContext {
     }
 }
 
-/// The region an op runs in.
-pub(crate) struct Region<'a> {
+/// The region an op runs in, as that op sees it.
+pub(crate) struct OpRegion<'a> {
     root: u64,
     policy: Option<&'a Policy>,
     offload: bool,
 }
 
-impl Region<'_> {
+impl OpRegion<'_> {
     /// The instance of the top-level region (its number on this thread, growing along forward).
     pub(crate) fn instance(&self) -> u64 {
         self.root

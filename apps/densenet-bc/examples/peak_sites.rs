@@ -17,6 +17,7 @@ use burn::nn::loss::CrossEntropyLossConfig;
 use burn::optim::{GradientsParams, Optimizer, SgdConfig};
 use burn::tensor::backend::Backend;
 use burn::tensor::{Distribution, Int, Tensor};
+use burn_checkpoint::counters::Counters;
 use burn_checkpoint::Checkpointed;
 use densenet_bc::{Cut, DenseNetConfig};
 
@@ -75,7 +76,7 @@ fn main() {
         Optimizer::step(optimizer, 0.1, model, grads)
     };
     let model = step(model, &mut optimizer);
-    burn_checkpoint::coverage::reset();
+    Counters::reset();
     let profiler = dhat::Profiler::new_heap();
     let _model = step(model, &mut optimizer);
     drop(profiler);
@@ -83,7 +84,7 @@ fn main() {
     // A region op recomputed more often than the model has it would show up here.
     println!(
         "region ops recomputed during the step: {:?}",
-        burn_checkpoint::coverage::recomputes()
+        Counters::now().recomputes
     );
 }
 

@@ -9,7 +9,7 @@ use burn::nn::{
 };
 use burn::tensor::Tensor;
 use burn::tensor::backend::Backend;
-use burn_checkpoint::{Decision, OpKind, Policy, enter_named};
+use burn_checkpoint::{Decision, OpKind, Policy, Region};
 
 /// Where a DenseNet-BC puts its checkpoint regions.
 #[derive(Config, Debug, Copy, PartialEq, Eq)]
@@ -38,21 +38,22 @@ pub enum RegionPolicy {
     /// computed them.
     SaveReductions,
     /// [`Policy::RecomputeAll`], what the region stores (the earlier layers' features) held in
-    /// host memory ([`Policy::offloaded`]).
+    /// host memory ([`Region::offloaded`]).
     Offload,
 }
 
 impl RegionPolicy {
-    /// The library's policy.
-    pub fn policy(self) -> Policy {
+    /// A region named `name` that runs with this policy.
+    pub fn region(self, name: &'static str) -> Region {
+        let region = Region::named(name);
         match self {
-            RegionPolicy::RecomputeAll => Policy::RecomputeAll,
-            RegionPolicy::SaveComputeBound => Policy::SaveComputeBound,
-            RegionPolicy::SaveReductions => Policy::custom(|op| match op.kind() {
+            RegionPolicy::RecomputeAll => region,
+            RegionPolicy::SaveComputeBound => region.policy(Policy::SaveComputeBound),
+            RegionPolicy::SaveReductions => region.policy(Policy::custom(|op| match op.kind() {
                 OpKind::Reduce => Decision::Save,
                 _ => Decision::Recompute,
-            }),
-            RegionPolicy::Offload => Policy::RecomputeAll.offloaded(),
+            })),
+            RegionPolicy::Offload => region.offloaded(),
         }
     }
 }
@@ -67,8 +68,7 @@ pub const BLOCK_REGION: &str = "densenet::block";
 
 /// Runs `f` as a region named `name` with `policy`.
 fn region<R>(name: &'static str, policy: RegionPolicy, f: impl FnOnce() -> R) -> R {
-    let _region = enter_named(name, policy.policy());
-    f()
+    policy.region(name).run(f)
 }
 
 /// DenseNet-BC's hyper-parameters (defaults: the reference's DenseNet-BC on CIFAR-10).

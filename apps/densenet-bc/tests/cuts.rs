@@ -10,7 +10,8 @@ use burn::optim::{GradientsParams, Optimizer, SgdConfig};
 use burn::record::{BinBytesRecorder, FullPrecisionSettings, Recorder};
 use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::{Distribution, Int, Tensor, TensorData};
-use burn_checkpoint::{Checkpointed, coverage};
+use burn_checkpoint::counters::Counters;
+use burn_checkpoint::{Checkpointed};
 use densenet_bc::{Cut, DenseNet, DenseNetConfig, RegionPolicy};
 
 const BATCH: usize = 2;
@@ -147,16 +148,16 @@ fn every_cut_gives_the_uncheckpointed_losses_and_gradients<I: Backend>() {
             .with_policy(policy)
             .init::<Checkpointed<Autodiff<I>>>(&device)
             .load_record(recorder.load(bytes.clone(), &device).unwrap());
-        coverage::reset();
+        Counters::reset();
         let steps = two_steps(model, &images, &labels);
         assert!(
-            coverage::fallbacks().is_empty(),
+            Counters::now().fallbacks.is_empty(),
             "{cut:?}: ops fell back: {:?}",
-            coverage::fallbacks()
+            Counters::now().fallbacks
         );
         if cut != Cut::None {
             assert!(
-                !coverage::recomputes().is_empty(),
+                !Counters::now().recomputes.is_empty(),
                 "{cut:?}: nothing recomputed"
             );
         }

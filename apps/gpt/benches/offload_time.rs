@@ -1,7 +1,7 @@
 //! What offload costs in time, in one process: GPT training steps on one model alternate, round
 //! after round, between a region per block kept on the device (`block`), the same regions with
 //! their inputs offloaded and every copy waited for as soon as it starts (`offload-waited`:
-//! `set_offload_in_flight_limit(0)`, the synchronous read back that offload was before its copy
+//! `Settings::offload_in_flight_limit` at 0, the synchronous read back that offload was before its copy
 //! thread) and offloaded on the copy thread (`offload`: the default bound). The modes share the
 //! weights, the tokens and the device's pools, so the ratios of their median step times are
 //! free of what differs between processes.
@@ -19,9 +19,8 @@ use std::time::Instant;
 use burn::module::AutodiffModule;
 use burn::optim::AdamWConfig;
 use burn::tensor::backend::Backend;
-use burn_checkpoint::{
-    Checkpointed, coverage, offload_in_flight_limit, set_offload_in_flight_limit,
-};
+use burn_checkpoint::counters::Counters;
+use burn_checkpoint::{Checkpointed, Settings};
 use clap::{Parser, ValueEnum};
 use cpu_time::ProcessTime;
 use gpt::{Cut, Gpt};
@@ -115,7 +114,7 @@ struct Row {
 struct Samples {
     seconds: Vec<f64>,
     cpu: Vec<f64>,
-    offload: Vec<coverage::OffloadCopies>,
+    offload: Vec<counters::OffloadCopies>,
 }
 
 fn median(values: &[f64]) -> f64 {
@@ -135,7 +134,7 @@ where
     let mut model = Some(args.shape.config().init::<B<I>>(&device));
     let mut optimizer = AdamWConfig::new().init();
     let tokens = args.shape.tokens::<B<I>>(&device);
-    let copy_thread_limit = offload_in_flight_limit();
+    let copy_thread_limit = Settings::current().offload_in_flight_limit;
     let mut modes = vec![Mode::Block];
     modes.extend(args.modes.iter().filter(|&&mode| mode != Mode::Block));
     let mut samples: Vec<Samples> = modes.iter().map(|_| Samples::default()).collect();
@@ -143,12 +142,12 @@ where
         for turn in 0..modes.len() {
             let index = (round + turn) % modes.len();
             let mode = modes[index];
-            set_offload_in_flight_limit(match mode {
+            set_in_flight_limit(match mode {
                 Mode::OffloadWaited => 0,
                 Mode::Block | Mode::Offload => copy_thread_limit,
             });
             B::<I>::sync(&device).expect("the device settles");
-            coverage::reset();
+            Counters::reset();
             let (started, cpu) = (Instant::now(), ProcessTime::now());
             let (next, loss) = model
                 .take()
@@ -164,17 +163,17 @@ where
                 let sample = &mut samples[index];
                 sample.seconds.push(seconds);
                 sample.cpu.push(cpu);
-                sample.offload.push(coverage::offload_copies());
+                sample.offload.push(Counters::now().offload);
             }
         }
     }
-    set_offload_in_flight_limit(copy_thread_limit);
+    set_in_flight_limit(copy_thread_limit);
     let block = &samples[0];
     modes
         .iter()
         .zip(&samples)
         .map(|(&mode, sample)| {
-            let per_step = |of: fn(&coverage::OffloadCopies) -> f64| {
+            let per_step = |of: fn(&counters::OffloadCopies) -> f64| {
                 sample.offload.iter().map(of).sum::<f64>() / sample.offload.len() as f64
             };
             Row {
@@ -248,4 +247,13 @@ fn main() {
     let table = markdown(&title, &rows);
     print!("{table}");
     bench_kit::output::write_table(&args.out, &table, &rows);
+}
+
+/// Sets offload's bound on the bytes in flight (`0`: forward waits for each copy).
+fn set_in_flight_limit(bytes: usize) {
+    Settings {
+        offload_in_flight_limit: bytes,
+        ..Settings::current()
+    }
+    .apply();
 }

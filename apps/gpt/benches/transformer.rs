@@ -26,7 +26,8 @@ use burn::record::{BinBytesRecorder, FullPrecisionSettings, Recorder};
 use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::{Distribution, Int, Tensor, TensorData};
 use burn_checkpoint::Checkpointed;
-use burn_checkpoint::memory::{CountingAllocator, allocated, mib, peak, reset_peak};
+use burn_checkpoint::memory::{CountingAllocator, Meter};
+use burn_checkpoint_core::memory::mib;
 use clap::{Parser, ValueEnum};
 use cpu_time::ProcessTime;
 use gpt::{Cut, Gpt, GptConfig};
@@ -169,19 +170,18 @@ impl<B: AutodiffBackend, O: Optimizer<Gpt<B>, B>> Runner for Trainer<B, O> {
         let inputs = tokens.clone().slice([0..batch, 0..seq - 1]);
         let targets = tokens.slice([0..batch, 1..seq]);
         B::sync(&device).expect("the device syncs");
-        let base = allocated();
-        reset_peak();
+        let measure = Meter::Host.start();
         let (start, cpu_start) = (Instant::now(), ProcessTime::now());
         let loss = model.loss(inputs, targets);
         B::sync(&device).expect("the device syncs");
         let forward_cpu = cpu_start.elapsed();
-        let held = allocated().saturating_sub(base);
+        let held = measure.now() as usize;
         let grads = GradientsParams::from_grads(loss.backward(), &model);
         let model = self.optimizer.step(1e-3, model, grads);
         let loss = loss.into_scalar().elem::<f32>();
         B::sync(&device).expect("the device syncs");
         let (wall, cpu) = (start.elapsed(), cpu_start.elapsed());
-        let peak = peak().saturating_sub(base);
+        let peak = measure.finish().in_use as usize;
         self.model = Some(model);
         Step {
             wall,

@@ -11,7 +11,8 @@ use burn::module::{Module, ModuleVisitor, Param};
 use burn::record::{BinBytesRecorder, FullPrecisionSettings, Recorder};
 use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::{Distribution, Int, Tensor, TensorData};
-use burn_checkpoint::{Checkpointed, coverage};
+use burn_checkpoint::counters::Counters;
+use burn_checkpoint::{Checkpointed};
 use gpt::{Cut, Gpt, GptConfig};
 
 /// A backend's random generator is shared by the process: dropout masks are drawn from it.
@@ -116,19 +117,19 @@ fn every_cut_gives_the_plain_gradients<I: Backend>() {
             Cut::SequentialTwo,
             Cut::Whole,
         ] {
-            coverage::reset();
+            Counters::reset();
             let ckpt = run::<Checkpointed<Autodiff<I>>>(&weights, cut, dropout, &tokens);
             assert!(
                 bits(&ckpt) == bits(&plain),
                 "{cut:?}, dropout {dropout}: loss or gradients differ"
             );
-            let recomputed: u64 = coverage::recomputes().values().sum();
-            assert_eq!(coverage::walk_steps(), recomputed, "{cut:?}");
+            let recomputed: u64 = Counters::now().recomputes.values().sum();
+            assert_eq!(Counters::now().walk_steps, recomputed, "{cut:?}");
             assert_eq!(recomputed > 0, cut != Cut::None, "{cut:?}: {recomputed}");
             assert!(
-                coverage::fallbacks().is_empty(),
+                Counters::now().fallbacks.is_empty(),
                 "{:?}",
-                coverage::fallbacks()
+                Counters::now().fallbacks
             );
         }
     }

@@ -18,7 +18,9 @@ use burn::module::{Module, ModuleVisitor, Param};
 use burn::optim::AdamWConfig;
 use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::{Distribution, Int, Tensor, TensorData};
-use burn_checkpoint::{Checkpointed, coverage, memory, set_offload_in_flight_limit};
+use burn_checkpoint::memory::OffloadedBytes;
+use burn_checkpoint::counters::Counters;
+use burn_checkpoint::{Checkpointed, Settings, memory};
 use gpt::{Cut, Gpt, GptConfig};
 
 /// The backend's random generator and the in-flight bound are the process's.
@@ -32,7 +34,7 @@ const COPY: u64 = 4 * 16 * 32 * 4;
 struct Step {
     params: Vec<Vec<u32>>,
     reads: u64,
-    copies: coverage::OffloadCopies,
+    copies: counters::OffloadCopies,
 }
 
 fn params<B: Backend>(model: &Gpt<B>) -> Vec<Vec<u32>> {
@@ -61,7 +63,7 @@ fn train<B: AutodiffBackend>(cut: Cut, tokens: &TensorData) -> Vec<Step> {
     let mut optimizer = AdamWConfig::new().init();
     (0..STEPS)
         .map(|_| {
-            coverage::reset();
+            Counters::reset();
             let (next, loss) =
                 model
                     .take()
@@ -70,7 +72,7 @@ fn train<B: AutodiffBackend>(cut: Cut, tokens: &TensorData) -> Vec<Step> {
             // The reads a training loop makes: its loss.
             let _ = loss.into_scalar();
             // Read before the parameters are (their reads are the test's, not the step's).
-            let (reads, copies) = (coverage::device_reads(), coverage::offload_copies());
+            let (reads, copies) = (Counters::now().device_reads, Counters::now().offload);
             let params = params(&next);
             model = Some(next);
             Step {
@@ -92,10 +94,10 @@ fn offload_matches_regions_step_by_step<I: Backend>(issues_here: bool) {
     let tokens =
         Tensor::<I, 2, Int>::random([4, 17], Distribution::Uniform(0.0, 64.0), &device).into_data();
     let kept = train::<B<I>>(Cut::Block, &tokens);
-    let before = memory::offloaded_bytes();
+    let before = OffloadedBytes::now().in_use as usize;
     let offloaded = train::<B<I>>(Cut::BlockOffload, &tokens);
     assert_eq!(
-        memory::offloaded_bytes(),
+        OffloadedBytes::now().in_use as usize,
         before,
         "every host copy released"
     );
@@ -143,11 +145,11 @@ fn offload_matches_regions_step_by_step<I: Backend>(issues_here: bool) {
 
     // A bound below one copy: a copy goes only when none is in flight (forward waits when the
     // one before has not arrived: how often depends on the copy thread's pace).
-    set_offload_in_flight_limit(1);
+    set_in_flight_limit(1);
     let bounded = train::<B<I>>(Cut::BlockOffload, &tokens);
-    set_offload_in_flight_limit(0);
+    set_in_flight_limit(0);
     let waited = train::<B<I>>(Cut::BlockOffload, &tokens);
-    set_offload_in_flight_limit(1 << 30);
+    set_in_flight_limit(1 << 30);
     for (step, (kept, waited)) in kept.iter().zip(&waited).enumerate() {
         assert!(kept.params == waited.params, "step {step}: waited differs");
         assert_eq!(
@@ -186,4 +188,13 @@ fn offload_matches_regions_step_by_step_on_wgpu_without_fusion() {
     if let Some(_wgpu) = bench_kit::wgpu::claim() {
         offload_matches_regions_step_by_step::<bench_kit::wgpu::Unfused>(true);
     }
+}
+
+/// Sets offload's bound on the bytes in flight (`0`: forward waits for each copy).
+fn set_in_flight_limit(bytes: usize) {
+    Settings {
+        offload_in_flight_limit: bytes,
+        ..Settings::current()
+    }
+    .apply();
 }

@@ -42,7 +42,8 @@ pub trait MemoryMeter: Send + 'static {
     fn reset_peak(&self) {}
 
     /// Raises the meter's peak to at least `bytes` (after a measurement inside the step reset
-    /// it).
+    /// it): the recording's hook, not for callers.
+    #[doc(hidden)]
     fn raise_peak(&self, bytes: u64) {
         let _ = bytes;
     }

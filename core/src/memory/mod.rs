@@ -28,8 +28,6 @@ mod report;
 
 pub use host::{CountingAllocator, allocated, mib, peak, raise_peak, reset_peak};
 pub use meter::{HostMeter, MemoryMeter};
-pub use offloaded::{
-    host_copy_dropped, host_copy_made, offloaded_bytes, offloaded_peak, reset_offloaded_peak,
-};
+pub use offloaded::{OffloadedBytes, host_copy_dropped, host_copy_made};
 pub use report::{NameTotals, RegionRecord, StepReport};
 pub(crate) use report::{mib_signed, shorten};

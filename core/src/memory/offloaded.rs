@@ -6,26 +6,54 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 static NOW: AtomicUsize = AtomicUsize::new(0);
 static PEAK: AtomicUsize = AtomicUsize::new(0);
 
-/// Bytes of region operands held in host memory now (by regions that offload).
+/// Bytes of region operands held in host memory by regions that offload, over every thread:
+/// now, and at most since the last [`OffloadedBytes::reset_peak`]. What the memory report's
+/// `offloaded_peak_bytes` reads.
 ///
 /// ```
-/// use burn_checkpoint_core::memory::{offloaded_bytes, offloaded_peak, reset_offloaded_peak};
+/// use burn_checkpoint_core::memory::OffloadedBytes;
 ///
-/// reset_offloaded_peak();
+/// OffloadedBytes::reset_peak();
 /// // ... a training step with offloading regions ...
-/// println!("in host memory: {} bytes now, {} at most", offloaded_bytes(), offloaded_peak());
+/// let offloaded = OffloadedBytes::now();
+/// println!("in host memory: {} bytes now, {} at most", offloaded.in_use, offloaded.peak);
+/// assert!(offloaded.peak >= offloaded.in_use);
 /// ```
-pub fn offloaded_bytes() -> usize {
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct OffloadedBytes {
+    /// Held in host memory now.
+    pub in_use: u64,
+    /// The most held at once since the last [`OffloadedBytes::reset_peak`].
+    pub peak: u64,
+}
+
+impl OffloadedBytes {
+    /// The counts now.
+    pub fn now() -> OffloadedBytes {
+        OffloadedBytes {
+            in_use: offloaded_bytes() as u64,
+            peak: offloaded_peak() as u64,
+        }
+    }
+
+    /// Starts a new peak from the bytes held now.
+    pub fn reset_peak() {
+        reset_offloaded_peak();
+    }
+}
+
+/// Bytes of region operands held in host memory now (by regions that offload).
+pub(crate) fn offloaded_bytes() -> usize {
     NOW.load(Ordering::Relaxed)
 }
 
 /// The most bytes held in host memory at once since the last [`reset_offloaded_peak`].
-pub fn offloaded_peak() -> usize {
+pub(crate) fn offloaded_peak() -> usize {
     PEAK.load(Ordering::Relaxed)
 }
 
 /// Starts a new offload peak from the bytes held now.
-pub fn reset_offloaded_peak() {
+pub(crate) fn reset_offloaded_peak() {
     PEAK.store(offloaded_bytes(), Ordering::Relaxed);
 }
 

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use crate::memory::{mib, shorten};
-use crate::names::{RegionId, restart_region_indices};
+use crate::names::RegionId;
 use crate::treatment::Treatment;
 
 /// How each top-level region instance of a training step runs: made by the planner
@@ -143,7 +143,7 @@ pub(crate) fn with_lookup<R>(lookup: Lookup, f: impl FnOnce() -> R) -> R {
             let _ = PLAN.try_with(|plan| *plan.borrow_mut() = previous);
         }
     }
-    restart_region_indices();
+    RegionId::restart_indices();
     let _restore = Restore(PLAN.with(|current| current.borrow_mut().replace(lookup)));
     f()
 }

@@ -35,7 +35,8 @@ use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::{Distribution, Int, Tensor, TensorData};
 use burn_checkpoint::Checkpointed;
 use burn_checkpoint::memory::Meter;
-use burn_checkpoint::memory::{CountingAllocator, mib};
+use burn_checkpoint::memory::{CountingAllocator, Meter};
+use burn_checkpoint_core::memory::mib;
 use densenet_bc::{Cut, DenseNet, DenseNetConfig, RegionPolicy};
 use serde::Serialize;
 

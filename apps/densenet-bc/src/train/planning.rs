@@ -12,7 +12,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
 use burn::tensor::TensorData;
-use burn_checkpoint::memory::{Meter, mib};
+use burn_checkpoint::memory::Meter;
+use burn_checkpoint_core::memory::mib;
 use burn_checkpoint::planner::{Fitted, Plan, Profile};
 use serde::{Deserialize, Serialize};
 

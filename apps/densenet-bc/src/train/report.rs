@@ -81,7 +81,7 @@ pub struct Report {
 impl Report {
     /// The table, in markdown.
     pub fn markdown(&self) -> String {
-        use burn_checkpoint::memory::mib;
+        use burn_checkpoint_core::memory::mib;
         // A device's reserved bytes beside the bytes in use; the host has none.
         let (head, rule, reserved) = match self.reserved_bytes {
             Some(bytes) => (" Reserved |", "---|", format!(" {:.1} MiB |", mib(bytes))),
