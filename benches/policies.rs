@@ -20,8 +20,8 @@ use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::module::linear;
 use burn::tensor::{Distribution, Tensor, TensorData};
 use burn_checkpoint::memory::{CountingAllocator, Meter};
+use burn_checkpoint::{Checkpointed, Layer, Policy, Region, Segments};
 use burn_checkpoint_core::memory::mib;
-use burn_checkpoint::{Checkpointed, Layer, Policy, Segments, Region};
 
 #[global_allocator]
 static ALLOCATOR: CountingAllocator = CountingAllocator;
@@ -133,7 +133,9 @@ fn step<B: AutodiffBackend>(
     let measure = Meter::Host.start();
     let start = Instant::now();
     let out = match policy {
-        Some(policy) => Region::new().policy(policy.clone()).sequential(blocks, Segments::Sqrt, x),
+        Some(policy) => Region::new()
+            .policy(policy.clone())
+            .sequential(blocks, Segments::Sqrt, x),
         None => blocks.iter().fold(x, |h, block| block.forward(h)),
     };
     let grads = out.powi_scalar(2).mean().backward();

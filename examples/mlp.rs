@@ -19,8 +19,8 @@ use burn::record::{BinBytesRecorder, FullPrecisionSettings, Recorder};
 use burn::tensor::Distribution;
 use burn::tensor::backend::AutodiffBackend;
 use burn_checkpoint::memory::{CountingAllocator, Meter};
-use burn_checkpoint_core::memory::mib;
 use burn_checkpoint::{Checkpointed, checkpoint};
+use burn_checkpoint_core::memory::mib;
 
 #[global_allocator]
 static ALLOCATOR: CountingAllocator = CountingAllocator;

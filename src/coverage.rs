@@ -4,13 +4,13 @@
 //! and an [`OpKind`](crate::OpKind), both written on its signature line in `src/backend/` (see
 //! `docs/coverage.md`). Inside a region an op routed [`Routing::Stored`] runs as Burn's own op:
 //! its gradients stay exact, but its output is held from forward to backward. Each such run is a
-//! *fallback*, counted per thread ([`fallbacks`]) so that tests and users can see what a model
-//! still stores; [`recomputes`] and [`walk_steps`] count the recompute walk; [`device_reads`]
-//! and [`offload_copies`] count what the thread waited on.
+//! *fallback*, counted per thread ([`Counters::fallbacks`]) so that tests and users can see
+//! what a model still stores; [`Counters`] also counts the recompute walk and what the thread
+//! waited on.
+//!
+//! [`Counters`]: crate::counters::Counters
+//! [`Counters::fallbacks`]: crate::counters::Counters::fallbacks
 
-pub use crate::counters::{
-    OffloadCopies, device_reads, fallbacks, offload_copies, recomputes, reset, walk_steps,
-};
 pub use crate::op::{Op, Routing};
 
 /// Every op the decorator lists, with its routing and kind.

@@ -64,9 +64,9 @@ mod region;
 mod route;
 // The decorator and what is built on regions.
 mod backend;
-mod settings;
 pub mod coverage;
 mod sequential;
+mod settings;
 // Planning: runs steps under plans.
 pub mod planner;
 // Data parallelism, at the top.

@@ -16,7 +16,7 @@ use burn_backend::{Backend, TensorMetadata};
 use crate::counters;
 use crate::offload;
 use crate::op::Op;
-use crate::region::{self, OpContext, Region};
+use crate::region::{self, OpContext, OpRegion};
 use crate::types::Tracked;
 use burn_checkpoint_core::memory::recording;
 
@@ -144,7 +144,7 @@ fn dispatch<I: Backend, F: Operands<I>, A, R>(
     rest: A,
     region_version: impl FnOnce(F, A) -> R,
     burn_version: impl FnOnce(F, A) -> R,
-    record: impl FnOnce(&Region<'_>, R) -> R,
+    record: impl FnOnce(&OpRegion<'_>, R) -> R,
     note_outside: impl FnOnce(&R),
 ) -> R {
     let context = region::op_context();
@@ -264,13 +264,19 @@ mod tests {
 
     #[test]
     fn a_stored_op_counts_a_fallback_inside_a_region_only() {
-        crate::counters::reset();
+        crate::counters::Counters::reset();
         stored_op::<I, _, _, _>(&OP, Float(tensor(true)), (), |x, ()| x);
-        assert!(crate::counters::fallbacks().is_empty());
+        assert!(crate::counters::Counters::now().fallbacks.is_empty());
         let _region = crate::region::Region::new().enter();
         stored_op::<I, _, _, _>(&OP, Float(tensor(false)), (), |x, ()| x);
-        assert!(crate::counters::fallbacks().is_empty(), "nothing tracked");
+        assert!(
+            crate::counters::Counters::now().fallbacks.is_empty(),
+            "nothing tracked"
+        );
         stored_op::<I, _, _, _>(&OP, Float(tensor(true)), (), |x, ()| x);
-        assert_eq!(crate::counters::fallbacks().get("test_op"), Some(&1));
+        assert_eq!(
+            crate::counters::Counters::now().fallbacks.get("test_op"),
+            Some(&1)
+        );
     }
 }

@@ -144,18 +144,18 @@ impl Region {
     /// # let _ = y.sum().backward();
     /// ```
     pub fn sequential<T, L: Layer<T>>(&self, layers: &[L], segments: Segments, input: T) -> T {
-    let count = segments.count(layers.len());
-    let mut x = input;
-    for (segment, range) in segments.ranges(layers.len()).enumerate() {
-        let run = &layers[range];
-        let forward = |x| run.iter().fold(x, |x, layer| layer.forward(x));
-        x = if segment + 1 < count {
-            self.run(|| forward(x))
-        } else {
-            forward(x)
-        };
-    }
-    x
+        let count = segments.count(layers.len());
+        let mut x = input;
+        for (segment, range) in segments.ranges(layers.len()).enumerate() {
+            let run = &layers[range];
+            let forward = |x| run.iter().fold(x, |x, layer| layer.forward(x));
+            x = if segment + 1 < count {
+                self.run(|| forward(x))
+            } else {
+                forward(x)
+            };
+        }
+        x
     }
 }
 

@@ -139,7 +139,9 @@ impl<B: Backend> DenseBlock<B> {
         for layer in &self.layers {
             let new = match policy {
                 None => layer.forward(features.clone()),
-                Some(policy) => Region::new().policy(policy.clone()).run(|| layer.body(features.clone())),
+                Some(policy) => Region::new()
+                    .policy(policy.clone())
+                    .run(|| layer.body(features.clone())),
             };
             features.push(new);
         }
@@ -211,8 +213,16 @@ fn densenet_bc_block(policy: Option<&Policy>) {
     let (ckpt_grads, ckpt_loss) = run(&ckpt, &x, &weights, policy);
     assert_values_bitwise("loss", &plain_loss, &ckpt_loss);
     assert_all_bitwise("gradient", &plain_grads, &ckpt_grads);
-    assert_eq!(Counters::now().fallbacks, Default::default(), "ops fell back");
-    let conv_recomputes = Counters::now().recomputes.get("conv2d").copied().unwrap_or(0);
+    assert_eq!(
+        Counters::now().fallbacks,
+        Default::default(),
+        "ops fell back"
+    );
+    let conv_recomputes = Counters::now()
+        .recomputes
+        .get("conv2d")
+        .copied()
+        .unwrap_or(0);
     match policy {
         None => assert!(
             conv_recomputes >= 3,
@@ -285,7 +295,11 @@ fn transformer_block(policy: Policy) {
     let (ckpt_grads, ckpt_loss) = run(&ckpt, &x, &w, Some(&policy));
     assert_values_bitwise("loss", &plain_loss, &ckpt_loss);
     assert_all_bitwise("gradient", &plain_grads, &ckpt_grads);
-    assert_eq!(Counters::now().fallbacks, Default::default(), "ops fell back");
+    assert_eq!(
+        Counters::now().fallbacks,
+        Default::default(),
+        "ops fell back"
+    );
     let recomputed = Counters::now().recomputes;
     let expected: &[&str] = match policy {
         Policy::RecomputeAll => &["linear", "matmul", "mean_dim"],
@@ -370,7 +384,11 @@ fn mlp_of_eight_layers_in_two_regions() {
     let ckpt_grads = run(&ckpt, &x);
     assert_eq!(plain_grads.len(), 16);
     assert_all_bitwise("gradient", &plain_grads, &ckpt_grads);
-    assert_eq!(Counters::now().fallbacks, Default::default(), "ops fell back");
+    assert_eq!(
+        Counters::now().fallbacks,
+        Default::default(),
+        "ops fell back"
+    );
     assert_eq!(Counters::now().recomputes.get("linear"), Some(&8));
     // Same parameters in both (sanity of the weight transfer).
     let a: Vec<Vec<f32>> = parameters(&plain).into_iter().map(values).collect();

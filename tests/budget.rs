@@ -12,10 +12,10 @@ use std::sync::Mutex;
 use burn::tensor::activation::relu;
 use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::{Tensor, TensorData};
-use burn_checkpoint::memory::{CountingAllocator, Meter, StepReport};
-use burn_checkpoint_core::memory::mib;
-use burn_checkpoint::planner::{Plan, PlanError, Profile, Treatment};
 use burn_checkpoint::Region;
+use burn_checkpoint::memory::{CountingAllocator, Meter, StepReport};
+use burn_checkpoint::planner::{Plan, PlanError, Profile, Treatment};
+use burn_checkpoint_core::memory::mib;
 use common::{Ckpt, Plain, assert_values_bitwise, data, values};
 
 #[global_allocator]

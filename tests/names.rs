@@ -5,7 +5,9 @@ use burn::backend::{Autodiff, NdArray};
 use burn::tensor::Tensor;
 use burn::tensor::backend::Backend;
 use burn_checkpoint::counters::Counters;
-use burn_checkpoint::{Checkpointed, Layer, RegionId, Segments, checkpoint, checkpoint_sequential, Region};
+use burn_checkpoint::{
+    Checkpointed, Layer, Region, RegionId, Segments, checkpoint, checkpoint_sequential,
+};
 
 type B = Checkpointed<Autodiff<NdArray>>;
 

@@ -1,4 +1,4 @@
-//! Offloading regions (`Policy::offloaded`): gradients bitwise equal to plain autodiff (an MLP, a
+//! Offloading regions (`Region::offloaded`): gradients bitwise equal to plain autodiff (an MLP, a
 //! transformer stack, nested regions, a boundary read by two regions), the host copies counted
 //! and released with the graph — after backward, and when a panic abandons the graph before it
 //! (Burn frees an abandoned graph at the next backward pass).
@@ -13,7 +13,7 @@ use std::sync::Mutex;
 use burn::tensor::Tensor;
 use burn::tensor::activation::relu;
 use burn::tensor::backend::AutodiffBackend;
-use burn_checkpoint::memory::{Meter, StepReport, OffloadedBytes};
+use burn_checkpoint::memory::{Meter, OffloadedBytes, StepReport};
 use burn_checkpoint::{Layer, Policy, Region};
 use common::transformer::Block;
 use common::{Ckpt, Plain, assert_values_bitwise, data, values};
@@ -37,16 +37,16 @@ fn weights<B: AutodiffBackend>(count: usize) -> Vec<Tensor<B, 2>> {
         .collect()
 }
 
-/// Four regions of two layers; `policy` for each region.
-fn mlp<B: AutodiffBackend>(ws: &[Tensor<B, 2>], policy: Option<Policy>) -> Tensor<B, 2> {
+/// Four regions of two layers, each `region` (none: plain layers).
+fn mlp<B: AutodiffBackend>(ws: &[Tensor<B, 2>], region: Option<Region>) -> Tensor<B, 2> {
     let mut h = Tensor::<B, 2>::from_data(data([BATCH, WIDTH], 1), &Default::default());
     for pair in ws.chunks(2) {
         let layers = |h: Tensor<B, 2>| {
             let h = relu(h.matmul(pair[0].clone()));
             relu(h.matmul(pair[1].clone())) + 0.5
         };
-        h = match &policy {
-            Some(policy) => Region::new().policy(policy.clone()).run(|| layers(h)),
+        h = match &region {
+            Some(region) => region.run(|| layers(h)),
             None => layers(h),
         };
     }
@@ -73,8 +73,8 @@ fn an_offloading_mlp_has_plain_gradients_and_releases_its_copies() {
     let ws = weights::<Ckpt>(8);
     let before = OffloadedBytes::now().in_use as usize;
     for policy in [
-        Policy::RecomputeAll.offloaded(),
-        Policy::SaveComputeBound.offloaded(),
+        Region::new().offloaded(),
+        Region::new().policy(Policy::SaveComputeBound).offloaded(),
     ] {
         let loss = mlp(&ws, Some(policy.clone())).sum();
         // Regions 2 to 4 each keep their input (the region before's output) on the host; with
@@ -86,7 +86,11 @@ fn an_offloading_mlp_has_plain_gradients_and_releases_its_copies() {
             OffloadedBytes::now().in_use as usize - before
         );
         assert_all_bitwise(&format!("{policy:?}"), &expected, &grads(loss, &ws));
-        assert_eq!(OffloadedBytes::now().in_use as usize, before, "{policy:?}: copies released");
+        assert_eq!(
+            OffloadedBytes::now().in_use as usize,
+            before,
+            "{policy:?}: copies released"
+        );
     }
 }
 
@@ -102,7 +106,7 @@ fn a_policy_can_offload_single_outputs() {
         burn_checkpoint::OpKind::Matmul => burn_checkpoint::Decision::Offload,
         _ => burn_checkpoint::Decision::Recompute,
     });
-    let loss = mlp(&ws, Some(dots)).sum();
+    let loss = mlp(&ws, Some(Region::new().policy(dots))).sum();
     // Of each region's two matmuls, the first's output is read by the ReLU before the second
     // (the second's by ops after it): 8 outputs, each read by a region op.
     let output = BATCH * WIDTH * 4;
@@ -118,22 +122,22 @@ fn a_policy_can_offload_single_outputs() {
 #[test]
 fn a_boundary_read_by_two_offloading_regions_is_copied_once() {
     let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-    fn run<B: AutodiffBackend>(ws: &[Tensor<B, 2>], policy: Option<Policy>) -> Tensor<B, 1> {
+    fn run<B: AutodiffBackend>(ws: &[Tensor<B, 2>], region: Option<Region>) -> Tensor<B, 1> {
         let x = Tensor::<B, 2>::from_data(data([BATCH, WIDTH], 3), &Default::default());
-        let region = |f: &dyn Fn() -> Tensor<B, 2>| match &policy {
-            Some(policy) => Region::new().policy(policy.clone()).run(f),
+        let run = |f: &dyn Fn() -> Tensor<B, 2>| match &region {
+            Some(region) => region.run(f),
             None => f(),
         };
-        let h = region(&|| relu(x.clone().matmul(ws[0].clone())));
-        let a = region(&|| relu(h.clone().matmul(ws[1].clone())));
-        let b = region(&|| relu(h.clone().matmul(ws[2].clone())) * 2.0);
+        let h = run(&|| relu(x.clone().matmul(ws[0].clone())));
+        let a = run(&|| relu(h.clone().matmul(ws[1].clone())));
+        let b = run(&|| relu(h.clone().matmul(ws[2].clone())) * 2.0);
         (a + b).sum()
     }
     let plain = weights::<Plain>(3);
     let expected = grads(run(&plain, None), &plain);
     let ws = weights::<Ckpt>(3);
     let before = OffloadedBytes::now().in_use as usize;
-    let loss = run(&ws, Some(Policy::RecomputeAll.offloaded()));
+    let loss = run(&ws, Some(Region::new().offloaded()));
     assert_eq!(
         OffloadedBytes::now().in_use as usize - before,
         BATCH * WIDTH * 4,
@@ -146,7 +150,7 @@ fn a_boundary_read_by_two_offloading_regions_is_copied_once() {
 #[test]
 fn nested_regions_offload_with_their_outer_region() {
     let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-    fn run<B: AutodiffBackend>(ws: &[Tensor<B, 2>], outer: Option<Policy>) -> Tensor<B, 1> {
+    fn run<B: AutodiffBackend>(ws: &[Tensor<B, 2>], outer: Option<Region>) -> Tensor<B, 1> {
         let x = Tensor::<B, 2>::from_data(data([BATCH, WIDTH], 5), &Default::default());
         let first = relu(x.matmul(ws[0].clone()));
         let body = || {
@@ -154,7 +158,7 @@ fn nested_regions_offload_with_their_outer_region() {
             relu(inner.matmul(ws[2].clone()))
         };
         let y = match outer {
-            Some(policy) => Region::new().policy(policy).run(body),
+            Some(region) => region.run(body),
             None => body(),
         };
         y.sum()
@@ -163,7 +167,7 @@ fn nested_regions_offload_with_their_outer_region() {
     let expected = grads(run(&plain, None), &plain);
     let ws = weights::<Ckpt>(3);
     let before = OffloadedBytes::now().in_use as usize;
-    let loss = run(&ws, Some(Policy::RecomputeAll.offloaded()));
+    let loss = run(&ws, Some(Region::new().offloaded()));
     assert!(
         OffloadedBytes::now().in_use as usize > before,
         "the inner region reads `first` from the host"
@@ -175,11 +179,11 @@ fn nested_regions_offload_with_their_outer_region() {
 #[test]
 fn a_transformer_stack_offloading_each_block_has_plain_gradients() {
     let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-    fn run<B: AutodiffBackend>(blocks: &[Block<B>], policy: Option<Policy>) -> Vec<Vec<f32>> {
+    fn run<B: AutodiffBackend>(blocks: &[Block<B>], region: Option<Region>) -> Vec<Vec<f32>> {
         let mut x = Tensor::<B, 3>::from_data(data([2, 8, 16], 9), &Default::default());
         for block in blocks {
-            x = match &policy {
-                Some(policy) => Region::new().policy(policy.clone()).run(|| block.forward(x)),
+            x = match &region {
+                Some(region) => region.run(|| block.forward(x)),
                 None => block.forward(x),
             };
         }
@@ -194,7 +198,7 @@ fn a_transformer_stack_offloading_each_block_has_plain_gradients() {
     let expected = run(&plain, None);
     let blocks: Vec<Block<Ckpt>> = (0..3).map(|i| Block::new(16, i)).collect();
     let before = OffloadedBytes::now().in_use as usize;
-    let got = run(&blocks, Some(Policy::RecomputeAll.offloaded()));
+    let got = run(&blocks, Some(Region::new().offloaded()));
     assert_all_bitwise("transformer", &expected, &got);
     assert_eq!(OffloadedBytes::now().in_use as usize, before);
 }
@@ -208,7 +212,7 @@ fn a_panic_between_forward_and_backward_releases_the_host_copies() {
     let result = catch_unwind(AssertUnwindSafe(|| {
         // The whole step unwinds: its weights too (a graph stays while any of its tensors does).
         let ws = weights::<Ckpt>(8);
-        let loss = mlp(&ws, Some(Policy::RecomputeAll.offloaded())).sum();
+        let loss = mlp(&ws, Some(Region::new().offloaded())).sum();
         assert!(OffloadedBytes::now().in_use as usize > before);
         if loss.clone().into_scalar() != f32::MAX {
             panic!("a failure after forward");
@@ -239,7 +243,7 @@ fn the_memory_report_counts_what_regions_offload() {
     let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let ws = weights::<Ckpt>(8);
     let (_, report) = StepReport::measure(Meter::Host, || {
-        grads(mlp(&ws, Some(Policy::RecomputeAll.offloaded())).sum(), &ws)
+        grads(mlp(&ws, Some(Region::new().offloaded())).sum(), &ws)
     });
     let boundary = (BATCH * WIDTH * 4) as u64;
     assert_eq!(report.regions.len(), 4);

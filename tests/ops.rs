@@ -14,7 +14,6 @@ use burn::tensor::ops::{
 };
 use burn::tensor::{Bool, FloatDType, IndexingUpdateOp, Int, Tensor, TensorData};
 use burn_checkpoint::counters::Counters;
-use burn_checkpoint::coverage;
 use common::{Ckpt, Input, Plain, assert_bitwise, data, run};
 use proptest::prelude::*;
 

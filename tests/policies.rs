@@ -9,7 +9,7 @@ use burn::tensor::activation::relu;
 use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::{DType, Tensor};
 use burn_checkpoint::counters::Counters;
-use burn_checkpoint::{Decision, OpKind, Policy, checkpoint, coverage, Region};
+use burn_checkpoint::{Decision, OpKind, Policy, Region, checkpoint, coverage};
 use common::{Ckpt, Plain, assert_values_bitwise, data, values};
 
 const BATCH: usize = 5;
@@ -58,16 +58,18 @@ fn assert_same(plain: &[Vec<f32>], ckpt: &[Vec<f32>]) {
 
 #[test]
 fn recompute_all_recomputes_the_matmuls() {
-    let (grads, recomputed) =
-        step::<Ckpt>(|x, ws| Region::new().run(|| layers(x, ws)));
+    let (grads, recomputed) = step::<Ckpt>(|x, ws| Region::new().run(|| layers(x, ws)));
     assert_same(&plain(), &grads);
     assert_eq!(recomputed.get("matmul"), Some(&3), "{recomputed:?}");
 }
 
 #[test]
 fn save_compute_bound_keeps_the_matmuls() {
-    let (grads, recomputed) =
-        step::<Ckpt>(|x, ws| Region::new().policy(Policy::SaveComputeBound).run(|| layers(x, ws)));
+    let (grads, recomputed) = step::<Ckpt>(|x, ws| {
+        Region::new()
+            .policy(Policy::SaveComputeBound)
+            .run(|| layers(x, ws))
+    });
     assert_same(&plain(), &grads);
     assert_eq!(recomputed.get("matmul"), None, "{recomputed:?}");
     assert!(Counters::now().fallbacks.is_empty());
@@ -89,7 +91,8 @@ fn a_predicate_sees_each_op_and_its_output() {
             }
         })
     };
-    let (grads, recomputed) = step::<Ckpt>(|x, ws| Region::new().policy(policy).run(|| layers(x, ws)));
+    let (grads, recomputed) =
+        step::<Ckpt>(|x, ws| Region::new().policy(policy).run(|| layers(x, ws)));
     assert_same(&plain(), &grads);
     // Nothing reads a matmul output but `+ 0.1`, whose backward does not: the matmuls are not
     // kept, and not recomputed either.
@@ -151,8 +154,11 @@ fn the_attribute_takes_a_policy() {
 
 #[test]
 fn a_policy_outside_checkpointed_changes_nothing() {
-    let (grads, recomputed) =
-        step::<Plain>(|x, ws| Region::new().policy(Policy::SaveComputeBound).run(|| layers(x, ws)));
+    let (grads, recomputed) = step::<Plain>(|x, ws| {
+        Region::new()
+            .policy(Policy::SaveComputeBound)
+            .run(|| layers(x, ws))
+    });
     assert_same(&plain(), &grads);
     assert!(recomputed.is_empty());
 }

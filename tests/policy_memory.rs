@@ -12,8 +12,8 @@ use burn::tensor::module::conv2d;
 use burn::tensor::ops::ConvOptions;
 use burn::tensor::{Tensor, TensorData};
 use burn_checkpoint::memory::{CountingAllocator, Meter};
-use burn_checkpoint_core::memory::mib;
 use burn_checkpoint::{Policy, Region};
+use burn_checkpoint_core::memory::mib;
 use common::{Ckpt, Plain, assert_values_bitwise, data, values};
 
 #[global_allocator]

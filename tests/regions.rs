@@ -8,7 +8,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use burn::tensor::Tensor;
 use burn::tensor::activation::relu;
 use burn::tensor::backend::AutodiffBackend;
-use burn_checkpoint::{checkpoint, Region};
+use burn_checkpoint::{Region, checkpoint};
 use common::{Ckpt, Plain, assert_values_bitwise, data, values};
 
 /// Two layers `relu(x·w)`.

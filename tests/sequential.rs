@@ -13,8 +13,8 @@ use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::module::linear;
 use burn::tensor::{Tensor, TensorData};
 use burn_checkpoint::memory::{CountingAllocator, Meter};
-use burn_checkpoint_core::memory::mib;
 use burn_checkpoint::{Layer, Segments, checkpoint_sequential};
+use burn_checkpoint_core::memory::mib;
 use common::{Ckpt, Plain, assert_values_bitwise, data, values};
 
 #[global_allocator]

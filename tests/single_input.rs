@@ -8,7 +8,9 @@ use burn::nn::Gelu;
 use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::{Tensor, TensorData};
 use burn_checkpoint::counters::Counters;
-use burn_checkpoint::{Decision, Layer, Policy, Region, Segments, checkpoint, checkpoint_sequential};
+use burn_checkpoint::{
+    Decision, Layer, Policy, Region, Segments, checkpoint, checkpoint_sequential,
+};
 use common::{Ckpt, Plain, assert_values_bitwise, data, values};
 
 /// The body every form runs: element-wise, one input, nothing else.
@@ -85,7 +87,10 @@ impl Activations {
     }
 
     #[burn_checkpoint::checkpoint(offload)]
-    fn offloaded_region<B: AutodiffBackend, const D: usize>(&self, x: Tensor<B, D>) -> Tensor<B, D> {
+    fn offloaded_region<B: AutodiffBackend, const D: usize>(
+        &self,
+        x: Tensor<B, D>,
+    ) -> Tensor<B, D> {
         body(x)
     }
 }

@@ -10,8 +10,8 @@ mod common;
 use burn::tensor::Tensor;
 use burn::tensor::backend::AutodiffBackend;
 use burn_checkpoint::memory::{CountingAllocator, Meter};
-use burn_checkpoint_core::memory::mib;
 use burn_checkpoint::{Layer, Segments, checkpoint, checkpoint_sequential};
+use burn_checkpoint_core::memory::mib;
 use common::transformer::Block;
 use common::{Ckpt, Plain, assert_values_bitwise, data, values};
 

@@ -15,7 +15,8 @@ mod models;
 use std::time::{Duration, Instant};
 
 use burn::tensor::Device;
-use burn_checkpoint_22::memory::{CountingAllocator, allocated, mib, peak, reset_peak};
+use burn_checkpoint_22::memory::CountingAllocator;
+use burn_checkpoint_core::memory::{allocated, mib, peak, reset_peak};
 use clap::{Parser, ValueEnum};
 use common::initialised;
 use models::{Cut, densenet, gpt};

@@ -1,5 +1,5 @@
-//! The function forms of a region: [`checkpoint`], [`checkpoint_named`], [`checkpoint_fn`] and
-//! the [`Region`] they are made of.
+//! A region and its function forms: [`Region`], and [`checkpoint`] and [`checkpoint_fn`], the
+//! one-liners made of it.
 
 use std::borrow::Cow;
 use std::sync::{Arc, Mutex};
@@ -15,9 +15,13 @@ use crate::params;
 use crate::region::{self, Run};
 use crate::tensors::RegionTensors;
 
-/// A checkpoint region about to run: its name and whether its stored inputs wait for backward
-/// in host memory. [`checkpoint`], [`checkpoint_named`], [`checkpoint_fn`] and `#[checkpoint]`
-/// are made of it.
+/// A checkpoint region: its name and whether its stored inputs wait for backward in host memory.
+/// One value, three ways in: [`run`](Region::run) a module's forward, [`run_fn`](Region::run_fn)
+/// a body without parameters, or [`sequential`](Region::sequential) a stack of layers;
+/// [`checkpoint`] is `Region::new().run(..)`, [`checkpoint_fn`] is `Region::new().run_fn(..)`,
+/// and `#[checkpoint(name = .., offload)]` expands to `Region::named(..).run(..)`. The same
+/// words as the crate for Burn 0.21, whose regions also take a policy. A `Region` can run many
+/// times.
 ///
 /// A top-level region (not inside another) is one instance of its name, `name#index` counted
 /// per thread, as the memory report and the budget planner call it; a [`Plan`](crate::planner::Plan)
@@ -68,21 +72,33 @@ impl Region {
     /// This region with its stored inputs held in host memory between forward and backward
     /// (PyTorch's `checkpoint_wrapper(offload_to_cpu=True)`): its backward uploads them before
     /// it recomputes. The same gradients, bit for bit; a read back in forward and an upload in
-    /// backward per input. Counted by [`memory::offloaded_bytes`](crate::memory::offloaded_bytes)
-    /// and in the memory report. On the CPU host and device memory are one: it saves nothing
+    /// backward per input. Counted by [`OffloadedBytes`](crate::memory::OffloadedBytes) and in
+    /// the memory report. On the CPU host and device memory are one: it saves nothing
     /// there.
     pub fn offloaded(mut self) -> Self {
         self.offload = true;
         self
     }
 
-    /// [`Region::offloaded`] if `offload`.
-    pub fn offloaded_if(self, offload: bool) -> Self {
-        if offload { self.offloaded() } else { self }
-    }
-
     /// Runs `forward(module, inputs)` as this region: see [`checkpoint`].
-    pub fn run<M, I, O, F>(self, module: &M, inputs: I, forward: F) -> O
+    ///
+    /// ```
+    /// use burn::nn::{Linear, LinearConfig};
+    /// use burn::tensor::{Device, Tensor};
+    /// use burn_checkpoint_22::Region;
+    ///
+    /// let device = Device::flex().autodiff();
+    /// let blocks: Vec<Linear> = (0..3).map(|_| LinearConfig::new(8, 8).init(&device)).collect();
+    /// let block_region = Region::named("block");
+    /// let mut x = Tensor::<2>::ones([2, 8], &device);
+    /// for block in &blocks {
+    ///     // `block#0`, `block#1`, `block#2` in the memory report and plans.
+    ///     x = block_region.run(block, x, |block, x| block.forward(x).tanh());
+    /// }
+    /// let grads = x.sum().backward();
+    /// assert!(blocks[0].weight.val().grad(&grads).is_some());
+    /// ```
+    pub fn run<M, I, O, F>(&self, module: &M, inputs: I, forward: F) -> O
     where
         M: Module + Sync + 'static,
         I: RegionTensors,
@@ -98,7 +114,7 @@ impl Region {
         );
         let device = Tensor::<1>::from_dispatch(tensors[0].clone()).device();
         // Open before the seed is drawn: the regions its body opens are nested in it.
-        let opened = region::open(self.name, self.offload);
+        let opened = region::open(self.name.clone(), self.offload);
         // Every treatment draws the region's seed: the masks dropout draws in a region do not
         // depend on how a plan runs it.
         let seed = region_seed(&device);
@@ -153,7 +169,18 @@ impl Region {
     }
 
     /// Runs `forward(inputs)` as this region: see [`checkpoint_fn`].
-    pub fn run_fn<I, O, F>(self, inputs: I, forward: F) -> O
+    ///
+    /// ```
+    /// use burn::tensor::{Device, Tensor};
+    /// use burn_checkpoint_22::Region;
+    ///
+    /// let device = Device::flex().autodiff();
+    /// let x = Tensor::<2>::ones([2, 8], &device).require_grad();
+    /// let y = Region::named("activations").run_fn(x.clone(), |x| x.exp().tanh());
+    /// let grads = y.sum().backward();
+    /// assert!(x.grad(&grads).is_some());
+    /// ```
+    pub fn run_fn<I, O, F>(&self, inputs: I, forward: F) -> O
     where
         I: RegionTensors,
         O: RegionTensors,
@@ -177,8 +204,8 @@ impl Region {
 ///
 /// On tensors without autodiff, a region is just `forward(module, inputs)`.
 ///
-/// The region is named after the place it is called from; [`checkpoint_named`] gives it a
-/// name, [`Region`] offloads.
+/// The region is named after the place it is called from; [`Region::named`] gives it a name,
+/// [`Region::offloaded`] offloads.
 ///
 /// ```
 /// use burn::module::Module;
@@ -214,38 +241,6 @@ where
     F: Fn(&M, I) -> O + Send + Sync + 'static,
 {
     Region::new().run(module, inputs, forward)
-}
-
-/// [`checkpoint`] with a name: its instances in a step are `name#0`, `name#1`, ..., as the
-/// memory report and a [`Plan`](crate::planner::Plan) call them.
-///
-/// ```
-/// use burn::nn::{Linear, LinearConfig};
-/// use burn::tensor::{Device, Tensor};
-/// use burn_checkpoint_22::checkpoint_named;
-///
-/// let device = Device::flex().autodiff();
-/// let blocks: Vec<Linear> = (0..3).map(|_| LinearConfig::new(8, 8).init(&device)).collect();
-/// let mut x = Tensor::<2>::ones([2, 8], &device);
-/// for block in &blocks {
-///     x = checkpoint_named("block", block, x, |block, x| block.forward(x).tanh());
-/// }
-/// let grads = x.sum().backward();
-/// assert!(blocks[0].weight.val().grad(&grads).is_some());
-/// ```
-pub fn checkpoint_named<M, I, O, F>(
-    name: impl Into<Cow<'static, str>>,
-    module: &M,
-    inputs: I,
-    forward: F,
-) -> O
-where
-    M: Module + Sync + 'static,
-    I: RegionTensors,
-    O: RegionTensors,
-    F: Fn(&M, I) -> O + Send + Sync + 'static,
-{
-    Region::named(name).run(module, inputs, forward)
 }
 
 /// [`checkpoint`] for a body that uses no parameters (an attention core, a chain of activations):

@@ -7,10 +7,10 @@
 //! without recording, its backward runs the body again on fresh leaves and calls a nested
 //! backward (which Burn 0.22 allows inside a backward step). See `docs/burn-0.22.md`.
 //!
-//! - [`checkpoint()`]: a region over a module and its inputs; [`macro@checkpoint`] makes a
-//!   module's `&self` method one; [`checkpoint_fn`] a body without parameters;
-//!   [`checkpoint_named`] and [`Region`] name a region and offload its inputs to host memory.
-//! - [`checkpoint_sequential`]: a stack of layers cut into regions.
+//! - [`Region`]: a region's name and whether it offloads its inputs to host memory, and the ways
+//!   to run one: over a module and its inputs, a body without parameters, a stack of layers.
+//! - [`checkpoint()`], [`checkpoint_fn`], [`checkpoint_sequential`]: the one-liners, a region
+//!   named by its place; [`macro@checkpoint`] makes a module's `&self` method one.
 //! - [`region_seed`]: how regions keep dropout's masks.
 //! - [`memory`]: meters and the memory report of a step (what each region holds and costs).
 //! - [`planner`]: a plan of which regions to keep, recompute or offload to fit a byte budget.
@@ -31,8 +31,8 @@ mod sequential;
 mod tensors;
 
 pub use burn_checkpoint_22_macros::checkpoint;
-pub use burn_checkpoint_core::{RegionId, RegionName, Segments, Treatment};
-pub use checkpoint::{Region, checkpoint, checkpoint_fn, checkpoint_named, region_seed};
+pub use burn_checkpoint_core::{RegionId, RegionName, Segments};
+pub use checkpoint::{Region, checkpoint, checkpoint_fn, region_seed};
 pub use sequential::{Layer, checkpoint_sequential};
 pub use tensors::RegionTensors;
 

@@ -10,7 +10,7 @@
 //! ```
 //! use burn::nn::{Linear, LinearConfig};
 //! use burn::tensor::{Device, Tensor};
-//! use burn_checkpoint_22::checkpoint_named;
+//! use burn_checkpoint_22::Region;
 //! use burn_checkpoint_22::memory::{CountingAllocator, Meter, StepReport};
 //!
 //! #[global_allocator]
@@ -22,7 +22,7 @@
 //! let (_, report) = StepReport::measure(Meter::Host, || {
 //!     let mut h = x.clone();
 //!     for block in &blocks {
-//!         h = checkpoint_named("block", block, h, |block, h| block.forward(h).tanh());
+//!         h = Region::named("block").run(block, h, |block, h| block.forward(h).tanh());
 //!     }
 //!     let _grads = h.sum().backward();
 //! });
@@ -34,9 +34,9 @@
 
 use burn::tensor::Device;
 use burn_checkpoint_core::Treatment;
+use burn_checkpoint_core::memory::HostMeter;
 pub use burn_checkpoint_core::memory::{
-    CountingAllocator, HostMeter, MemoryMeter, NameTotals, RegionRecord, StepReport, allocated,
-    mib, offloaded_bytes, offloaded_peak, peak, raise_peak, reset_offloaded_peak, reset_peak,
+    CountingAllocator, MemoryMeter, NameTotals, OffloadedBytes, RegionRecord, StepReport,
 };
 
 /// Where a step's memory is read, for [`StepReport::measure`] and the

@@ -10,7 +10,7 @@
 //! ```
 //! use burn::nn::{Linear, LinearConfig};
 //! use burn::tensor::{Device, Tensor};
-//! use burn_checkpoint_22::checkpoint_named;
+//! use burn_checkpoint_22::Region;
 //! use burn_checkpoint_22::memory::{CountingAllocator, Meter};
 //! use burn_checkpoint_22::planner::{Plan, Profile};
 //!
@@ -23,7 +23,7 @@
 //! let mut step = || {
 //!     let mut h = x.clone();
 //!     for block in &blocks {
-//!         h = checkpoint_named("block", block, h, |block, h| {
+//!         h = Region::named("block").run(block, h, |block, h| {
 //!             block.forward(h).tanh().exp().tanh()
 //!         });
 //!     }

@@ -4,7 +4,7 @@ use burn::module::Module;
 use burn::nn;
 use burn::tensor::Tensor;
 
-use crate::checkpoint::checkpoint;
+use crate::checkpoint::Region;
 use crate::tensors::RegionTensors;
 use burn_checkpoint_core::Segments;
 
@@ -85,22 +85,52 @@ impl Layer<Tensor<4>> for nn::conv::Conv2d {
 /// let grads = y.sum().backward();
 /// assert!(blocks[0].linear.weight.val().grad(&grads).is_some());
 /// ```
+#[track_caller]
 pub fn checkpoint_sequential<T, L>(layers: &[L], segments: Segments, input: T) -> T
 where
     T: RegionTensors + 'static,
     L: Layer<T> + Module + Sync + 'static,
 {
-    let count = segments.count(layers.len());
-    let mut x = input;
-    for (index, range) in segments.ranges(layers.len()).enumerate() {
-        let segment = &layers[range];
-        x = if index + 1 < count {
-            checkpoint(&segment.to_vec(), x, |segment: &Vec<L>, x| run(segment, x))
-        } else {
-            run(segment, x)
-        };
+    Region::new().sequential(layers, segments, input)
+}
+
+impl Region {
+    /// Runs `layers` one after the other on `input`, cut into `segments` segments, every one but
+    /// the last an instance of this region: see [`checkpoint_sequential`], which is
+    /// `Region::new().sequential(..)`.
+    ///
+    /// ```
+    /// use burn::nn::{Linear, LinearConfig};
+    /// use burn::tensor::{Device, Tensor};
+    /// use burn_checkpoint_22::{Region, Segments};
+    ///
+    /// let device = Device::flex().autodiff();
+    /// let layers: Vec<Linear> = (0..9).map(|_| LinearConfig::new(8, 8).init(&device)).collect();
+    /// let x = Tensor::<2>::ones([4, 8], &device);
+    ///
+    /// // Segments `stack#0` and `stack#1`, their inputs in host memory until backward.
+    /// let y = Region::named("stack")
+    ///     .offloaded()
+    ///     .sequential(&layers, Segments::Sqrt, x);
+    /// # let _ = y.sum().backward();
+    /// ```
+    pub fn sequential<T, L>(&self, layers: &[L], segments: Segments, input: T) -> T
+    where
+        T: RegionTensors + 'static,
+        L: Layer<T> + Module + Sync + 'static,
+    {
+        let count = segments.count(layers.len());
+        let mut x = input;
+        for (index, range) in segments.ranges(layers.len()).enumerate() {
+            let segment = &layers[range];
+            x = if index + 1 < count {
+                self.run(&segment.to_vec(), x, |segment: &Vec<L>, x| run(segment, x))
+            } else {
+                run(segment, x)
+            };
+        }
+        x
     }
-    x
 }
 
 fn run<T, L: Layer<T>>(layers: &[L], input: T) -> T {

@@ -3,8 +3,8 @@
 use burn::backend::DispatchTensor;
 use burn::tensor::Tensor;
 
-/// Tensors a checkpoint region takes as inputs or gives as outputs: a float [`Tensor`], a
-/// `Vec` of them, or a tuple of up to four of these.
+/// Tensors a checkpoint region takes as inputs or gives as outputs: a float [`Tensor`], an
+/// `Option` or a `Vec` of them, or a tuple of up to four of these.
 ///
 /// A region's inputs are what its gradient flows back to besides its module's parameters; its
 /// outputs are what the rest of the graph sees.
@@ -58,6 +58,28 @@ impl<T: RegionTensors> RegionTensors for Vec<T> {
             .iter()
             .map(|item| T::unflatten(item, tensors))
             .collect()
+    }
+}
+
+/// An optional input (a bias, a residual): `None` adds no tensor to the region.
+impl<T: RegionTensors> RegionTensors for Option<T> {
+    type Layout = Option<T::Layout>;
+
+    fn layout(&self) -> Self::Layout {
+        self.as_ref().map(RegionTensors::layout)
+    }
+
+    fn flatten(self, out: &mut Vec<DispatchTensor>) {
+        if let Some(item) = self {
+            item.flatten(out);
+        }
+    }
+
+    fn unflatten(
+        layout: &Self::Layout,
+        tensors: &mut impl Iterator<Item = DispatchTensor>,
+    ) -> Self {
+        layout.as_ref().map(|item| T::unflatten(item, tensors))
     }
 }
 

@@ -11,11 +11,9 @@ use std::sync::Mutex;
 use burn::module::Module;
 use burn::nn::{Linear, LinearConfig};
 use burn::tensor::{Device, Distribution, Tensor, TensorData};
-use burn_checkpoint_22::memory::{
-    CountingAllocator, Meter, StepReport, offloaded_bytes, offloaded_peak,
-};
-use burn_checkpoint_22::planner::{FitError, Plan, PlanError, Profile};
-use burn_checkpoint_22::{Region, Treatment, checkpoint, checkpoint_fn};
+use burn_checkpoint_22::memory::{CountingAllocator, Meter, OffloadedBytes, StepReport};
+use burn_checkpoint_22::planner::{FitError, Plan, PlanError, Profile, Treatment};
+use burn_checkpoint_22::{Region, checkpoint, checkpoint_fn};
 use common::{Block, initialised, param_grads};
 
 #[global_allocator]
@@ -192,7 +190,7 @@ fn offloaded_regions_give_plain_gradients_and_keep_their_inputs_in_host_memory()
     let (model, x) = setup();
     let plain = model.gradients(&x, Blocks::Plain);
     for step in 0..3 {
-        let before = offloaded_bytes();
+        let before = OffloadedBytes::now().in_use;
         let (got, report) =
             StepReport::measure(Meter::Host, || model.gradients(&x, Blocks::Offloaded));
         assert_bitwise(&format!("offloaded, step {step}"), &plain, &got);
@@ -202,12 +200,12 @@ fn offloaded_regions_give_plain_gradients_and_keep_their_inputs_in_host_memory()
         }
         assert_eq!(report.offloaded_peak_bytes, BLOCKS as u64 * input);
         assert_eq!(
-            offloaded_bytes(),
+            OffloadedBytes::now().in_use,
             before,
             "every host copy dropped after backward"
         );
     }
-    assert!(offloaded_peak() >= BLOCKS * BATCH * WIDTH * 4);
+    assert!(OffloadedBytes::now().peak >= (BLOCKS * BATCH * WIDTH * 4) as u64);
 }
 
 #[test]

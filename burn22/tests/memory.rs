@@ -5,7 +5,8 @@ mod common;
 
 use burn::tensor::{Device, Distribution, Tensor};
 use burn_checkpoint_22::checkpoint;
-use burn_checkpoint_22::memory::{CountingAllocator, allocated, mib, peak, reset_peak};
+use burn_checkpoint_22::memory::CountingAllocator;
+use burn_checkpoint_core::memory::{allocated, mib, peak, reset_peak};
 use common::Block;
 
 #[global_allocator]

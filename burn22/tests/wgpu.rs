@@ -17,8 +17,9 @@ use burn::nn::conv::{Conv2d, Conv2dConfig};
 use burn::nn::pool::{AvgPool2d, AvgPool2dConfig};
 use burn::tensor::{Device, DeviceKind, Distribution, Tensor, TensorData};
 use burn_checkpoint_22::memory::{Meter, StepReport};
+use burn_checkpoint_22::planner::Treatment;
 use burn_checkpoint_22::planner::{Plan, Profile};
-use burn_checkpoint_22::{Region, Segments, Treatment, checkpoint_sequential};
+use burn_checkpoint_22::{Region, Segments, checkpoint_sequential};
 use common::{Block, initialised, param_grads};
 
 /// The wgpu device for one test at a time, or `None` without a Vulkan adapter. One at a time:

@@ -80,8 +80,9 @@ mod tests {
     use burn::tensor::{Tensor, TensorPrimitive};
 
     use super::super::{RegionOp, build_with};
+    use crate::recompute::verify_recomputes;
     use crate::types::Primitive;
-    use crate::{Checkpointed, checkpoint, verify_recomputes};
+    use crate::{Checkpointed, checkpoint};
 
     type I = NdArray;
     type B = Checkpointed<Autodiff<I>>;

@@ -6,8 +6,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use burn_checkpoint_core::memory::{
-    MemoryMeter, StepReport, allocated, mib, offloaded_bytes, offloaded_peak, peak,
-    reset_offloaded_peak, reset_peak,
+    MemoryMeter, OffloadedBytes, StepReport, allocated, mib, peak, reset_peak,
 };
 use burn_checkpoint_core::planner::{Plan, Profile};
 use cpu_time::ProcessTime;
@@ -166,9 +165,9 @@ impl Samples {
 
     fn step(&mut self, step: impl FnOnce()) {
         let base = allocated();
-        let offloaded = offloaded_bytes();
+        let offloaded = OffloadedBytes::now().in_use;
         reset_peak();
-        reset_offloaded_peak();
+        OffloadedBytes::reset_peak();
         let (wall, cpu) = (Instant::now(), ProcessTime::now());
         step();
         self.cpu.push(cpu.elapsed());
@@ -176,7 +175,7 @@ impl Samples {
         self.peak = self.peak.max(peak().saturating_sub(base) as u64);
         self.offloaded = self
             .offloaded
-            .max(offloaded_peak().saturating_sub(offloaded) as u64);
+            .max(OffloadedBytes::now().peak.saturating_sub(offloaded));
     }
 
     /// The point these samples make: peak and median times, nothing planned.

@@ -17,8 +17,8 @@ use burn::nn::loss::CrossEntropyLossConfig;
 use burn::optim::{GradientsParams, Optimizer, SgdConfig};
 use burn::tensor::backend::Backend;
 use burn::tensor::{Distribution, Int, Tensor};
-use burn_checkpoint::counters::Counters;
 use burn_checkpoint::Checkpointed;
+use burn_checkpoint::counters::Counters;
 use densenet_bc::{Cut, DenseNetConfig};
 
 #[global_allocator]

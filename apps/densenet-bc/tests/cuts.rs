@@ -10,8 +10,8 @@ use burn::optim::{GradientsParams, Optimizer, SgdConfig};
 use burn::record::{BinBytesRecorder, FullPrecisionSettings, Recorder};
 use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::{Distribution, Int, Tensor, TensorData};
+use burn_checkpoint::Checkpointed;
 use burn_checkpoint::counters::Counters;
-use burn_checkpoint::{Checkpointed};
 use densenet_bc::{Cut, DenseNet, DenseNetConfig, RegionPolicy};
 
 const BATCH: usize = 2;

@@ -19,7 +19,7 @@ use std::time::Instant;
 use burn::module::AutodiffModule;
 use burn::optim::AdamWConfig;
 use burn::tensor::backend::Backend;
-use burn_checkpoint::counters::Counters;
+use burn_checkpoint::counters::{self, Counters};
 use burn_checkpoint::{Checkpointed, Settings};
 use clap::{Parser, ValueEnum};
 use cpu_time::ProcessTime;

@@ -25,7 +25,7 @@ pub enum Cut {
     /// Each block a region keeping its matmul outputs (`Policy::SaveComputeBound`).
     BlockSaveCompute,
     /// Each block a region whose input (the previous block's output) is held in host memory
-    /// (`Policy::RecomputeAll.offloaded()`).
+    /// (`Region::offloaded`).
     BlockOffload,
     /// `checkpoint_sequential(&blocks, Segments::Sqrt, x)`: √n segments, all but the last a
     /// region.
@@ -129,7 +129,7 @@ impl<B: Backend> Block<B> {
     }
 
     /// The block as a checkpoint region that holds its input in host memory.
-    #[checkpoint(policy = Policy::RecomputeAll.offloaded())]
+    #[checkpoint(offload)]
     pub fn forward_offloaded(&self, x: Tensor<B, 3>) -> Tensor<B, 3> {
         self.forward(x)
     }

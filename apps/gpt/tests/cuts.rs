@@ -11,8 +11,8 @@ use burn::module::{Module, ModuleVisitor, Param};
 use burn::record::{BinBytesRecorder, FullPrecisionSettings, Recorder};
 use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::{Distribution, Int, Tensor, TensorData};
+use burn_checkpoint::Checkpointed;
 use burn_checkpoint::counters::Counters;
-use burn_checkpoint::{Checkpointed};
 use gpt::{Cut, Gpt, GptConfig};
 
 /// A backend's random generator is shared by the process: dropout masks are drawn from it.

@@ -20,10 +20,10 @@ use burn::optim::AdamWConfig;
 use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::{Distribution, Int, Tensor};
 use burn_checkpoint::Checkpointed;
-use burn_checkpoint::planner::Treatment;
 use burn_checkpoint::memory::Meter;
-use burn_checkpoint_core::memory::mib;
 use burn_checkpoint::planner::Profile;
+use burn_checkpoint::planner::Treatment;
+use burn_checkpoint_core::memory::mib;
 use gpt::{Cut, Gpt, GptConfig};
 use serde::{Deserialize, Serialize};
 

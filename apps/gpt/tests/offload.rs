@@ -18,9 +18,9 @@ use burn::module::{Module, ModuleVisitor, Param};
 use burn::optim::AdamWConfig;
 use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::{Distribution, Int, Tensor, TensorData};
+use burn_checkpoint::counters::{self, Counters};
 use burn_checkpoint::memory::OffloadedBytes;
-use burn_checkpoint::counters::Counters;
-use burn_checkpoint::{Checkpointed, Settings, memory};
+use burn_checkpoint::{Checkpointed, Settings};
 use gpt::{Cut, Gpt, GptConfig};
 
 /// The backend's random generator and the in-flight bound are the process's.

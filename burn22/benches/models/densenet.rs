@@ -112,6 +112,12 @@ impl DenseNet {
         self.forward(images, cut).powf_scalar(2.0).mean()
     }
 
+    /// The region of a dense layer, its inputs offloaded or not.
+    fn layer_region(offload: bool) -> Region {
+        let region = Region::named("DenseLayer");
+        if offload { region.offloaded() } else { region }
+    }
+
     /// Class logits `[batch, 10]`; the dense layers `cut` names are regions.
     fn forward(&self, images: Tensor<4>, cut: Cut) -> Tensor<2> {
         let mut x = self.stem.forward(images);
@@ -120,11 +126,10 @@ impl DenseNet {
             let mut features = vec![x];
             for (layer, at) in block.iter().zip(&mut layers) {
                 let new = match cut.region(at) {
-                    Some(offload) => Region::named("DenseLayer").offloaded_if(offload).run(
-                        layer,
-                        features.clone(),
-                        |layer, f| layer.forward(f),
-                    ),
+                    Some(offload) => {
+                        Self::layer_region(offload)
+                            .run(layer, features.clone(), |layer, f| layer.forward(f))
+                    }
                     None => layer.forward(features.clone()),
                 };
                 features.push(new);

@@ -7,9 +7,22 @@ use quote::{ToTokens, quote};
 use syn::{FnArg, GenericArgument, ImplItemFn, PathArguments, ReturnType, Type};
 
 /// Makes a module's method a checkpoint region: `self` is the region's module, the method's
-/// float-tensor arguments (`Tensor<D>`, a `Vec` or a tuple of them) are its inputs, and what it
-/// returns are its outputs. Other arguments are captured by value (they must be
-/// `Clone + Send + Sync + 'static`) and cloned for each run.
+/// float-tensor arguments are its inputs, and what it returns are its outputs.
+///
+/// What the method may take:
+/// - inputs, which get their gradients: `Tensor<D>` (or `Tensor<D, Float>`), `&Tensor<D>`, and
+///   an `Option`, a `Vec` or a tuple of them (an optional bias, a list of features);
+/// - captures, for everything else: a value (a config, an `Int` or `Bool` tensor, a mask, a
+///   `usize`) is cloned for each run of the body; a reference `&T` or `Option<&T>` (a shared
+///   `&RotaryEncoding`, a `&[usize]`) is captured as an owned clone (`ToOwned`: a Burn module's
+///   clone shares its parameters) and lent to the body again. Captured types must be
+///   `Send + Sync + 'static` once owned; a captured float tensor that requires grad is refused
+///   at run time (it would get no gradient);
+/// - generic parameters, and any return of tensors (a tuple, a `Vec`, an `Option`).
+///
+/// Refused at compile time, with what to write instead: `&mut self` or `self` by value, a
+/// `&mut` argument (backward runs the body twice), an `async fn`, and a method without a float
+/// tensor input.
 ///
 /// The body is `burn_checkpoint_22::checkpoint(self, (inputs…), |self, (inputs…)| body)`: see
 /// that function for what a region keeps and recomputes.
@@ -25,11 +38,14 @@ use syn::{FnArg, GenericArgument, ImplItemFn, PathArguments, ReturnType, Type};
 ///
 /// impl Block {
 ///     #[checkpoint]
-///     fn forward(&self, x: Tensor<2>) -> Tensor<2> {
-///         self.down.forward(gelu(self.up.forward(x)))
+///     fn forward(&self, x: Tensor<2>, rope: &Rope, bias: Option<Tensor<1>>) -> Tensor<2> {
+///         self.down.forward(gelu(self.up.forward(rope.apply(x))))
 ///     }
 /// }
 /// ```
+///
+/// (`ignore`: a proc-macro crate cannot run its own attribute; `burn_checkpoint_22`'s docs and
+/// `tests/attribute.rs` run it.)
 #[proc_macro_attribute]
 pub fn checkpoint(attr: TokenStream, item: TokenStream) -> TokenStream {
     expand(attr.into(), item.into())
@@ -70,17 +86,52 @@ impl syn::parse::Parse for Args {
     }
 }
 
+/// How the attribute passes one argument of the method into the region.
+enum Pass {
+    /// Float tensors: an input of the region, which gets their gradient.
+    Input,
+    /// A shared reference to a float tensor: an input (a clone of the tensor, which shares its
+    /// data), bound to a reference again inside.
+    InputByRef,
+    /// A shared reference, `&T` (or `Option<&T>`): captured as an owned clone (`ToOwned`),
+    /// bound to a reference again inside.
+    Ref,
+    /// `Option<&T>`: captured as `Option<T::Owned>`.
+    OptionRef,
+    /// Anything else by value (a config, an int or bool tensor, a mask): captured, cloned for
+    /// each run of the body.
+    Value,
+}
+
 fn expand(attr: TokenStream2, item: TokenStream2) -> syn::Result<TokenStream2> {
     let Args { name, offload } = syn::parse2(attr)?;
     let mut method: ImplItemFn = syn::parse2(item)?;
     let signature = &method.sig;
+    if let Some(asyncness) = signature.asyncness {
+        return Err(syn::Error::new_spanned(
+            asyncness,
+            "#[checkpoint] cannot go on an `async fn`: checkpoint the tensor work inside it, \
+             with `Region::new().run(..)` or `checkpoint(..)`",
+        ));
+    }
     match signature.inputs.first() {
         Some(FnArg::Receiver(receiver))
             if receiver.reference.is_some() && receiver.mutability.is_none() => {}
+        Some(FnArg::Receiver(receiver)) if receiver.mutability.is_some() => {
+            return Err(syn::Error::new_spanned(
+                receiver,
+                "#[checkpoint] needs `&self`, not `&mut self` or `mut self`: backward runs the \
+                 region's body a second time, so it cannot change the module; move the change \
+                 out of the region, or checkpoint the tensor work inside with \
+                 `checkpoint_fn(inputs, |inputs| ..)`",
+            ));
+        }
         _ => {
             return Err(syn::Error::new_spanned(
                 signature,
-                "#[checkpoint] goes on a method taking `&self`: `self` is the region's module",
+                "#[checkpoint] goes on a method taking `&self`: `self` is the region's module \
+                 (its parameters get their gradients); for code without a module, use \
+                 `checkpoint_fn(inputs, |inputs| ..)`",
             ));
         }
     }
@@ -89,33 +140,71 @@ fn expand(attr: TokenStream2, item: TokenStream2) -> syn::Result<TokenStream2> {
         ReturnType::Default => {
             return Err(syn::Error::new_spanned(
                 signature,
-                "a checkpoint region must return tensors",
+                "a checkpoint region must return tensors (a `Tensor<D>`, a `Vec`, an `Option` \
+                 or a tuple of them)",
             ));
         }
     };
     // Each argument is bound to a generated name in the signature; the closure binds the user's
     // pattern (`x`, `mut x`, `(a, b)`) to it.
     let (mut inputs, mut input_patterns, mut input_types) = (Vec::new(), Vec::new(), Vec::new());
-    let (mut captures, mut capture_patterns) = (Vec::new(), Vec::new());
+    let (mut before, mut inside) = (Vec::new(), Vec::new());
     for (index, argument) in method.sig.inputs.iter_mut().skip(1).enumerate() {
         let FnArg::Typed(typed) = argument else {
             unreachable!("only the first argument can be a receiver")
         };
         let name = Ident::new(&format!("__checkpoint_arg{index}"), Span::call_site());
         let pattern = std::mem::replace(typed.pat.as_mut(), syn::parse_quote!(#name));
-        if is_region_tensors(&typed.ty) {
-            inputs.push(name);
-            input_patterns.push(pattern);
-            input_types.push(typed.ty.as_ref().clone());
-        } else {
-            captures.push(name);
-            capture_patterns.push(pattern);
+        let ty = typed.ty.as_ref();
+        match pass(ty)? {
+            Pass::Input => {
+                inputs.push(quote!(#name));
+                input_patterns.push(quote!(#pattern));
+                input_types.push(quote!(#ty));
+            }
+            Pass::InputByRef => {
+                let Type::Reference(reference) = ty else {
+                    unreachable!("a reference")
+                };
+                let tensor = &reference.elem;
+                inputs.push(quote!(::core::clone::Clone::clone(#name)));
+                input_patterns.push(quote!(#name));
+                input_types.push(quote!(#tensor));
+                inside.push(quote!(let #pattern = &#name;));
+            }
+            Pass::Ref => {
+                let Type::Reference(reference) = ty else {
+                    unreachable!("a reference")
+                };
+                let referent = &reference.elem;
+                before.push(quote!(let #name = ::std::borrow::ToOwned::to_owned(#name);));
+                inside.push(quote! {
+                    let #pattern: &#referent = ::core::borrow::Borrow::borrow(&#name);
+                });
+            }
+            Pass::OptionRef => {
+                let referent = option_referent(ty).expect("an Option<&T>");
+                before.push(quote! {
+                    let #name = ::core::option::Option::map(#name, ::std::borrow::ToOwned::to_owned);
+                });
+                inside.push(quote! {
+                    let #pattern: ::core::option::Option<&#referent> = ::core::option::Option::map(
+                        ::core::option::Option::as_ref(&#name),
+                        ::core::borrow::Borrow::borrow,
+                    );
+                });
+            }
+            Pass::Value => {
+                inside.push(quote!(let #pattern = ::core::clone::Clone::clone(&#name);));
+            }
         }
     }
     if inputs.is_empty() {
         return Err(syn::Error::new_spanned(
             &method.sig,
-            "a checkpoint region needs a float tensor argument (`Tensor<D>`, a `Vec` or a tuple of them)",
+            "a checkpoint region needs a float tensor argument, its input: a `Tensor<D>` (or \
+             `&Tensor<D>`), an `Option`, a `Vec` or a tuple of them; other arguments are \
+             captured, and a region without tensor inputs has nothing to recompute from",
         ));
     }
     let body = rename_self(method.block.to_token_stream());
@@ -129,12 +218,14 @@ fn expand(attr: TokenStream2, item: TokenStream2) -> syn::Result<TokenStream2> {
             *NAME.get_or_init(|| ::burn_checkpoint_22::__private::method_region_name::<Self>(#function))
         }},
     };
+    let offload = offload.then(|| quote!(.offloaded()));
     method.block = syn::parse2(quote! {{
-        ::burn_checkpoint_22::Region::named(#name).offloaded_if(#offload).run(
+        #(#before)*
+        ::burn_checkpoint_22::Region::named(#name) #offload .run(
             self,
             (#(#inputs,)*),
             move |#this: &Self, (#(#input_patterns,)*): (#(#input_types,)*)| -> #output {
-                #(let #capture_patterns = ::core::clone::Clone::clone(&#captures);)*
+                #(#inside)*
                 #body
             },
         )
@@ -142,26 +233,80 @@ fn expand(attr: TokenStream2, item: TokenStream2) -> syn::Result<TokenStream2> {
     Ok(method.into_token_stream())
 }
 
-/// Whether a type is a region's tensors: a float `Tensor<D>` (or `Tensor<D, Float>`), or a
-/// `Vec` or tuple of such types.
+/// How an argument of type `ty` goes into the region, or the compile error that says what to
+/// write instead.
+fn pass(ty: &Type) -> syn::Result<Pass> {
+    if is_region_tensors(ty) {
+        return Ok(Pass::Input);
+    }
+    match ty {
+        Type::Reference(reference) if reference.mutability.is_some() => {
+            Err(syn::Error::new_spanned(
+                ty,
+                "a checkpoint region cannot take a `&mut` argument: backward runs its body a \
+                 second time, so a change would happen twice; pass the value (captured as a \
+                 clone) or a `&` reference, and return what the region computes",
+            ))
+        }
+        Type::Reference(reference) if is_float_tensor(&reference.elem) => Ok(Pass::InputByRef),
+        Type::Reference(_) => Ok(Pass::Ref),
+        _ if option_referent(ty).is_some() => Ok(Pass::OptionRef),
+        _ => Ok(Pass::Value),
+    }
+}
+
+/// `T` of an `Option<&T>`.
+fn option_referent(ty: &Type) -> Option<&Type> {
+    let Type::Path(path) = ty else { return None };
+    let last = path.path.segments.last()?;
+    let PathArguments::AngleBracketed(arguments) = &last.arguments else {
+        return None;
+    };
+    match (last.ident == "Option", arguments.args.first()) {
+        (true, Some(GenericArgument::Type(Type::Reference(reference))))
+            if reference.mutability.is_none() =>
+        {
+            Some(&reference.elem)
+        }
+        _ => None,
+    }
+}
+
+/// Whether `ty` is one float tensor: `Tensor<D>` or `Tensor<D, Float>`.
+fn is_float_tensor(ty: &Type) -> bool {
+    let Type::Path(path) = ty else { return false };
+    let Some(last) = path.path.segments.last() else {
+        return false;
+    };
+    let PathArguments::AngleBracketed(arguments) = &last.arguments else {
+        return false;
+    };
+    let arguments: Vec<_> = arguments.args.iter().collect();
+    match (last.ident.to_string().as_str(), arguments.as_slice()) {
+        ("Tensor", [_rank]) => true,
+        ("Tensor", [_rank, GenericArgument::Type(Type::Path(kind))]) => kind.path.is_ident("Float"),
+        _ => false,
+    }
+}
+
+/// Whether a type is a region's tensors: a float `Tensor<D>` (or `Tensor<D, Float>`), or an
+/// `Option`, a `Vec` or a tuple of such types.
 fn is_region_tensors(ty: &Type) -> bool {
     match ty {
         Type::Paren(inner) => is_region_tensors(&inner.elem),
         Type::Tuple(tuple) => !tuple.elems.is_empty() && tuple.elems.iter().all(is_region_tensors),
         Type::Path(path) => {
+            if is_float_tensor(ty) {
+                return true;
+            }
             let Some(last) = path.path.segments.last() else {
                 return false;
             };
             let PathArguments::AngleBracketed(arguments) = &last.arguments else {
                 return false;
             };
-            let arguments: Vec<_> = arguments.args.iter().collect();
-            match (last.ident.to_string().as_str(), arguments.as_slice()) {
-                ("Tensor", [_rank]) => true,
-                ("Tensor", [_rank, GenericArgument::Type(Type::Path(kind))]) => {
-                    kind.path.is_ident("Float")
-                }
-                ("Vec", [GenericArgument::Type(item)]) => is_region_tensors(item),
+            match (last.ident.to_string().as_str(), arguments.args.first()) {
+                ("Vec" | "Option", Some(GenericArgument::Type(item))) => is_region_tensors(item),
                 _ => false,
             }
         }

@@ -13,8 +13,8 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, bail};
 use burn::tensor::TensorData;
 use burn_checkpoint::memory::Meter;
-use burn_checkpoint_core::memory::mib;
 use burn_checkpoint::planner::{Fitted, Plan, Profile};
+use burn_checkpoint_core::memory::mib;
 use serde::{Deserialize, Serialize};
 
 use super::options::TrainOptions;
