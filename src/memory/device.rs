@@ -3,24 +3,8 @@
 //! device (its pools' pages: what `nvidia-smi` sees, and what decides whether a batch fits), but
 //! keeps no peak of either, so [`DevicePeak`] samples them from a thread while a step runs.
 //!
-//! ```no_run
-//! use burn::cubecl::Runtime;
-//! use burn_checkpoint::memory::device::{DevicePeak, usage};
-//! use std::time::Duration;
-//!
-//! // `R`: `burn::cubecl::cuda::CudaRuntime`, `burn::cubecl::wgpu::WgpuRuntime`.
-//! fn measure_a_step<R: Runtime>(device: &R::Device, step: impl FnOnce()) {
-//!     let before = usage::<R>(device);
-//!     let sampler = DevicePeak::<R>::start(device, Duration::from_micros(100));
-//!     step(); // a training step on `device`, from this thread (and synced)
-//!     let peak = sampler.finish();
-//!     println!(
-//!         "in use: {} bytes above the start; reserved: {} bytes at most",
-//!         peak.in_use.saturating_sub(before.in_use),
-//!         peak.reserved
-//!     );
-//! }
-//! ```
+//! Private: users read it through [`super::Meter::Cuda`] / [`super::Meter::Wgpu`] and a
+//! [`super::Measure`], which wrap [`usage`] and [`DevicePeak`].
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
