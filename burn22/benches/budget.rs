@@ -22,6 +22,7 @@ mod models;
 use bench_kit_core::sweep::{self, Hand, StepFn};
 use burn::tensor::{Device, Int, Tensor, TensorData};
 use burn_checkpoint_22::memory::{CountingAllocator, Meter};
+use burn_checkpoint_22::planner::TREATMENTS;
 use clap::{Parser, ValueEnum};
 use common::initialised;
 use models::{Cut, densenet, gpt};
@@ -188,5 +189,5 @@ fn main() {
         })
         .collect();
     args.sweep
-        .run(Meter::Host, &out, &task.title, planned, hands);
+        .run(sweep::Measured { meter: Meter::Host, treatments: TREATMENTS }, &out, &task.title, planned, hands);
 }

@@ -15,8 +15,8 @@ mod models;
 use std::time::{Duration, Instant};
 
 use burn::tensor::Device;
-use burn_checkpoint_22::memory::CountingAllocator;
-use burn_checkpoint_core::memory::{allocated, mib, peak, reset_peak};
+use burn_checkpoint_22::memory::{CountingAllocator, Meter};
+use burn_checkpoint_core::memory::mib;
 use clap::{Parser, ValueEnum};
 use common::initialised;
 use models::{Cut, densenet, gpt};
@@ -93,11 +93,11 @@ impl Method {
 
 /// One measured step: peak bytes above its start, and its time.
 fn measure(step: impl FnOnce()) -> (usize, Duration) {
-    let start = allocated();
-    reset_peak();
+    let measure = Meter::Host.start();
     let clock = Instant::now();
     step();
-    (peak() - start, clock.elapsed())
+    let elapsed = clock.elapsed();
+    (measure.finish().in_use as usize, elapsed)
 }
 
 struct Row {

@@ -33,14 +33,14 @@
 //! ```
 
 use burn::tensor::Device;
-use burn_checkpoint_core::Treatment;
-use burn_checkpoint_core::memory::HostMeter;
+use burn_checkpoint_core::memory::{DeviceMemory, Usage};
 pub use burn_checkpoint_core::memory::{
-    CountingAllocator, MemoryMeter, NameTotals, OffloadedBytes, RegionRecord, StepReport,
+    CountingAllocator, MemoryMeter, NameTotals, OffloadedBytes, Peak, RegionRecord, StepReport,
 };
 
-/// Where a step's memory is read, for [`StepReport::measure`] and the
-/// [`planner`](crate::planner).
+/// A device whose memory [`Meter::Device`] reads: its pools' bytes in use and reserved,
+/// through Burn 0.22's `Device::memory_pool_usage` (device-wide). Made from the device by
+/// [`Meter::device`], which refuses a backend without pools (Flex: its tensors are the host's).
 ///
 /// ```
 /// use burn::tensor::Device;
@@ -50,98 +50,77 @@ pub use burn_checkpoint_core::memory::{
 /// // Flex reports no memory pools: a device meter is for CubeCL devices (wgpu, CUDA).
 /// assert!(Meter::device(Device::flex()).is_none());
 /// ```
-#[derive(Clone, Debug, Default)]
-#[non_exhaustive]
-pub enum Meter {
-    /// Host bytes allocated, through [`CountingAllocator`] installed as the global allocator:
-    /// every thread of the process, the exact peak. What Flex's tensors take.
-    #[default]
-    Host,
-    /// A device's bytes in use and reserved (its memory pools' pages, used or not), through
-    /// Burn 0.22's `Device::memory_pool_usage`; read at region events after a sync, so the
-    /// in-use peak is the most seen then. Made by [`Meter::device`].
-    Device(Device),
-}
+#[derive(Clone, Debug)]
+pub struct MeteredDevice(pub Device);
 
-impl Meter {
-    /// The meter of `device`'s memory pools; `None` if its backend reports none (Flex).
-    pub fn device(device: Device) -> Option<Meter> {
-        device.memory_pool_usage()?;
-        Some(Meter::Device(device))
-    }
-
-    fn usage(device: &Device) -> (u64, u64) {
-        device
-            .memory_pool_usage()
-            .map_or((0, 0), |usage| (usage.bytes_in_use, usage.bytes_reserved))
+impl From<Device> for MeteredDevice {
+    fn from(device: Device) -> Self {
+        MeteredDevice(device)
     }
 }
 
-impl MemoryMeter for Meter {
-    fn in_use(&self) -> u64 {
-        match self {
-            Meter::Host => HostMeter.in_use(),
-            Meter::Device(device) => Meter::usage(device).0,
-        }
+fn pool_usage(device: &Device) -> Option<Usage> {
+    device.memory_pool_usage().map(|usage| Usage {
+        in_use: usage.bytes_in_use,
+        reserved: usage.bytes_reserved,
+    })
+}
+
+impl DeviceMemory for MeteredDevice {
+    fn usage(&self) -> Option<Usage> {
+        pool_usage(&self.0)
     }
 
-    fn settle(&self) {
-        if let Meter::Device(device) = self {
-            // A failed op surfaces at the step's own reads; the meter reads what ran.
-            let _ = device.sync();
-        }
+    fn reader(&self) -> impl Fn() -> Usage + Send + 'static {
+        // The pools' counts are the device's, whichever thread reads them.
+        let device = self.0.clone();
+        move || pool_usage(&device).unwrap_or_default()
     }
 
-    fn release(&self) {
-        if let Meter::Device(device) = self {
-            let _ = device.sync();
-            device.memory_cleanup();
-            let _ = device.sync();
-        }
+    fn sync(&self) {
+        // A failed op surfaces at the step's own reads; the meter reads what ran.
+        let _ = self.0.sync();
     }
 
-    fn reserved(&self) -> Option<u64> {
-        match self {
-            Meter::Host => None,
-            Meter::Device(device) => Some(Meter::usage(device).1),
-        }
-    }
-
-    fn peak(&self) -> Option<u64> {
-        match self {
-            Meter::Host => HostMeter.peak(),
-            Meter::Device(_) => None,
-        }
-    }
-
-    fn reset_peak(&self) {
-        if let Meter::Host = self {
-            HostMeter.reset_peak();
-        }
-    }
-
-    fn raise_peak(&self, bytes: u64) {
-        if let Meter::Host = self {
-            HostMeter.raise_peak(bytes);
-        }
+    fn cleanup(&self) {
+        self.0.memory_cleanup();
     }
 
     fn describe(&self) -> String {
-        match self {
-            Meter::Host => HostMeter.describe(),
-            Meter::Device(device) => format!(
-                "{device:?} bytes in use and reserved (memory_pool_usage), read at region events"
-            ),
-        }
-    }
-
-    /// Keep and recompute-all (a region on Burn 0.22 recomputes its whole body); on a device
-    /// offload too.
-    fn treatments(&self) -> Vec<Treatment> {
-        let mut treatments = vec![Treatment::Keep, Treatment::RecomputeAll];
-        if let Meter::Device(_) = self {
-            treatments.push(Treatment::Offload);
-        }
-        treatments
+        format!("{:?} bytes in use and reserved (memory_pool_usage)", self.0)
     }
 }
+
+/// Where a step's memory is read: the host's allocator ([`Meter::Host`]) or a device's pools
+/// ([`Meter::device`]). What [`StepReport::measure`], the [`planner`](crate::planner) and
+/// [`Meter::start`] read: burn-checkpoint-core's one meter, as in the crate for Burn 0.21, with
+/// this crate's devices.
+///
+/// ```
+/// use burn_checkpoint_22::memory::{CountingAllocator, Meter};
+///
+/// #[global_allocator]
+/// static ALLOCATOR: CountingAllocator = CountingAllocator;
+///
+/// let measure = Meter::Host.start();
+/// let buffer = vec![1u8; 1 << 20];
+/// drop(buffer);
+/// assert!(measure.finish().in_use >= 1 << 20, "the peak above the start");
+/// ```
+pub type Meter = burn_checkpoint_core::memory::Meter<MeteredDevice>;
+
+/// One step's memory being measured: [`Meter::start`] gives it, [`Measure::finish`] the step's
+/// [`Peak`] above its start (on a device, sampled every 100 µs).
+///
+/// ```
+/// use burn_checkpoint_22::memory::{CountingAllocator, Meter};
+///
+/// #[global_allocator]
+/// static ALLOCATOR: CountingAllocator = CountingAllocator;
+///
+/// let measure = Meter::Host.start();
+/// let kept = vec![1u8; 1 << 20];
+/// assert!(measure.now() >= 1 << 20, "held now, above the start");
+/// drop(kept);
+/// ```
+pub type Measure = burn_checkpoint_core::memory::Measure<MeteredDevice>;

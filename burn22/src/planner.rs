@@ -12,7 +12,7 @@
 //! use burn::tensor::{Device, Tensor};
 //! use burn_checkpoint_22::Region;
 //! use burn_checkpoint_22::memory::{CountingAllocator, Meter};
-//! use burn_checkpoint_22::planner::{Plan, Profile};
+//! use burn_checkpoint_22::planner::{Plan, Profile, TREATMENTS};
 //!
 //! #[global_allocator]
 //! static ALLOCATOR: CountingAllocator = CountingAllocator;
@@ -30,7 +30,7 @@
 //!     let _grads = h.sum().backward();
 //!     Ok::<(), std::convert::Infallible>(())
 //! };
-//! let profile = Profile::try_measure(Meter::Host, &mut step).unwrap();
+//! let profile = Profile::try_measure(Meter::Host, TREATMENTS, &mut step).unwrap();
 //! let budget = (profile.smallest_peak() + profile.largest_peak()) / 2;
 //! let fitted = profile.fit(Meter::Host, budget, &mut step).unwrap();
 //! assert!(fitted.measured_peak_bytes <= budget);
@@ -45,3 +45,14 @@ pub use burn_checkpoint_core::Treatment;
 pub use burn_checkpoint_core::planner::{
     FitError, Fitted, Plan, PlanError, Profile, ProfileError, TreatedStep,
 };
+
+/// The treatments this crate's regions can run, for [`Profile::measure`]: keep, recompute the
+/// whole body (a region on Burn 0.22 has no policy), offload (profiled only with a device's
+/// meter).
+///
+/// ```
+/// use burn_checkpoint_22::planner::{TREATMENTS, Treatment};
+///
+/// assert_eq!(TREATMENTS, [Treatment::Keep, Treatment::RecomputeAll, Treatment::Offload]);
+/// ```
+pub const TREATMENTS: &[Treatment] = &[Treatment::Keep, Treatment::RecomputeAll, Treatment::Offload];

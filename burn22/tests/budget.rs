@@ -12,7 +12,7 @@ use burn::module::Module;
 use burn::nn::{Linear, LinearConfig};
 use burn::tensor::{Device, Distribution, Tensor, TensorData};
 use burn_checkpoint_22::memory::{CountingAllocator, Meter, OffloadedBytes, StepReport};
-use burn_checkpoint_22::planner::{FitError, Plan, PlanError, Profile, Treatment};
+use burn_checkpoint_22::planner::{FitError, Plan, PlanError, Profile, TREATMENTS, Treatment};
 use burn_checkpoint_22::{Region, checkpoint, checkpoint_fn};
 use common::{Block, initialised, param_grads};
 
@@ -258,7 +258,7 @@ fn the_planner_fits_budgets_from_the_plain_peak_to_the_floor() {
         model.gradients(&x, Blocks::Regions);
         Ok::<(), std::convert::Infallible>(())
     };
-    let profile = Profile::try_measure(Meter::Host, &mut step).unwrap();
+    let profile = Profile::try_measure(Meter::Host, TREATMENTS, &mut step).unwrap();
     println!("{profile}");
     assert_eq!(
         profile.treatments(),

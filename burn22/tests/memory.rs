@@ -5,8 +5,8 @@ mod common;
 
 use burn::tensor::{Device, Distribution, Tensor};
 use burn_checkpoint_22::checkpoint;
-use burn_checkpoint_22::memory::CountingAllocator;
-use burn_checkpoint_core::memory::{allocated, mib, peak, reset_peak};
+use burn_checkpoint_22::memory::{CountingAllocator, Meter};
+use burn_checkpoint_core::memory::mib;
 use common::Block;
 
 #[global_allocator]
@@ -15,8 +15,7 @@ static ALLOCATOR: CountingAllocator = CountingAllocator;
 /// Bytes held after forward (the graph's saved activations) and the step's peak, both above
 /// what was allocated before the step.
 fn step(blocks: &[Block], x: &Tensor<2>, regions: bool) -> (usize, usize) {
-    let before = allocated();
-    reset_peak();
+    let measure = Meter::Host.start();
     let mut h = x.clone();
     for block in blocks {
         h = if regions {
@@ -26,11 +25,11 @@ fn step(blocks: &[Block], x: &Tensor<2>, regions: bool) -> (usize, usize) {
         };
     }
     let loss = h.powf_scalar(2.0).mean();
-    let held = allocated() - before;
+    let held = measure.now();
     let grads = loss.backward();
-    let peak = peak() - before;
+    let peak = measure.finish().in_use;
     drop(grads);
-    (held, peak)
+    (held as usize, peak as usize)
 }
 
 #[test]

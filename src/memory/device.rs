@@ -1,111 +1,136 @@
-//! Device memory on cubecl runtimes (CUDA with the `cuda` feature, wgpu with `wgpu`): cubecl's
-//! memory manager counts, per stream, the bytes in use and the bytes it has **reserved** from the
-//! device (its pools' pages: what `nvidia-smi` sees, and what decides whether a batch fits), but
-//! keeps no peak of either, so [`DevicePeak`] samples them from a thread while a step runs.
-//!
-//! Private: users read it through [`super::Meter::Cuda`] / [`super::Meter::Wgpu`] and a
-//! [`super::Measure`], which wrap [`usage`] and [`DevicePeak`].
+//! The devices a [`Meter`](super::Meter) reads on Burn 0.21: cubecl runtimes (CUDA with the
+//! `cuda` feature, wgpu with `wgpu`), whose memory manager counts, per stream, the bytes in use
+//! and the bytes it has reserved from the device, but keeps no peak of either (a
+//! [`Measure`](super::Measure) samples them).
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::thread::JoinHandle;
-use std::time::Duration;
+use burn_checkpoint_core::memory::{DeviceMemory, Usage};
 
-use burn::cubecl::Runtime;
-use burn::cubecl::client::ComputeClient;
-use burn::cubecl::stream_id::StreamId;
+#[cfg(any(feature = "cuda", feature = "wgpu"))]
+use burn::cubecl::{Runtime, client::ComputeClient, stream_id::StreamId};
 
-/// Device bytes on one stream, as cubecl counts them.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Usage {
-    /// Bytes of live tensors.
-    pub in_use: u64,
-    /// Bytes the memory manager holds from the device (pages, used or not).
-    pub reserved: u64,
+/// A device whose memory [`Meter::Device`](super::Meter) reads: one of the cubecl runtimes this
+/// build has (`cuda`, `wgpu` features; none without them). Made from the backend's device by
+/// [`Meter::device`](super::Meter::device).
+///
+/// ```
+/// # #[cfg(feature = "wgpu")] {
+/// use burn::backend::wgpu::WgpuDevice;
+/// use burn_checkpoint::memory::Meter;
+///
+/// let meter = Meter::device(WgpuDevice::default()).expect("cubecl counts wgpu's bytes");
+/// assert!(meter.is_device());
+/// # }
+/// ```
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub enum MeteredDevice {
+    /// A CUDA device: the calling thread's stream's bytes.
+    #[cfg(feature = "cuda")]
+    Cuda(burn::backend::cuda::CudaDevice),
+    /// A wgpu device (Vulkan, Metal, ...; Mesa's lavapipe on the CPU).
+    #[cfg(feature = "wgpu")]
+    Wgpu(burn::backend::wgpu::WgpuDevice),
 }
 
-/// The calling thread's stream's usage on `device` (cubecl allocates per stream).
-pub fn usage<R: Runtime>(device: &R::Device) -> Usage {
-    read(&R::client(device))
+#[cfg(feature = "cuda")]
+impl From<burn::backend::cuda::CudaDevice> for MeteredDevice {
+    fn from(device: burn::backend::cuda::CudaDevice) -> Self {
+        MeteredDevice::Cuda(device)
+    }
 }
 
-fn read<R: Runtime>(client: &ComputeClient<R>) -> Usage {
-    client
-        .memory_usage()
-        .map_or(Usage::default(), |usage| Usage {
-            in_use: usage.bytes_in_use,
-            reserved: usage.bytes_reserved,
-        })
+#[cfg(feature = "wgpu")]
+impl From<burn::backend::wgpu::WgpuDevice> for MeteredDevice {
+    fn from(device: burn::backend::wgpu::WgpuDevice) -> Self {
+        MeteredDevice::Wgpu(device)
+    }
 }
 
-/// The most bytes in use and reserved on a device stream, sampled from a background thread. A
-/// sample is taken between two of the stream's commands, so a peak shorter than the period can
-/// be missed: the figures are lower bounds, exact for peaks that last a kernel or more.
-pub struct DevicePeak<R: Runtime> {
-    stop: Arc<AtomicBool>,
-    in_use: Arc<AtomicU64>,
-    reserved: Arc<AtomicU64>,
-    client: ComputeClient<R>,
-    sampler: Option<JoinHandle<()>>,
+/// The calling thread's stream's counts (cubecl allocates per stream).
+#[cfg(any(feature = "cuda", feature = "wgpu"))]
+fn read<R: Runtime>(client: &ComputeClient<R>) -> Option<Usage> {
+    client.memory_usage().ok().map(|usage| Usage {
+        in_use: usage.bytes_in_use,
+        reserved: usage.bytes_reserved,
+    })
 }
 
-impl<R: Runtime> DevicePeak<R> {
-    /// Starts sampling the calling thread's stream on `device` every `period`.
-    pub fn start(device: &R::Device, period: Duration) -> Self {
-        let mut client = R::client(device);
-        // SAFETY: the sampler only reads the memory usage of the caller's stream; it submits
-        // nothing that allocates or runs on it.
-        unsafe { client.set_stream(StreamId::current()) };
-        let now = read(&client);
-        let stop = Arc::new(AtomicBool::new(false));
-        let in_use = Arc::new(AtomicU64::new(now.in_use));
-        let reserved = Arc::new(AtomicU64::new(now.reserved));
-        let sampler = {
-            let (stop, in_use, reserved, client) = (
-                stop.clone(),
-                in_use.clone(),
-                reserved.clone(),
-                client.clone(),
-            );
-            std::thread::spawn(move || {
-                while !stop.load(Ordering::Relaxed) {
-                    let now = read(&client);
-                    in_use.fetch_max(now.in_use, Ordering::Relaxed);
-                    reserved.fetch_max(now.reserved, Ordering::Relaxed);
-                    std::thread::sleep(period);
-                }
-            })
+/// A reader of the calling thread's stream that another thread can call.
+#[cfg(any(feature = "cuda", feature = "wgpu"))]
+fn stream_reader<R: Runtime>(device: &R::Device) -> impl Fn() -> Usage + Send + 'static {
+    let mut client = R::client(device);
+    // SAFETY: the reader only reads the memory usage of the caller's stream; it submits nothing
+    // that allocates or runs on it.
+    unsafe { client.set_stream(StreamId::current()) };
+    move || read(&client).unwrap_or_default()
+}
+
+impl DeviceMemory for MeteredDevice {
+    fn usage(&self) -> Option<Usage> {
+        match *self {
+            #[cfg(feature = "cuda")]
+            MeteredDevice::Cuda(ref device) => {
+                read(&burn::cubecl::cuda::CudaRuntime::client(device))
+            }
+            #[cfg(feature = "wgpu")]
+            MeteredDevice::Wgpu(ref device) => {
+                read(&burn::cubecl::wgpu::WgpuRuntime::client(device))
+            }
+        }
+    }
+
+    // Without a cubecl feature there is no device: the match below has no arm, and what follows
+    // it is unreachable.
+    #[allow(unreachable_code, unused_variables)]
+    fn reader(&self) -> impl Fn() -> Usage + Send + 'static {
+        // One closure type whichever runtime: the match picks the reader inside a box.
+        let reader: Box<dyn Fn() -> Usage + Send> = match *self {
+            #[cfg(feature = "cuda")]
+            MeteredDevice::Cuda(ref device) => {
+                Box::new(stream_reader::<burn::cubecl::cuda::CudaRuntime>(device))
+            }
+            #[cfg(feature = "wgpu")]
+            MeteredDevice::Wgpu(ref device) => {
+                Box::new(stream_reader::<burn::cubecl::wgpu::WgpuRuntime>(device))
+            }
         };
-        DevicePeak {
-            stop,
-            in_use,
-            reserved,
-            client,
-            sampler: Some(sampler),
+        reader
+    }
+
+    fn sync(&self) {
+        // A failed device fails the step's own next read; the meter reads what ran. The fused
+        // backends' sync runs the calling thread's fusion queue, then waits for the device.
+        match *self {
+            #[cfg(feature = "cuda")]
+            MeteredDevice::Cuda(ref device) => {
+                let _ = <burn::backend::Cuda as burn::tensor::backend::Backend>::sync(device);
+            }
+            #[cfg(feature = "wgpu")]
+            MeteredDevice::Wgpu(ref device) => {
+                let _ = <burn::backend::Wgpu as burn::tensor::backend::Backend>::sync(device);
+            }
         }
     }
 
-    /// Stops sampling; the peaks seen since [`DevicePeak::start`] (absolute, not above the
-    /// start).
-    pub fn finish(mut self) -> Usage {
-        self.stop_sampler();
-        let last = read(&self.client);
-        Usage {
-            in_use: self.in_use.load(Ordering::Relaxed).max(last.in_use),
-            reserved: self.reserved.load(Ordering::Relaxed).max(last.reserved),
+    fn cleanup(&self) {
+        match *self {
+            #[cfg(feature = "cuda")]
+            MeteredDevice::Cuda(ref device) => {
+                <burn::backend::Cuda as burn::tensor::backend::Backend>::memory_cleanup(device)
+            }
+            #[cfg(feature = "wgpu")]
+            MeteredDevice::Wgpu(ref device) => {
+                <burn::backend::Wgpu as burn::tensor::backend::Backend>::memory_cleanup(device)
+            }
         }
     }
 
-    fn stop_sampler(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(sampler) = self.sampler.take() {
-            let _ = sampler.join();
+    fn describe(&self) -> String {
+        match *self {
+            #[cfg(feature = "cuda")]
+            MeteredDevice::Cuda(_) => "CUDA device bytes in use and reserved (cubecl)".into(),
+            #[cfg(feature = "wgpu")]
+            MeteredDevice::Wgpu(_) => "wgpu device bytes in use and reserved (cubecl)".into(),
         }
-    }
-}
-
-impl<R: Runtime> Drop for DevicePeak<R> {
-    fn drop(&mut self) {
-        self.stop_sampler();
     }
 }

@@ -52,14 +52,44 @@
 //! println!("{report}"); // a table; `serde_json::to_string(&report)` for JSON
 //! ```
 //!
-//! On cubecl devices (features `cuda`, `wgpu`), [`Meter::Cuda`] and [`Meter::Wgpu`] read cubecl's
-//! count of device bytes in use and reserved; a [`Measure`] samples their peaks.
+//! On cubecl devices (features `cuda`, `wgpu`), `Meter::device(device)` reads cubecl's count of
+//! device bytes in use and reserved; a [`Measure`] samples their peaks.
 
-#[cfg(any(feature = "cuda", feature = "wgpu"))]
 mod device;
-mod meter;
 
 pub use burn_checkpoint_core::memory::{
-    CountingAllocator, MemoryMeter, NameTotals, OffloadedBytes, RegionRecord, StepReport,
+    CountingAllocator, MemoryMeter, NameTotals, OffloadedBytes, Peak, RegionRecord, StepReport,
 };
-pub use meter::{Measure, Meter, Peak};
+pub use device::MeteredDevice;
+
+/// Where the memory of a step is measured: the host's allocator ([`Meter::Host`]) or a cubecl
+/// device's memory manager ([`Meter::device`]). What [`StepReport::measure`], the
+/// [`planner`](crate::planner) and [`Meter::start`] read. burn-checkpoint-core's one meter, with
+/// this crate's devices.
+///
+/// ```
+/// use burn_checkpoint::memory::{MemoryMeter, Meter};
+///
+/// // Reads 0 unless `CountingAllocator` is the program's global allocator.
+/// let meter = Meter::Host;
+/// assert!(meter.describe().contains("allocator"));
+/// assert!(!meter.is_device());
+/// ```
+pub type Meter = burn_checkpoint_core::memory::Meter<MeteredDevice>;
+
+/// One step's memory being measured: [`Meter::start`] gives it, [`Measure::finish`] the step's
+/// [`Peak`] above its start.
+///
+/// ```
+/// use burn_checkpoint::memory::{CountingAllocator, Meter};
+///
+/// #[global_allocator]
+/// static ALLOCATOR: CountingAllocator = CountingAllocator;
+///
+/// let measure = Meter::Host.start();
+/// let buffer = vec![1u8; 1 << 20];
+/// assert!(measure.now() >= 1 << 20, "held now, above the start");
+/// drop(buffer);
+/// assert!(measure.finish().in_use >= 1 << 20, "the peak above the start");
+/// ```
+pub type Measure = burn_checkpoint_core::memory::Measure<MeteredDevice>;

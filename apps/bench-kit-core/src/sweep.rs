@@ -5,8 +5,9 @@ use std::error::Error;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use burn_checkpoint_core::Treatment;
 use burn_checkpoint_core::memory::{
-    MemoryMeter, OffloadedBytes, StepReport, allocated, mib, peak, reset_peak,
+    DeviceMemory, MemoryMeter, Meter, OffloadedBytes, StepReport, mib,
 };
 use burn_checkpoint_core::planner::{Plan, Profile};
 use cpu_time::ProcessTime;
@@ -50,16 +51,17 @@ impl Options {
         true
     }
 
-    /// Runs the sweep ([`run`]) with `meter`, prints its table and writes its files to `out`.
-    pub fn run(
+    /// Runs the sweep ([`run`]) with `measured`'s meter and treatments, prints its table and
+    /// writes its files to `out`.
+    pub fn run<D: DeviceMemory>(
         &self,
-        meter: impl MemoryMeter + Clone,
+        measured: Measured<'_, D>,
         out: &Path,
         title: &str,
         planned: StepFn<'_>,
         hands: Vec<Hand<'_>>,
     ) {
-        let sweep = run(meter, title, self.budgets, self.steps, planned, hands);
+        let sweep = run(measured, title, self.budgets, self.steps, planned, hands);
         print!("{}", sweep.markdown());
         sweep.write(out);
     }
@@ -163,16 +165,22 @@ impl Samples {
         }
     }
 
-    fn step(&mut self, step: impl FnOnce()) {
-        let base = allocated();
+    /// Measures one step with `meter`: on the host the bytes allocated above the start, on a
+    /// device the bytes its memory manager reserved (what a plan's budget bounds there).
+    fn step<D: DeviceMemory>(&mut self, meter: &Meter<D>, step: impl FnOnce()) {
+        // On a device, the pages earlier steps left in the pools go back first: the bytes
+        // reserved are then this step's, as in a profile's or a fit's report.
+        meter.release();
         let offloaded = OffloadedBytes::now().in_use;
-        reset_peak();
         OffloadedBytes::reset_peak();
+        let measure = meter.start();
         let (wall, cpu) = (Instant::now(), ProcessTime::now());
         step();
+        meter.settle();
         self.cpu.push(cpu.elapsed());
         self.wall.push(wall.elapsed());
-        self.peak = self.peak.max(peak().saturating_sub(base) as u64);
+        let peak = measure.finish();
+        self.peak = self.peak.max(peak.reserved.unwrap_or(peak.in_use));
         self.offloaded = self
             .offloaded
             .max(OffloadedBytes::now().peak.saturating_sub(offloaded));
@@ -207,14 +215,23 @@ impl Samples {
     }
 }
 
-/// Profiles `planned` (the model with a region wherever one may go) with `meter` (the
-/// treatments it measures are the meter's: see `MemoryMeter::treatments`), plans and checks
-/// `budgets` budgets from the peak with every region kept (+1%) down to the smallest reachable
-/// (+2%), then measures `steps` rounds in which every hand cut and every plan runs one step. No
-/// budgets: the hand cuts only. Peaks are the counting allocator's (the program's global allocator must be
-/// `CountingAllocator`).
-pub fn run<M: MemoryMeter + Clone>(
-    meter: M,
+/// What a sweep measures with: the meter, and the treatments the Burn crate's regions can run
+/// (its `planner::TREATMENTS`).
+pub struct Measured<'a, D> {
+    /// Every profile, check and point is read with it.
+    pub meter: Meter<D>,
+    /// The treatments profiled.
+    pub treatments: &'a [Treatment],
+}
+
+/// Profiles `planned` (the model with a region wherever one may go) with `measured`'s meter and
+/// treatments, plans and checks `budgets` budgets from the peak with every region kept (+1%)
+/// down to the smallest reachable (+2%), then measures `steps` rounds in which every hand cut
+/// and every plan runs one step, each with the same meter. No budgets: the hand cuts only. On
+/// the host, peaks are the counting allocator's (the program's global allocator must be
+/// `CountingAllocator`); on a device, the bytes its memory manager reserved.
+pub fn run<D: DeviceMemory>(
+    Measured { meter, treatments }: Measured<'_, D>,
     title: &str,
     budgets: usize,
     steps: usize,
@@ -234,7 +251,8 @@ pub fn run<M: MemoryMeter + Clone>(
     // No budget: the hand cuts alone (and what recording costs).
     let profile = (budgets > 0).then(|| {
         let started = Instant::now();
-        let profile = Profile::measure(meter.clone(), &mut planned).expect("the model has regions");
+        let profile = Profile::measure(meter.clone(), treatments, &mut planned)
+            .expect("the model has regions");
         profile_seconds = started.elapsed().as_secs_f64();
         profile_steps = profile.treatments().len();
         eprintln!("{profile}");
@@ -273,14 +291,14 @@ pub fn run<M: MemoryMeter + Clone>(
     let (mut as_written, mut recorded) = (Samples::new(), Samples::new());
     for round in 0..steps {
         for (hand, samples) in hands.iter_mut().zip(&mut hand_samples) {
-            samples.step(&mut hand.step);
+            samples.step(&meter, &mut hand.step);
         }
-        as_written.step(&mut planned);
-        recorded.step(|| {
+        as_written.step(&meter, &mut planned);
+        recorded.step(&meter, || {
             StepReport::measure(meter.clone(), &mut planned);
         });
         for (plan, samples) in plans.iter().zip(&mut plan_samples) {
-            samples.step(|| plan.run(&mut planned));
+            samples.step(&meter, || plan.run(&mut planned));
         }
         eprintln!("round {} of {steps} measured", round + 1);
     }

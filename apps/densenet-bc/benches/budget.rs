@@ -23,6 +23,7 @@ use burn::tensor::backend::Backend;
 use burn::tensor::{Distribution, Int, Tensor, TensorData};
 use burn_checkpoint::Checkpointed;
 use burn_checkpoint::memory::{CountingAllocator, Meter};
+use burn_checkpoint::planner::TREATMENTS;
 use densenet_bc::{Cut, DenseNet, DenseNetConfig, RegionPolicy};
 
 use bench_kit::sweep;
@@ -142,7 +143,10 @@ fn main() {
         args.depth, args.growth, args.batch
     );
     args.sweep.run(
-        Meter::Host,
+        sweep::Measured {
+            meter: Meter::Host,
+            treatments: TREATMENTS,
+        },
         &out,
         &title,
         Box::new(|| planned.borrow_mut().step()),

@@ -21,6 +21,7 @@ use burn::tensor::backend::Backend;
 use burn::tensor::{Distribution, Int, Tensor, TensorData};
 use burn_checkpoint::Checkpointed;
 use burn_checkpoint::memory::{CountingAllocator, Meter};
+use burn_checkpoint::planner::TREATMENTS;
 use gpt::{Cut, Gpt, GptConfig};
 
 use bench_kit::sweep;
@@ -124,7 +125,10 @@ fn main() {
         args.blocks, args.d_model, args.heads, args.vocab, args.batch, args.seq
     );
     args.sweep.run(
-        Meter::Host,
+        sweep::Measured {
+            meter: Meter::Host,
+            treatments: TREATMENTS,
+        },
         &out,
         &title,
         Box::new(|| planned.borrow_mut().step()),

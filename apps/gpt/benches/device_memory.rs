@@ -197,7 +197,7 @@ fn run_child(args: &Args, method: Method, cleanup: Cleanup) -> StepFigures {
         Runtime::Wgpu | Runtime::WgpuFused => {
             let device = burn::backend::wgpu::WgpuDevice::default();
             set_pools(args.pools, &device);
-            let meter = Meter::Wgpu(device);
+            let meter = Meter::device(device).expect("cubecl counts wgpu bytes");
             if args.backend == Runtime::Wgpu {
                 methods::<bench_kit::wgpu::Unfused>(args, method, cleanup, &meter)
             } else {
@@ -206,7 +206,8 @@ fn run_child(args: &Args, method: Method, cleanup: Cleanup) -> StepFigures {
         }
         #[cfg(feature = "cuda")]
         Runtime::Cuda => {
-            let meter = Meter::Cuda(Default::default());
+            let meter = Meter::device(burn::backend::cuda::CudaDevice::default())
+                .expect("cubecl counts CUDA bytes");
             methods::<burn::backend::Cuda>(args, method, cleanup, &meter)
         }
     }

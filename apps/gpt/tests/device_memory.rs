@@ -10,8 +10,11 @@
 //! holds least (a deeper, narrower model, whose regions' inputs set the peak). A `harness = false` test: its `main` is the parent, and runs itself again
 //! for each child.
 
+use std::cell::RefCell;
+
 use bench_kit::child;
 use bench_kit::device::{StepFigures, measure_steps};
+use bench_kit::sweep::{self, Measured, Sweep};
 use bench_kit::wgpu::{Pools, Unfused, set_pools};
 use burn::backend::Autodiff;
 use burn::backend::wgpu::WgpuDevice;
@@ -21,8 +24,8 @@ use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::{Distribution, Int, Tensor};
 use burn_checkpoint::Checkpointed;
 use burn_checkpoint::memory::Meter;
-use burn_checkpoint::planner::Profile;
 use burn_checkpoint::planner::Treatment;
+use burn_checkpoint::planner::{Profile, TREATMENTS};
 use burn_checkpoint_core::memory::mib;
 use gpt::{Cut, Gpt, GptConfig};
 use serde::{Deserialize, Serialize};
@@ -38,6 +41,8 @@ enum Task {
     /// The planner on a device: profile the per-block step, fit a budget of reserved bytes, plan
     /// a budget only offload meets.
     Fit,
+    /// The budget sweep with the device's meter: two budgets, one round.
+    Sweep,
 }
 
 /// What the planner's child found: the profile's reserved peaks (every region kept, every
@@ -104,7 +109,7 @@ fn model<B: AutodiffBackend>(cut: Cut, shape: Shape) -> (Gpt<B>, Tensor<B, 2, In
 
 fn fit() -> Fit {
     type B = Checkpointed<Autodiff<Unfused>>;
-    let meter = Meter::Wgpu(WgpuDevice::default());
+    let meter = Meter::device(WgpuDevice::default()).expect("cubecl counts wgpu bytes");
     let (model, tokens) = model::<B>(Cut::Block, FIT);
     let mut model = Some(model);
     let mut optimizer = AdamWConfig::new().init();
@@ -117,7 +122,8 @@ fn fit() -> Fit {
         model = Some(next);
     };
     step(); // allocates the optimizer's state and tunes the kernels
-    let profile = Profile::measure(meter.clone(), &mut step).expect("the step profiles");
+    let profile =
+        Profile::measure(meter.clone(), TREATMENTS, &mut step).expect("the step profiles");
     let reserved = |treatment: Treatment| {
         let step = profile.steps.iter().find(|s| s.treatment == treatment);
         step.and_then(|s| s.report.reserved_peak_bytes)
@@ -158,6 +164,55 @@ fn fit() -> Fit {
     }
 }
 
+/// A model and its optimizer stepping on one batch, for the sweep.
+struct Trainer<B: AutodiffBackend, O> {
+    model: Option<Gpt<B>>,
+    optimizer: O,
+    tokens: Tensor<B, 2, Int>,
+}
+
+impl<B: AutodiffBackend, O: burn::optim::Optimizer<Gpt<B>, B>> sweep::Trainer for Trainer<B, O> {
+    fn step(&mut self) {
+        let model = self.model.take().expect("a model");
+        let (model, _) = model.train_step(&mut self.optimizer, self.tokens.clone(), 1e-3, || {});
+        self.model = Some(model);
+    }
+}
+
+/// The budget sweep on wgpu, measured with the device's meter: the planner's model against
+/// plain and per-block cuts, two budgets, one round.
+fn device_sweep() -> Sweep {
+    type B = Checkpointed<Autodiff<Unfused>>;
+    let meter = Meter::device(WgpuDevice::default()).expect("cubecl counts wgpu bytes");
+    let trainer = |cut| {
+        let (model, tokens) = model::<B>(cut, FIT);
+        RefCell::new(Trainer {
+            model: Some(model),
+            optimizer: AdamWConfig::new().init(),
+            tokens,
+        })
+    };
+    let planned = trainer(Cut::Block);
+    let hands = [
+        ("no region", trainer(Cut::None)),
+        ("per block", trainer(Cut::Block)),
+    ];
+    sweep::run(
+        Measured {
+            meter,
+            treatments: TREATMENTS,
+        },
+        "a GPT on wgpu",
+        2,
+        1,
+        Box::new(|| sweep::Trainer::step(&mut *planned.borrow_mut())),
+        hands
+            .iter()
+            .map(|(name, trainer)| sweep::Hand::of(name, trainer))
+            .collect(),
+    )
+}
+
 fn measure<B: AutodiffBackend>(cut: Cut, meter: &Meter) -> StepFigures
 where
     Gpt<B>: AutodiffModule<B>,
@@ -184,7 +239,7 @@ fn child_figures(fused: bool, exclusive: bool, block: bool) -> StepFigures {
     if exclusive {
         set_pools(Pools::Exclusive, &device);
     }
-    let meter = Meter::Wgpu(device);
+    let meter = Meter::device(device).expect("cubecl counts wgpu bytes");
     let cut = if block { Cut::Block } else { Cut::None };
     match (fused, block) {
         (false, false) => measure::<Autodiff<Unfused>>(cut, &meter),
@@ -228,6 +283,7 @@ fn main() {
                 block,
             } => child::report(&child_figures(fused, exclusive, block)),
             Task::Fit => child::report(&fit()),
+            Task::Sweep => child::report(&device_sweep()),
         }
         return;
     }
@@ -321,4 +377,34 @@ fn main() {
     );
     assert!(fit.offloaded_in_use < fit.recomputed_in_use, "{fit:?}");
     assert!(fit.offload_plan.contains(&Treatment::Offload), "{fit:?}");
+
+    // The sweep measures with the meter it is given: this test installs no counting allocator,
+    // so a host reading would be 0 everywhere; on the device every point is the bytes reserved,
+    // the cut per block below plain, and a plan within 5% of its budget.
+    let swept: Sweep = in_child(Task::Sweep);
+    print!("{}", swept.markdown());
+    let point = |method: &str| {
+        let found = swept.points.iter().find(|p| p.method == method);
+        found.unwrap_or_else(|| panic!("no point {method} in {:?}", swept.points))
+    };
+    assert!(
+        swept.points.iter().all(|p| p.peak_bytes > 0),
+        "{:?}",
+        swept.points
+    );
+    assert!(point("per block").peak_bytes < point("no region").peak_bytes);
+    let plans: Vec<_> = swept
+        .points
+        .iter()
+        .filter(|p| p.kind == "planner")
+        .collect();
+    assert!(
+        !plans.is_empty(),
+        "no budget was fitted: {:?}",
+        swept.points
+    );
+    for plan in plans {
+        let budget = plan.budget_bytes.expect("a plan's point has its budget");
+        assert!(plan.peak_bytes <= budget + budget / 20, "{plan:?}");
+    }
 }

@@ -1,8 +1,8 @@
-//! Where a measured step's bytes are read: [`MemoryMeter`], and the counting allocator's
-//! [`HostMeter`]. Each Burn crate adds the meters of its devices.
+//! Where a measured step's bytes are read: [`MemoryMeter`], the counting allocator's
+//! [`HostMeter`], and [`Meter`], the host or a device of a Burn crate ([`DeviceMemory`]).
 
+use super::device::DeviceMemory;
 use super::host;
-use crate::treatment::Treatment;
 
 /// Where the memory of a measured step is read: the recording reads it at every region event.
 ///
@@ -50,19 +50,6 @@ pub trait MemoryMeter: Send + 'static {
 
     /// What the figures are, for reports.
     fn describe(&self) -> String;
-
-    /// The treatments a [`Profile`](crate::planner::Profile) measured with this meter tries, one
-    /// step each: those the region machinery of the meter's crate can run, [`Treatment::Keep`]
-    /// first, and [`Treatment::Offload`] only where this meter's bytes are a device's (on the
-    /// host, a host copy is as many bytes as what it replaces). The default is Burn 0.21's on
-    /// the host: keep, save-compute-bound, recompute-all.
-    fn treatments(&self) -> Vec<Treatment> {
-        vec![
-            Treatment::Keep,
-            Treatment::SaveComputeBound,
-            Treatment::RecomputeAll,
-        ]
-    }
 }
 
 /// Host bytes allocated, through [`CountingAllocator`](super::CountingAllocator) installed as
@@ -89,5 +76,121 @@ impl MemoryMeter for HostMeter {
 
     fn describe(&self) -> String {
         "host bytes allocated (counting allocator), exact peak".to_string()
+    }
+}
+
+/// Where a step's memory is read: the host's allocator or a device's memory manager. What
+/// [`StepReport::measure`](super::StepReport::measure), the planner and [`Meter::start`] read;
+/// each Burn crate names it `memory::Meter`, with its devices as `D`.
+///
+/// ```
+/// use burn_checkpoint_core::memory::{CountingAllocator, DeviceMemory, MemoryMeter, Meter};
+///
+/// #[global_allocator]
+/// static ALLOCATOR: CountingAllocator = CountingAllocator;
+///
+/// fn held_by<D: DeviceMemory>(meter: &Meter<D>, work: impl FnOnce() -> Vec<u8>) -> u64 {
+///     let measure = meter.start();
+///     let kept = work();
+///     let held = measure.now();
+///     drop(kept);
+///     held
+/// }
+/// # #[derive(Clone, Debug)] struct NoCounts;
+/// # impl DeviceMemory for NoCounts {
+/// #     fn usage(&self) -> Option<burn_checkpoint_core::memory::Usage> { None }
+/// #     fn reader(&self) -> impl Fn() -> burn_checkpoint_core::memory::Usage + Send + 'static {
+/// #         Default::default
+/// #     }
+/// #     fn sync(&self) {}
+/// #     fn cleanup(&self) {}
+/// #     fn describe(&self) -> String { String::new() }
+/// # }
+/// let meter = Meter::<NoCounts>::Host;
+/// assert!(meter.describe().contains("allocator"));
+/// assert!(held_by(&meter, || vec![1u8; 1 << 20]) >= 1 << 20);
+/// ```
+#[derive(Clone, Debug, Default)]
+pub enum Meter<D> {
+    /// Host bytes allocated, through [`CountingAllocator`](super::CountingAllocator) installed
+    /// as the global allocator: every thread of the process, the exact peak.
+    #[default]
+    Host,
+    /// A device's bytes in use and reserved. A step's report reads them at every region event,
+    /// after a sync (so that a fused backend's queue has run and a recompute's time is the
+    /// device's): the in-use peak is the most seen then, a lower bound; a
+    /// [`Measure`](super::Measure) samples them every 100 µs. Made by [`Meter::device`].
+    Device(D),
+}
+
+impl<D: DeviceMemory> Meter<D> {
+    /// The meter of `device`'s memory; `None` where it keeps no counts (a CPU backend's tensors
+    /// are the host's: measure them with [`Meter::Host`]).
+    pub fn device(device: impl Into<D>) -> Option<Self> {
+        let device = device.into();
+        device.usage()?;
+        Some(Meter::Device(device))
+    }
+
+    /// Whether the bytes read are a device's (where offloading to host memory saves some).
+    pub fn is_device(&self) -> bool {
+        matches!(self, Meter::Device(_))
+    }
+}
+
+impl<D: DeviceMemory> MemoryMeter for Meter<D> {
+    fn in_use(&self) -> u64 {
+        match self {
+            Meter::Host => HostMeter.in_use(),
+            Meter::Device(device) => device.usage().unwrap_or_default().in_use,
+        }
+    }
+
+    fn settle(&self) {
+        if let Meter::Device(device) = self {
+            device.sync();
+        }
+    }
+
+    fn release(&self) {
+        if let Meter::Device(device) = self {
+            // A fused backend passes the cleanup on without running its queue: sync first.
+            device.sync();
+            device.cleanup();
+            device.sync();
+        }
+    }
+
+    fn reserved(&self) -> Option<u64> {
+        match self {
+            Meter::Host => None,
+            Meter::Device(device) => Some(device.usage().unwrap_or_default().reserved),
+        }
+    }
+
+    fn peak(&self) -> Option<u64> {
+        match self {
+            Meter::Host => HostMeter.peak(),
+            Meter::Device(_) => None,
+        }
+    }
+
+    fn reset_peak(&self) {
+        if let Meter::Host = self {
+            HostMeter.reset_peak();
+        }
+    }
+
+    fn raise_peak(&self, bytes: u64) {
+        if let Meter::Host = self {
+            HostMeter.raise_peak(bytes);
+        }
+    }
+
+    fn describe(&self) -> String {
+        match self {
+            Meter::Host => HostMeter.describe(),
+            Meter::Device(device) => format!("{}, read at region events", device.describe()),
+        }
     }
 }

@@ -20,14 +20,18 @@
 //!
 //! The counts cover every thread of the process: measure with nothing else running.
 
+mod device;
 mod host;
+mod measure;
 mod meter;
 mod offloaded;
 pub mod recording;
 mod report;
 
+pub use device::{DeviceMemory, Usage};
 pub use host::{CountingAllocator, allocated, mib, peak, raise_peak, reset_peak};
-pub use meter::{HostMeter, MemoryMeter};
+pub use measure::{Measure, Peak};
+pub use meter::{HostMeter, MemoryMeter, Meter};
 pub use offloaded::{OffloadedBytes, host_copy_dropped, host_copy_made};
 pub use report::{NameTotals, RegionRecord, StepReport};
 pub(crate) use report::{mib_signed, shorten};

@@ -63,10 +63,12 @@ pub enum ProfileError<E> {
 }
 
 impl Profile {
-    /// Runs `step` once per treatment the meter's crate can run
-    /// ([`MemoryMeter::treatments`]: keep, save-compute-bound and recompute-all on Burn 0.21;
-    /// keep and recompute-all on Burn 0.22; offload too on a device), with every top-level region
-    /// run that way, measured with `meter`. The steps train the model like any other.
+    /// Runs `step` once per treatment in `treatments` (the region machinery's: each Burn crate's
+    /// `planner::TREATMENTS`), with every top-level region run that way, measured with `meter`.
+    /// [`Treatment::Keep`] runs first, whether listed or not; [`Treatment::Offload`] runs only
+    /// where the meter's bytes are a device's (it reports [`reserved`](MemoryMeter::reserved)
+    /// bytes): on the host a host copy is as many bytes as what it replaces. The steps train the
+    /// model like any other.
     ///
     /// ```
     /// use burn_checkpoint_core::memory::{HostMeter, recording};
@@ -81,16 +83,19 @@ impl Profile {
     ///         recording::top_level_closed();
     ///     }
     /// };
-    /// let profile = Profile::measure(HostMeter, step).unwrap();
+    /// let treatments = [Treatment::Keep, Treatment::RecomputeAll, Treatment::Offload];
+    /// let profile = Profile::measure(HostMeter, &treatments, step).unwrap();
+    /// assert_eq!(profile.treatments(), [Treatment::Keep, Treatment::RecomputeAll]);
     /// let kept = &profile.step(Treatment::Keep).regions;
     /// assert_eq!(kept.len(), 4);
     /// assert!(kept.iter().all(|region| region.treatment == Some(Treatment::Keep)));
     /// ```
     pub fn measure<M: MemoryMeter + Clone>(
         meter: M,
+        treatments: &[Treatment],
         mut step: impl FnMut(),
     ) -> Result<Profile, ProfileError<Infallible>> {
-        Self::try_measure(meter, || {
+        Self::try_measure(meter, treatments, || {
             step();
             Ok(())
         })
@@ -99,12 +104,18 @@ impl Profile {
     /// [`Profile::measure`] for a step that can fail: the first error stops profiling.
     pub fn try_measure<M: MemoryMeter + Clone, E>(
         meter: M,
+        treatments: &[Treatment],
         mut step: impl FnMut() -> Result<(), E>,
     ) -> Result<Profile, ProfileError<E>> {
-        let mut treatments = meter.treatments();
+        let on_device = meter.reserved().is_some();
         // Keep first: the planner's largest peak, and the regions every other step must match.
-        treatments.retain(|&t| t != Treatment::Keep);
+        let mut treatments: Vec<Treatment> = treatments
+            .iter()
+            .copied()
+            .filter(|&t| t != Treatment::Keep && (t != Treatment::Offload || on_device))
+            .collect();
         treatments.insert(0, Treatment::Keep);
+        treatments.dedup();
         let mut steps = Vec::new();
         for treatment in treatments {
             let every: Lookup = Arc::new(move |_| Some(treatment));

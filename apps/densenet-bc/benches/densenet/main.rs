@@ -378,7 +378,11 @@ fn main() {
         #[cfg(feature = "flex")]
         "flex" => run::<burn::backend::Flex>(&args, Meter::Host),
         #[cfg(feature = "cuda")]
-        "cuda" => run::<burn::backend::Cuda>(&args, Meter::Cuda(Default::default())),
+        "cuda" => run::<burn::backend::Cuda>(
+            &args,
+            Meter::device(burn::backend::cuda::CudaDevice::default())
+                .expect("cubecl counts CUDA bytes"),
+        ),
         other => panic!("backend `{other}` is not built in (features: flex, ndarray, cuda)"),
     };
     let basis = if args.backend == "cuda" {

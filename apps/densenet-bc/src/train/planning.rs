@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, bail};
 use burn::tensor::TensorData;
 use burn_checkpoint::memory::Meter;
-use burn_checkpoint::planner::{Fitted, Plan, Profile};
+use burn_checkpoint::planner::{Fitted, Plan, Profile, TREATMENTS};
 use burn_checkpoint_core::memory::mib;
 use serde::{Deserialize, Serialize};
 
@@ -201,10 +201,11 @@ impl Scratch {
         // A first step warms up thread pools and caches, which allocate once.
         self.runner.step(&batch)?;
         let runner = &mut self.runner;
-        let profile = Profile::try_measure(self.meter.clone(), || {
+        let profile = Profile::try_measure(self.meter.clone(), TREATMENTS, || {
             runner.step(&batch).map_err(StepFailed)
         })?;
-        self.steps += 4;
+        // The warm-up and one step per treatment profiled.
+        self.steps += 1 + profile.treatments().len();
         Ok(profile)
     }
 

@@ -146,7 +146,7 @@ fn on_cuda(
             DeviceSpec::Cpu => unreachable!("parse_devices refuses mixed lists"),
         })
         .collect();
-    let meter = Meter::Cuda(devices[0].clone());
+    let meter = Meter::device(devices[0].clone()).expect("cubecl counts CUDA bytes");
     run_on::<burn::backend::Cuda>(options, &devices, meter, outputs)
 }
 
@@ -448,7 +448,7 @@ fn run_on<I: Backend>(
         parameters: built.parameters,
         peak_step_bytes: log.peak_bytes(),
         reserved_bytes: log.reserved,
-        memory_meter: meter.describe_measure().to_string(),
+        memory_meter: meter.describe_measure(),
         median_step_seconds: log.median_seconds(),
         steps_measured: log.times.len(),
         valid_accuracy: history.last().map_or(0.0, |e| e.valid_accuracy),
