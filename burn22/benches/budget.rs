@@ -188,6 +188,14 @@ fn main() {
             step: (task.step)(&args, method, &task.batch),
         })
         .collect();
-    args.sweep
-        .run(sweep::Measured { meter: Meter::Host, treatments: TREATMENTS }, &out, &task.title, planned, hands);
+    args.sweep.run(
+        sweep::Measured {
+            meter: Meter::Host,
+            treatments: TREATMENTS,
+        },
+        &out,
+        &task.title,
+        planned,
+        hands,
+    );
 }

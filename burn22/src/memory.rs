@@ -33,10 +33,10 @@
 //! ```
 
 use burn::tensor::Device;
-use burn_checkpoint_core::memory::{DeviceMemory, Usage};
 pub use burn_checkpoint_core::memory::{
     CountingAllocator, MemoryMeter, NameTotals, OffloadedBytes, Peak, RegionRecord, StepReport,
 };
+use burn_checkpoint_core::memory::{DeviceMemory, Usage};
 
 /// A device whose memory [`Meter::Device`] reads: its pools' bytes in use and reserved,
 /// through Burn 0.22's `Device::memory_pool_usage` (device-wide). Made from the device by

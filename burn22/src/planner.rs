@@ -55,4 +55,5 @@ pub use burn_checkpoint_core::planner::{
 ///
 /// assert_eq!(TREATMENTS, [Treatment::Keep, Treatment::RecomputeAll, Treatment::Offload]);
 /// ```
-pub const TREATMENTS: &[Treatment] = &[Treatment::Keep, Treatment::RecomputeAll, Treatment::Offload];
+pub const TREATMENTS: &[Treatment] =
+    &[Treatment::Keep, Treatment::RecomputeAll, Treatment::Offload];
