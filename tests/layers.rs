@@ -81,3 +81,398 @@ fn no_import_runs_back_up() {
     }
     assert!(upward.is_empty(), "imports that run back up: {upward:#?}");
 }
+
+/// Every crate of the repository: the folders holding a `lib.rs` or a `main.rs`.
+fn crate_roots() -> Vec<PathBuf> {
+    let repository = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut roots = Vec::new();
+    let mut pending = vec![repository.to_path_buf()];
+    while let Some(dir) = pending.pop() {
+        for entry in fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            let name = path.file_name().unwrap().to_string_lossy().to_string();
+            if !path.is_dir() || name.starts_with('.') || name == "target" {
+                continue;
+            }
+            if name == "src" && (path.join("lib.rs").exists() || path.join("main.rs").exists()) {
+                roots.push(path);
+            } else {
+                pending.push(path);
+            }
+        }
+    }
+    roots.sort();
+    roots
+}
+
+/// A file's module path below its crate root (`recompute/mod.rs` is `[recompute]`, `lib.rs`
+/// is `[]`).
+fn module_path(root: &Path, file: &Path) -> Vec<String> {
+    let mut path: Vec<String> = file
+        .strip_prefix(root)
+        .unwrap()
+        .iter()
+        .map(|part| part.to_string_lossy().trim_end_matches(".rs").to_string())
+        .collect();
+    if matches!(
+        path.last().map(String::as_str),
+        Some("mod" | "lib" | "main")
+    ) {
+        path.pop();
+    }
+    path
+}
+
+/// The code of `text` with its comments (line comments, doc comments included) and its unit
+/// tests left out: a `#[cfg(test)] mod` (last in a file, by custom) may use the whole crate, as
+/// an integration test does.
+fn without_comments(text: &str) -> String {
+    let text = match text.find("#[cfg(test)]\nmod ") {
+        Some(at) => &text[..at],
+        None => text,
+    };
+    text.lines()
+        .map(|line| match line.find("//") {
+            // `//` inside a string ("http://") is rare enough in this code base to ignore.
+            Some(at) => &line[..at],
+            None => line,
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The paths `code` names from `crate::`, `super::` or `self::`, use groups expanded, as
+/// absolute module paths for a file at `module`.
+fn named_paths(code: &str, module: &[String]) -> Vec<Vec<String>> {
+    let chars: Vec<char> = code.chars().collect();
+    let ident = |c: char| c.is_alphanumeric() || c == '_';
+    let mut found = Vec::new();
+    let mut at = 0;
+    while at < chars.len() {
+        let starts = |word: &str| {
+            let end = at + word.len();
+            end <= chars.len()
+                && chars[at..end].iter().copied().eq(word.chars())
+                && (at == 0 || !ident(chars[at - 1]))
+        };
+        let prefix = ["crate::", "super::", "self::"]
+            .into_iter()
+            .find(|word| starts(word));
+        let Some(prefix) = prefix else {
+            at += 1;
+            continue;
+        };
+        // The module the path starts from.
+        let mut base: Vec<String> = match prefix {
+            "crate::" => Vec::new(),
+            // A file `a.rs` is module `a`, whose `super` is its folder; `a/mod.rs` too.
+            "super::" => module[..module.len().saturating_sub(1)].to_vec(),
+            _ => module.to_vec(),
+        };
+        at += prefix.len();
+        while chars[at..].starts_with(&['s', 'u', 'p', 'e', 'r', ':', ':']) {
+            base.pop();
+            at += "super::".len();
+        }
+        at = read_tree(&chars, at, base, &mut found);
+    }
+    found
+}
+
+/// Reads one use tree at `at` (`a::b`, `a::{b, c::d}`, `*`) below `base`; returns where it ends.
+fn read_tree(
+    chars: &[char],
+    mut at: usize,
+    mut base: Vec<String>,
+    out: &mut Vec<Vec<String>>,
+) -> usize {
+    let ident = |c: char| c.is_alphanumeric() || c == '_';
+    loop {
+        while at < chars.len() && chars[at].is_whitespace() {
+            at += 1;
+        }
+        if at < chars.len() && chars[at] == '{' {
+            at += 1;
+            loop {
+                at = read_tree(chars, at, base.clone(), out);
+                while at < chars.len() && (chars[at].is_whitespace() || chars[at] == ',') {
+                    at += 1;
+                }
+                if at >= chars.len() || chars[at] == '}' {
+                    return at + 1;
+                }
+            }
+        }
+        let start = at;
+        while at < chars.len() && ident(chars[at]) {
+            at += 1;
+        }
+        if at == start {
+            out.push(base);
+            return at;
+        }
+        base.push(chars[start..at].iter().collect());
+        if chars[at..].starts_with(&[':', ':']) {
+            at += 2;
+        } else {
+            out.push(base);
+            return at;
+        }
+    }
+}
+
+/// The modules of a crate: every module path that is a file or a folder.
+fn modules_of(root: &Path) -> std::collections::BTreeSet<Vec<String>> {
+    let mut files = Vec::new();
+    rust_files(root, &mut files);
+    let mut modules = std::collections::BTreeSet::new();
+    for file in &files {
+        let path = module_path(root, file);
+        for end in 0..=path.len() {
+            modules.insert(path[..end].to_vec());
+        }
+    }
+    modules
+}
+
+/// The paths the `use` items of `code` name, for a file at `module`: `crate::`, `super::`,
+/// `self::` and relative (`use step::Step;` in a `mod.rs` names its child `step`).
+fn use_paths(code: &str, module: &[String]) -> Vec<Vec<String>> {
+    let chars: Vec<char> = code.chars().collect();
+    let ident = |c: char| c.is_alphanumeric() || c == '_';
+    let mut found = Vec::new();
+    let mut at = 0;
+    while let Some(offset) = code[char_offset(code, at)..].find("use ") {
+        let start = at + code[char_offset(code, at)..][..offset].chars().count();
+        at = start + "use ".len();
+        if start > 0 && ident(chars[start - 1]) {
+            continue;
+        }
+        let rest: String = chars[at..chars.len().min(at + 8)].iter().collect();
+        if rest.starts_with("crate::") || rest.starts_with("super::") || rest.starts_with("self::")
+        {
+            continue; // named_paths reads these
+        }
+        at = read_tree(&chars, at, module.to_vec(), &mut found);
+    }
+    found
+}
+
+/// The byte offset of the `chars`-th character of `text`.
+fn char_offset(text: &str, chars: usize) -> usize {
+    text.char_indices()
+        .nth(chars)
+        .map_or(text.len(), |(at, _)| at)
+}
+
+/// What the `use` items of every `mod.rs`, `lib.rs` and `main.rs` re-export: the item's path as
+/// the folder's (`recompute::RegionOp`) → the module it comes from (`recompute::region_op`), so
+/// that an import through a folder's re-export counts as one of the module it names.
+fn reexports(
+    root: &Path,
+    modules: &std::collections::BTreeSet<Vec<String>>,
+) -> std::collections::BTreeMap<Vec<String>, Vec<String>> {
+    let mut files = Vec::new();
+    rust_files(root, &mut files);
+    let mut map = std::collections::BTreeMap::new();
+    for file in files {
+        let name = file.file_name().unwrap().to_string_lossy();
+        if !matches!(&*name, "mod.rs" | "lib.rs" | "main.rs") {
+            continue;
+        }
+        let module = module_path(root, &file);
+        let code = without_comments(&fs::read_to_string(&file).unwrap());
+        let mut paths = use_paths(&code, &module);
+        paths.extend(named_paths(&code, &module));
+        for path in paths {
+            let Some(leaf) = path.last() else { continue };
+            let key: Vec<String> = module.iter().chain([leaf]).cloned().collect();
+            let mut from = path.clone();
+            while !from.is_empty() && !modules.contains(&from) {
+                from.pop();
+            }
+            if !modules.contains(&key) && from != module && !from.is_empty() {
+                map.insert(key, from);
+            }
+        }
+    }
+    map
+}
+
+/// `path` with the re-exports it goes through followed to the modules that define the items.
+fn resolve(
+    mut path: Vec<String>,
+    reexports: &std::collections::BTreeMap<Vec<String>, Vec<String>>,
+) -> Vec<String> {
+    for _ in 0..8 {
+        let Some(k) = (1..=path.len())
+            .rev()
+            .find(|&k| reexports.contains_key(&path[..k]))
+        else {
+            break;
+        };
+        let mut target = reexports[&path[..k]].clone();
+        target.extend_from_slice(&path[k..]);
+        path = target;
+    }
+    path
+}
+
+/// One import between two modules of a folder: the folder, the two modules, and the file and
+/// path that make it.
+#[derive(Clone, Debug)]
+struct Import {
+    folder: Vec<String>,
+    from: String,
+    to: String,
+    because: String,
+}
+
+/// The imports between sibling modules, for every folder of the crate at `root`.
+fn sibling_imports(root: &Path) -> Vec<Import> {
+    let modules = modules_of(root);
+    let reexports = reexports(root, &modules);
+    let mut files = Vec::new();
+    rust_files(root, &mut files);
+    let mut imports = Vec::new();
+    for file in files {
+        let module = module_path(root, &file);
+        let code = without_comments(&fs::read_to_string(&file).unwrap());
+        for path in named_paths(&code, &module) {
+            let mut path = resolve(path, &reexports);
+            // The module the path names: its longest prefix that is one (items are dropped).
+            while !path.is_empty() && !modules.contains(&path) {
+                path.pop();
+            }
+            let common = module.iter().zip(&path).take_while(|(a, b)| a == b).count();
+            // A path to an ancestor (an item of a `mod.rs`) or into the file's own module is
+            // no import between siblings.
+            if common < module.len() && common < path.len() {
+                imports.push(Import {
+                    folder: module[..common].to_vec(),
+                    from: module[common].clone(),
+                    to: path[common].clone(),
+                    because: format!(
+                        "{} names {}",
+                        file.strip_prefix(root).unwrap().display(),
+                        path.join("::")
+                    ),
+                });
+            }
+        }
+    }
+    imports
+}
+
+/// The circles among the sibling modules of each folder, each written as the imports that
+/// close it.
+fn circles(imports: &[Import]) -> Vec<String> {
+    use std::collections::{BTreeMap, BTreeSet};
+    let mut graphs: BTreeMap<&[String], BTreeMap<&str, BTreeMap<&str, &str>>> = BTreeMap::new();
+    for import in imports {
+        graphs
+            .entry(&import.folder)
+            .or_default()
+            .entry(&import.from)
+            .or_default()
+            .entry(&import.to)
+            .or_insert(&import.because);
+    }
+    let mut found = Vec::new();
+    for (folder, graph) in &graphs {
+        let mut reported: BTreeSet<BTreeSet<&str>> = BTreeSet::new();
+        for &start in graph.keys() {
+            // A shortest way back to `start`, breadth first, names the smallest circle.
+            let mut came_from: BTreeMap<&str, &str> = BTreeMap::new();
+            let mut frontier = vec![start];
+            let mut closed = None;
+            'search: while !frontier.is_empty() {
+                let mut next = Vec::new();
+                for &node in &frontier {
+                    for &to in graph
+                        .get(node)
+                        .map(|m| m.keys().copied().collect::<Vec<_>>())
+                        .unwrap_or_default()
+                        .iter()
+                    {
+                        if to == start {
+                            closed = Some(node);
+                            break 'search;
+                        }
+                        if !came_from.contains_key(to) {
+                            came_from.insert(to, node);
+                            next.push(to);
+                        }
+                    }
+                }
+                frontier = next;
+            }
+            let Some(mut last) = closed else { continue };
+            let mut ring = vec![start];
+            let mut chain = vec![last];
+            while last != start {
+                last = came_from.get(last).copied().unwrap_or(start);
+                if last != start {
+                    chain.push(last);
+                }
+            }
+            chain.reverse();
+            ring.extend(chain);
+            if !reported.insert(ring.iter().copied().collect()) {
+                continue;
+            }
+            let steps: Vec<&str> = ring
+                .iter()
+                .zip(ring.iter().skip(1).chain([&start]))
+                .map(|(from, to)| graph[from][to])
+                .collect();
+            found.push(format!("in {}/: {}", folder.join("/"), steps.join("; ")));
+        }
+    }
+    found
+}
+
+#[test]
+fn no_import_circle_between_the_files_of_any_folder() {
+    let roots = crate_roots();
+    assert!(roots.len() >= 8, "every crate is found: {roots:?}");
+    let mut found = Vec::new();
+    for root in &roots {
+        for circle in circles(&sibling_imports(root)) {
+            found.push(format!("{}: {circle}", root.display()));
+        }
+    }
+    assert!(found.is_empty(), "import circles: {found:#?}");
+}
+
+#[test]
+fn a_circle_between_two_files_is_caught_naming_both() {
+    let dir = std::env::temp_dir().join(format!("layers-circle-{}", std::process::id()));
+    let folder = dir.join("src").join("family");
+    fs::create_dir_all(&folder).unwrap();
+    fs::write(dir.join("src/lib.rs"), "mod family;\n").unwrap();
+    // `step` reaches `recipe` through the folder's re-export: still an import of `recipe`.
+    fs::write(
+        folder.join("mod.rs"),
+        "mod recipe;\nmod step;\npub use recipe::Recipe;\n",
+    )
+    .unwrap();
+    fs::write(
+        folder.join("recipe.rs"),
+        "use super::step::Step;\npub struct Recipe;\n",
+    )
+    .unwrap();
+    fs::write(
+        folder.join("step.rs"),
+        "use crate::family::{Recipe, step as _};\npub struct Step;\n",
+    )
+    .unwrap();
+    let found = circles(&sibling_imports(&dir.join("src")));
+    fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(found.len(), 1, "{found:#?}");
+    assert!(
+        found[0].contains("family/recipe.rs names family::step")
+            && found[0].contains("family/step.rs names family::recipe"),
+        "{found:#?}"
+    );
+}

@@ -9,7 +9,8 @@ use burn_backend::{Backend, TensorData, TensorMetadata};
 
 use burn_checkpoint_core::memory::{host_copy_dropped, host_copy_made};
 
-use super::{copier, prefetch, read};
+use super::prefetch::{self, Prefetch};
+use super::{copier, read};
 use crate::counters;
 use crate::types::Primitive;
 
@@ -87,7 +88,8 @@ impl<I: Backend> HostCopy<I> {
             bytes,
             Arc::downgrade(&copy.slot),
         );
-        prefetch::remember(&copy);
+        let handle: Arc<dyn Prefetch> = copy.clone();
+        prefetch::remember(&handle);
         copy
     }
 
@@ -114,23 +116,6 @@ impl<I: Backend> HostCopy<I> {
         self.bytes
     }
 
-    /// The top-level region instance whose op first stored it.
-    pub(super) fn group(&self) -> u64 {
-        self.group
-    }
-
-    /// Uploads the value now, if it is in host memory, so that the device has it when backward
-    /// reads it (a copy still in flight is left: its reader will upload it).
-    pub(super) fn upload_ahead(&self) {
-        let mut place = self.slot.lock();
-        if matches!(*place, Place::OnHost(_)) {
-            let Place::OnHost(data) = std::mem::replace(&mut *place, Place::Taken) else {
-                unreachable!()
-            };
-            *place = Place::OnDevice(I::float_from_data(data, &self.device));
-        }
-    }
-
     /// The value on its device again: the last reader takes it, the others copy the handle (or
     /// the host data).
     pub(crate) fn upload(self: Arc<Self>) -> Primitive<I> {
@@ -154,6 +139,24 @@ impl<I: Backend> HostCopy<I> {
                 Place::OnHost(data) => I::float_from_data(data, &self.device),
                 _ => unreachable!(),
             },
+        }
+    }
+}
+
+impl<I: Backend> Prefetch for HostCopy<I> {
+    fn group(&self) -> u64 {
+        self.group
+    }
+
+    /// Uploads the value now, if it is in host memory, so that the device has it when backward
+    /// reads it (a copy still in flight is left: its reader will upload it).
+    fn upload_ahead(&self) {
+        let mut place = self.slot.lock();
+        if matches!(*place, Place::OnHost(_)) {
+            let Place::OnHost(data) = std::mem::replace(&mut *place, Place::Taken) else {
+                unreachable!()
+            };
+            *place = Place::OnDevice(I::float_from_data(data, &self.device));
         }
     }
 }

@@ -10,24 +10,13 @@
 use std::cell::{Cell, RefCell};
 use std::sync::{Arc, Weak};
 
-use burn_backend::Backend;
-
-use super::host_copy::HostCopy;
-
-/// What prefetching asks of a host copy, whatever its backend.
-trait Prefetch: Send + Sync {
+/// What prefetching asks of a host copy, whatever its backend (`host_copy` implements it: this
+/// file knows no host copy, so that it stands below it).
+pub(super) trait Prefetch: Send + Sync {
+    /// The top-level region instance whose op first stored the copy.
     fn group(&self) -> u64;
+    /// Starts uploading the copy to the device, if it is not there already.
     fn upload_ahead(&self);
-}
-
-impl<I: Backend> Prefetch for HostCopy<I> {
-    fn group(&self) -> u64 {
-        HostCopy::group(self)
-    }
-
-    fn upload_ahead(&self) {
-        HostCopy::upload_ahead(self)
-    }
 }
 
 thread_local! {
@@ -38,9 +27,8 @@ thread_local! {
 }
 
 /// Remembers a host copy forward just made.
-pub(super) fn remember<I: Backend>(copy: &Arc<HostCopy<I>>) {
-    let copy: Arc<dyn Prefetch> = copy.clone();
-    COPIES.with(|copies| copies.borrow_mut().push(Arc::downgrade(&copy)));
+pub(super) fn remember(copy: &Arc<dyn Prefetch>) {
+    COPIES.with(|copies| copies.borrow_mut().push(Arc::downgrade(copy)));
 }
 
 /// Backward reads a host copy of `group`: the first time, the copies of the group before it

@@ -1,13 +1,9 @@
-//! How a region op becomes a node of Burn's autodiff graph: [`RegionOp`], the trait every op
-//! family implements, and [`build`], the plumbing every op shares (see `walk.rs` for why the
-//! recompute is ours and how it walks).
-//!
-//! A region op is a **compute-bound** node of Burn's graph (Burn never recomputes it, and never
-//! walks through it) whose backward state says how to get each input it reads back
+//! How a region op becomes a node of Burn's autodiff graph: [`build`], the plumbing every op
+//! shares. A region op is a **compute-bound** node of Burn's graph (Burn never recomputes it, and
+//! never walks through it) whose backward state says how to get each input it reads back
 //! ([`Operand`]): recomputed from its recipe, retrieved from Burn's checkpointer, held as it is,
-//! or uploaded from a host copy.
+//! or uploaded from a host copy (see `recipe.rs` for why the recompute is ours and how it walks).
 
-use core::fmt;
 use std::sync::Arc;
 
 use burn_autodiff::checkpoint::strategy::BalancedCheckpointing;
@@ -16,36 +12,11 @@ use burn_backend::Backend;
 use burn_backend::backend::AutodiffBackend;
 
 use super::check;
-use super::operand::Operand;
+use super::recipe::{self, Operand, Recipe};
+use super::region_op::{Forward, RegionOp};
 use super::step::{RegionBackward, StepState};
-use super::walk::{self, Forward, Recipe};
 use crate::types::{Plain, Primitive, Tracked};
 use burn_checkpoint_core::memory::recording;
-
-/// An op rebuilt to be recomputed on backward, written against the inner backend `I` only.
-///
-/// `N` is the number of float operands (Burn's `Backward` has a compile-time parent count).
-/// Non-float operands (options, masks, indices) live in the struct itself.
-pub(crate) trait RegionOp<I: Backend, const N: usize>:
-    fmt::Debug + Clone + Send + Sync + 'static
-{
-    /// The op's name, for debug output and reports.
-    fn name(&self) -> &'static str;
-
-    /// The op's output from its float operands.
-    fn forward(&self, inputs: [Primitive<I>; N]) -> Primitive<I>;
-
-    /// Which operands the backward reads, given which operands need a gradient.
-    fn saved(&self, needs_grad: [bool; N]) -> [bool; N];
-
-    /// The gradient of each operand that needs one. `inputs[i]` is `Some` where `saved` said so.
-    fn backward(
-        self,
-        inputs: [Option<Primitive<I>>; N],
-        grad: Primitive<I>,
-        needs_grad: [bool; N],
-    ) -> [Option<Primitive<I>>; N];
-}
 
 /// Builds `op` over `inputs` as a node recomputed in backward.
 pub(crate) fn build<I, Op, const N: usize>(op: Op, inputs: [Tracked<I>; N]) -> Tracked<I>
@@ -112,16 +83,69 @@ where
         expected.set::<I>(&output);
     }
     let output = prep.finish(state, output);
-    walk::remember(&output, &recipe);
+    recipe::remember(&output, &recipe);
     drop(referenced);
     (output, extra)
 }
 
-/// Gradient of a broadcast operand: summed over the dimensions it was broadcast along (Burn's
-/// own rule, so that gradients stay bitwise equal).
-pub(crate) fn unbroadcast<I: Backend>(
-    grad: Primitive<I>,
-    shape: &burn_backend::Shape,
-) -> Primitive<I> {
-    burn_autodiff::ops::broadcast_shape::<I>(grad, shape)
+// The recompute check (`check.rs`) on an op built here: it stands below this file, so its test
+// is here.
+#[cfg(test)]
+mod tests {
+    use burn::backend::{Autodiff, NdArray};
+    use burn::tensor::{Tensor, TensorPrimitive};
+
+    use super::build_with;
+    use crate::recompute::RegionOp;
+    use crate::recompute::verify_recomputes;
+    use crate::types::Primitive;
+    use crate::{Checkpointed, checkpoint};
+
+    type I = NdArray;
+    type B = Checkpointed<Autodiff<I>>;
+
+    /// An op whose recompute (a copy) disagrees with the forward that `build_with` is given (a
+    /// transpose): the bug the check is there to catch.
+    #[derive(Clone, Debug)]
+    struct Inconsistent;
+
+    impl RegionOp<I, 1> for Inconsistent {
+        fn name(&self) -> &'static str {
+            "inconsistent_op"
+        }
+        fn forward(&self, [x]: [Primitive<I>; 1]) -> Primitive<I> {
+            x
+        }
+        fn saved(&self, _: [bool; 1]) -> [bool; 1] {
+            [false]
+        }
+        fn backward(
+            self,
+            _: [Option<Primitive<I>>; 1],
+            grad: Primitive<I>,
+            _: [bool; 1],
+        ) -> [Option<Primitive<I>>; 1] {
+            [Some(grad)]
+        }
+    }
+
+    #[test]
+    #[should_panic(expected = "recomputing `inconsistent_op` during backward gave")]
+    fn a_recompute_of_another_shape_fails_naming_the_op() {
+        use burn_backend::ops::FloatTensorOps;
+
+        verify_recomputes(true);
+        let device = Default::default();
+        let x = Tensor::<B, 2>::ones([2, 3], &device).require_grad();
+        let y = checkpoint(|| {
+            let x = x.clone().into_primitive().tensor();
+            let (y, ()) = build_with::<I, _, _, 1>(Inconsistent, [x], |op, inputs| {
+                (I::float_swap_dims(op.forward(inputs), 0, 1), ())
+            });
+            let y = Tensor::<B, 2>::from_primitive(TensorPrimitive::Float(y));
+            // The product's backward reads `y`, so backward recomputes it.
+            y.clone() * y
+        });
+        let _ = y.sum().backward();
+    }
 }

@@ -1,55 +1,25 @@
 //! Region versions of Burn's float ops: every op that builds a graph node inside a region runs
 //! as one of these, so that nothing it computes is held from forward to backward.
 //!
-//! The machinery, once for every op: [`RegionOp`] and [`build`] (`build.rs`: an op as a node of
-//! Burn's graph), how an operand comes back (`operand.rs`), the recompute walk (`walk.rs`), the
-//! backward step (`step.rs`) and the recompute check (`check.rs`). Then the op families, one
-//! folder or file per [`OpKind`](crate::OpKind), as burn-cubecl's `kernel/` has them: each op a
-//! small struct implementing [`RegionOp`] (its forward and backward on the inner backend, and
-//! which inputs the backward reads).
+//! The machinery, once for every op, as a chain: the recompute check (`check.rs`), what a region
+//! op is ([`RegionOp`], `region_op.rs`), recipes and their operands, the recompute walk
+//! (`recipe.rs`), the backward step (`step.rs`), and [`build`] (`build.rs`: an op as a node of
+//! Burn's graph). Then the op families in `ops/`, one folder or file per
+//! [`OpKind`](crate::OpKind), as burn-cubecl's `kernel/` has them: each op a small struct
+//! implementing [`RegionOp`] (its forward and backward on the inner backend, and which inputs the
+//! backward reads).
 
+// The machinery, bottom-up: each file imports only those above it.
 mod build;
 mod check;
-mod operand;
+mod recipe;
+mod region_op;
 mod step;
-mod walk;
+// The op families, over the machinery.
+mod ops;
 
-mod concat;
-mod conv;
-mod elementwise;
-mod index;
-mod layout;
-mod matmul;
-mod other;
-mod pool;
-mod reduce;
-mod scan;
-
-pub(crate) use build::{RegionOp, build, build_with, unbroadcast};
+pub(crate) use build::{build, build_with};
 pub(crate) use check::{verify_recomputes, verifying};
+pub(crate) use region_op::{RegionOp, unbroadcast};
 
-pub(crate) use concat::cat;
-pub(crate) use conv::{
-    conv_transpose1d, conv_transpose2d, conv_transpose3d, conv1d, conv2d, conv3d, deform_conv2d,
-};
-pub(crate) use elementwise::{
-    abs, acos, acosh, add, add_scalar, asin, asinh, atan, atan2, atanh, cast, ceil, cos, cosh, div,
-    div_scalar, erf, exp, floor, gelu, log, log_sigmoid, log1p, mul, mul_scalar, neg, powf,
-    powf_scalar_impl, recip, relu, remainder, remainder_scalar, round, sigmoid, sign, sin, sinh,
-    sqrt, sub, sub_scalar, tan, tanh, trunc,
-};
-pub(crate) use index::{
-    embedding, gather, gather_nd, mask_fill, mask_where, scatter_add, scatter_nd, select,
-    select_add, slice, slice_assign,
-};
-pub(crate) use layout::{expand, flip, permute, repeat_dim, reshape, swap_dims, unfold};
-pub(crate) use matmul::{linear, matmul};
-pub(crate) use other::{cross, ctc_loss, interpolate, sort, sort_with_indices, to_device};
-pub(crate) use pool::{
-    adaptive_avg_pool1d, adaptive_avg_pool2d, avg_pool1d, avg_pool2d, max_pool1d,
-    max_pool1d_with_indices, max_pool2d, max_pool2d_with_indices,
-};
-pub(crate) use reduce::{
-    max_dim, max_dim_with_indices, mean, mean_dim, min_dim, min_dim_with_indices, sum, sum_dim,
-};
-pub(crate) use scan::{cummax, cummin, cumprod, cumsum};
+pub(crate) use ops::*;

@@ -8,9 +8,8 @@ use burn_autodiff::grads::Gradients;
 use burn_autodiff::ops::{Backward, Ops};
 use burn_backend::Backend;
 
-use super::build::RegionOp;
-use super::operand::Operand;
-use super::walk::{self, Recipe};
+use super::recipe::{self, Operand, Recipe};
+use super::region_op::RegionOp;
 
 /// What a region op's backward step holds from forward to backward: how to get the inputs it
 /// reads, and its own recipe (kept alive for the ops built from its output, drained after).
@@ -68,7 +67,7 @@ impl<I: Backend, Op: RegionOp<I, N>, const N: usize> Backward<I, N> for RegionBa
         let grad = grads.consume::<I>(&ops.node);
         for operand in read.iter().flatten() {
             if let Operand::Recomputed(ticket) = operand {
-                walk::compute(ticket.recipe(), checkpointer);
+                recipe::compute(ticket.recipe(), checkpointer);
             }
         }
         let inputs = read.map(|operand| operand.map(|operand| operand.get(checkpointer)));

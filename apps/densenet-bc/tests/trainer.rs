@@ -835,7 +835,7 @@ fn user_errors_are_one_line_without_a_backtrace() {
 /// The peaks of a `--memory-report FILE`'s profile: every region kept, and the smallest the
 /// planner reaches.
 fn profiled_peaks(path: &Path) -> (u64, u64) {
-    let planning: densenet_bc::train::planning::Planning =
+    let planning: densenet_bc::train::report::Planning =
         serde_json::from_slice(&std::fs::read(path).unwrap()).expect("a JSON memory report");
     let profile = planning.profile.expect("the report holds the profile");
     (profile.largest_peak(), profile.smallest_peak())

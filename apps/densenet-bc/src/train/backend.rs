@@ -12,7 +12,7 @@ use burn_checkpoint::Checkpointed;
 
 use super::options::{CheckpointMode, TrainOptions};
 use super::parallel::Parallel;
-use super::runner::{SingleDevice, StepRunner, load_state};
+use super::runner::{SingleDevice, StepRunner, restore_weights};
 use super::save::SavedWeights;
 use crate::seeds::{Purpose, derive};
 use crate::{DenseNet, DenseNetConfig};
@@ -82,7 +82,7 @@ fn build<B: AutodiffBackend>(
     let parameters = model.num_params();
     let mut optimizer = sgd(options).init::<B, DenseNet<B>>();
     if let Some(saved) = resume {
-        (model, optimizer) = load_state(model, optimizer, saved, &device)?;
+        (model, optimizer) = restore_weights(model, optimizer, saved, &device)?;
     }
     let nodes = options.multi_node().map_err(anyhow::Error::msg)?;
     let runner: Box<dyn StepRunner> = if devices.len() == 1 && nodes.is_none() {

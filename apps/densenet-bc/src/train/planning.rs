@@ -15,32 +15,13 @@ use burn::tensor::TensorData;
 use burn_checkpoint::memory::Meter;
 use burn_checkpoint::planner::{Fitted, Plan, Profile, TREATMENTS};
 use burn_checkpoint_core::memory::mib;
-use serde::{Deserialize, Serialize};
 
 use super::options::TrainOptions;
 use super::progress::Console;
+use super::report::Planning;
 use super::runner::{ScratchRunner, StepRunner};
 use super::save::write_atomic;
 use crate::data::HostBatch;
-
-/// What the planning did, for the report.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Planning {
-    /// The batch size trained with (`--fit-batch` chooses it).
-    pub batch_size: usize,
-    /// The budget, in bytes (a step's peak above what it starts with).
-    pub budget_bytes: Option<u64>,
-    /// The plan the steps run under.
-    pub plan: Option<Plan>,
-    /// The peak of the checked step under the plan, in bytes.
-    pub checked_peak_bytes: Option<u64>,
-    /// Profiled steps run on the scratch copy (three per profile, plus the checks).
-    pub profiled_steps: usize,
-    /// Time the planner spent solving, in seconds.
-    pub solve_seconds: f64,
-    /// The profile of `--memory-report` (at the batch size), or the extrapolated one planned from.
-    pub profile: Option<Profile>,
-}
 
 /// Whether any planning flag is given.
 pub fn wanted(options: &TrainOptions) -> bool {

@@ -2,6 +2,7 @@
 //! (Method | # devices | Batch | Memory | Time per step) plus accuracy, as markdown and JSON.
 
 use anyhow::Context;
+use burn_checkpoint::planner::{Plan, Profile};
 use serde::{Deserialize, Serialize};
 
 /// One epoch's figures.
@@ -75,7 +76,7 @@ pub struct Report {
     pub wall_seconds: f64,
     /// What `--memory-report`, `--memory-budget`, `--fit-batch` or `--plan` did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub planning: Option<super::planning::Planning>,
+    pub planning: Option<Planning>,
 }
 
 impl Report {
@@ -115,4 +116,23 @@ impl Report {
     pub fn json(&self) -> anyhow::Result<Vec<u8>> {
         serde_json::to_vec_pretty(self).context("the report serialises")
     }
+}
+
+/// What the planning did, for the report.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Planning {
+    /// The batch size trained with (`--fit-batch` chooses it).
+    pub batch_size: usize,
+    /// The budget, in bytes (a step's peak above what it starts with).
+    pub budget_bytes: Option<u64>,
+    /// The plan the steps run under.
+    pub plan: Option<Plan>,
+    /// The peak of the checked step under the plan, in bytes.
+    pub checked_peak_bytes: Option<u64>,
+    /// Profiled steps run on the scratch copy (three per profile, plus the checks).
+    pub profiled_steps: usize,
+    /// Time the planner spent solving, in seconds.
+    pub solve_seconds: f64,
+    /// The profile of `--memory-report` (at the batch size), or the extrapolated one planned from.
+    pub profile: Option<Profile>,
 }

@@ -258,7 +258,7 @@ fn saved_run(
         return Ok(None);
     };
     let root = save.root();
-    let (state, weights) = save::load_state(root)?;
+    let (state, weights) = save::read_state(root)?;
     let differences = settings(options).differences(&state.settings);
     if !differences.is_empty() {
         bail!(

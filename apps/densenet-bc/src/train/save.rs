@@ -214,7 +214,7 @@ impl SavedWeights {
 }
 
 /// The state saved in `root` and its weights.
-pub fn load_state(root: &Path) -> anyhow::Result<(SavedState, SavedWeights)> {
+pub fn read_state(root: &Path) -> anyhow::Result<(SavedState, SavedWeights)> {
     let path = root.join(STATE_FILE);
     let json = std::fs::read(&path).with_context(|| {
         format!(
