@@ -69,9 +69,6 @@ mod sequential;
 mod settings;
 // Planning: runs steps under plans.
 pub mod planner;
-// Data parallelism, at the top.
-#[cfg(feature = "parallel")]
-pub mod parallel;
 
 pub use backend::Checkpointed;
 pub use burn_checkpoint_core::{RegionId, RegionName, Segments};

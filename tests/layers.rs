@@ -476,3 +476,149 @@ fn a_circle_between_two_files_is_caught_naming_both() {
         "{found:#?}"
     );
 }
+
+/// One row of a module table of docs/architecture.md: the folder its modules are in (below the
+/// crate root), the modules, and the sibling modules the row says they use.
+#[derive(Debug)]
+struct Row {
+    folder: Vec<String>,
+    modules: Vec<String>,
+    uses: Vec<String>,
+    text: String,
+}
+
+/// The backticked words of `cell`.
+fn backticked(cell: &str) -> Vec<String> {
+    cell.split('`')
+        .skip(1)
+        .step_by(2)
+        .map(str::to_string)
+        .collect()
+}
+
+/// The module tables of `markdown`: each under a `## \`dir\`` heading naming a crate's source
+/// folder, rows `| modules | what it is | uses |`.
+fn module_tables(markdown: &str) -> Vec<(String, Vec<Row>)> {
+    let mut tables: Vec<(String, Vec<Row>)> = Vec::new();
+    let mut in_table = false;
+    for line in markdown.lines() {
+        if let Some(heading) = line.strip_prefix("## ") {
+            in_table = false;
+            if let Some(dir) = backticked(heading).first() {
+                tables.push((dir.trim_end_matches('/').to_string(), Vec::new()));
+            }
+            continue;
+        }
+        let Some((_, rows)) = tables.last_mut() else {
+            continue;
+        };
+        if line.starts_with("| module |") {
+            in_table = true;
+            continue;
+        }
+        if !in_table || !line.starts_with('|') || line.starts_with("|---") {
+            in_table = in_table && line.starts_with('|');
+            continue;
+        }
+        let cells: Vec<&str> = line.trim_matches('|').split(" | ").collect();
+        let (mut folder, mut modules) = (Vec::new(), Vec::new());
+        for name in backticked(cells[0]) {
+            let mut parts: Vec<String> = name
+                .trim_end_matches('/')
+                .split('/')
+                .map(String::from)
+                .collect();
+            let module = parts.pop().unwrap().trim_end_matches(".rs").to_string();
+            if !parts.is_empty() {
+                // `memory/host.rs`: this and the names after it are in `memory/`.
+                folder = parts;
+            }
+            modules.push(module);
+        }
+        let uses = backticked(cells.last().unwrap())
+            .into_iter()
+            .map(|name| {
+                name.trim_end_matches('/')
+                    .trim_end_matches(".rs")
+                    .to_string()
+            })
+            .collect();
+        rows.push(Row {
+            folder,
+            modules,
+            uses,
+            text: line.to_string(),
+        });
+    }
+    tables.retain(|(_, rows)| !rows.is_empty());
+    tables
+}
+
+#[test]
+fn architecture_md_lists_every_module_with_the_imports_it_has() {
+    use std::collections::BTreeSet;
+    let repository = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let markdown = fs::read_to_string(repository.join("docs/architecture.md")).unwrap();
+    let tables = module_tables(&markdown);
+    let described: BTreeSet<&str> = tables.iter().map(|(dir, _)| dir.as_str()).collect();
+    for crate_dir in ["src", "core/src", "parallel/src", "burn22/src"] {
+        assert!(
+            described.contains(crate_dir),
+            "docs/architecture.md has no `{crate_dir}` table"
+        );
+    }
+    let mut wrong = Vec::new();
+    for (dir, rows) in &tables {
+        let root = repository.join(dir);
+        assert!(
+            root.join("lib.rs").exists(),
+            "`## {dir}`: not a crate's source folder"
+        );
+        let modules = modules_of(&root);
+        let imports = sibling_imports(&root);
+        // Every module of the crate root is in a row.
+        let top: BTreeSet<String> = modules
+            .iter()
+            .filter(|path| path.len() == 1)
+            .map(|path| path[0].clone())
+            .collect();
+        let listed: BTreeSet<String> = rows
+            .iter()
+            .filter(|row| row.folder.is_empty())
+            .flat_map(|row| row.modules.clone())
+            .collect();
+        for missing in top.difference(&listed) {
+            wrong.push(format!("{dir}: module `{missing}` is in no row"));
+        }
+        for row in rows {
+            let members: BTreeSet<&String> = row.modules.iter().collect();
+            for module in &row.modules {
+                let path: Vec<String> = row.folder.iter().chain([module]).cloned().collect();
+                if !modules.contains(&path) {
+                    wrong.push(format!(
+                        "{dir}: `{}` does not exist ({})",
+                        path.join("/"),
+                        row.text
+                    ));
+                }
+            }
+            let real: BTreeSet<&String> = imports
+                .iter()
+                .filter(|import| import.folder == row.folder && members.contains(&import.from))
+                .map(|import| &import.to)
+                .filter(|to| !members.contains(to))
+                .collect();
+            let stated: BTreeSet<&String> = row.uses.iter().collect();
+            if real != stated {
+                wrong.push(format!(
+                    "{dir}: {:?} use {real:?}, the row says {stated:?} ({})",
+                    row.modules, row.text
+                ));
+            }
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "docs/architecture.md is wrong: {wrong:#?}"
+    );
+}

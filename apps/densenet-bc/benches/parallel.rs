@@ -25,7 +25,7 @@ use burn::record::{BinBytesRecorder, FullPrecisionSettings, Recorder};
 use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::{Distribution, Int, Tensor, TensorData};
 use burn_checkpoint::Checkpointed;
-use burn_checkpoint::parallel::{
+use burn_checkpoint_parallel::{
     AllReduceStrategy, DEFAULT_BUCKET_BYTES, DataParallel, DataParallelConfig, StepStats,
     split_batch,
 };

@@ -2,7 +2,7 @@
 
 use burn::backend::{Autodiff, NdArray};
 use burn::optim::SgdConfig;
-use burn_checkpoint::parallel::{DataParallel, DataParallelConfig};
+use burn_checkpoint_parallel::{DataParallel, DataParallelConfig};
 use densenet_bc::{Cut, DenseNetConfig};
 
 type B = burn_checkpoint::Checkpointed<Autodiff<NdArray>>;
@@ -26,7 +26,7 @@ fn densenet_bc_100_exchanges_its_gradients_in_one_call() {
     assert!(unbucketed > 300, "{unbucketed} tensors");
     // About 0.8 M parameters, 3 MiB: one 25 MiB bucket (the target is at most 5).
     assert_eq!(
-        make(burn_checkpoint::parallel::DEFAULT_BUCKET_BYTES).all_reduce_calls_per_step(),
+        make(burn_checkpoint_parallel::DEFAULT_BUCKET_BYTES).all_reduce_calls_per_step(),
         1
     );
 }

@@ -23,7 +23,7 @@ struct Options {
 
 fn main() -> ExitCode {
     let options = Options::parse();
-    match burn_checkpoint::parallel::run_orchestrator(options.port) {
+    match burn_checkpoint_parallel::run_orchestrator(options.port) {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             eprintln!(

@@ -84,7 +84,7 @@ fn build<B: AutodiffBackend>(
     if let Some(saved) = resume {
         (model, optimizer) = restore_weights(model, optimizer, saved, &device)?;
     }
-    let nodes = options.multi_node().map_err(anyhow::Error::msg)?;
+    let nodes = options.cluster.nodes().map_err(anyhow::Error::msg)?;
     let runner: Box<dyn StepRunner> = if devices.len() == 1 && nodes.is_none() {
         Box::new(SingleDevice::new(model, optimizer, device, meter))
     } else {

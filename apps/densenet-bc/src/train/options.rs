@@ -2,6 +2,7 @@
 
 use std::path::PathBuf;
 
+use burn_checkpoint_parallel::NodeArgs;
 use clap::Parser;
 use serde::{Deserialize, Serialize};
 
@@ -139,34 +140,11 @@ pub struct TrainOptions {
     #[arg(long, default_value_t = 1, value_parser = positive())]
     pub workers: usize,
 
-    /// Train over several machines: the number of nodes, one trainer process per machine, each
-    /// with its own --node-rank and the same other flags. One process runs the `orchestrator`
-    /// binary; --orchestrator and --data-port are then required. Every node reads the same
-    /// batches and trains on its part of each (--batch-size is over all nodes' devices).
-    #[arg(long, default_value_t = 1, value_parser = positive())]
-    pub nodes: usize,
-
-    /// This node's rank among --nodes: 0 to nodes - 1, each given to one node.
-    #[arg(long, default_value_t = 0)]
-    pub node_rank: usize,
-
-    /// Where the `orchestrator` binary listens, HOST:PORT (its rendezvous takes PORT + 1).
-    #[arg(long, value_name = "HOST:PORT")]
-    pub orchestrator: Option<String>,
-
-    /// How the other nodes reach this one (a name or an address on the nodes' network).
-    #[arg(long, value_name = "HOST", default_value = "127.0.0.1")]
-    pub node_host: String,
-
-    /// The port this node's tensor data service listens on, on every interface and without
-    /// authentication: keep the nodes on a private network.
-    #[arg(long, value_name = "PORT")]
-    pub data_port: Option<u16>,
-
-    /// Seconds a gradient exchange, or a wait for the other nodes, may take before every node
-    /// stops with an error naming the node it waited for.
-    #[arg(long, value_name = "SECONDS", default_value_t = 300, value_parser = positive())]
-    pub collective_timeout: usize,
+    /// Several machines: --nodes, --node-rank, --orchestrator (the `orchestrator` binary's
+    /// HOST:PORT), --node-host, --data-port, --collective-timeout; --batch-size is then over all
+    /// nodes' devices.
+    #[command(flatten)]
+    pub cluster: NodeArgs,
 }
 
 /// A parser of counts that must be at least 1.
@@ -259,34 +237,6 @@ fn weight_decay(text: &str) -> Result<f64, String> {
 }
 
 impl TrainOptions {
-    /// The multi-node settings, when --nodes is above 1: checked here, so that a missing flag
-    /// is an error before anything starts.
-    pub fn multi_node(&self) -> Result<Option<burn_checkpoint::parallel::Nodes>, String> {
-        if self.nodes == 1 {
-            return Ok(None);
-        }
-        if self.node_rank >= self.nodes {
-            return Err(format!(
-                "--node-rank {} must be below --nodes {}",
-                self.node_rank, self.nodes
-            ));
-        }
-        let orchestrator = self
-            .orchestrator
-            .as_deref()
-            .ok_or("--nodes above 1 needs --orchestrator HOST:PORT")?;
-        let data_port = self
-            .data_port
-            .ok_or("--nodes above 1 needs --data-port PORT")?;
-        Ok(Some(burn_checkpoint::parallel::Nodes::new(
-            self.node_rank,
-            self.nodes,
-            orchestrator,
-            &self.node_host,
-            data_port,
-        )))
-    }
-
     /// The checkpoint mode, `--efficient` included.
     pub fn checkpoint_mode(&self) -> CheckpointMode {
         if self.efficient {

@@ -1,18 +1,17 @@
 //! Training on several devices, and on several machines: a [`StepRunner`] over
-//! `burn_checkpoint::parallel::DataParallel` (one thread and one replica per device, gradients
+//! `burn_checkpoint_parallel::DataParallel` (one thread and one replica per device, gradients
 //! averaged with burn-collective).
 
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Duration;
 
 use anyhow::{Context, bail};
 use burn::module::AutodiffModule;
 use burn::optim::Optimizer;
 use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::{Int, Tensor};
-use burn_checkpoint::parallel::{DataParallel, DataParallelConfig, Nodes, split_batch};
+use burn_checkpoint_parallel::{DataParallel, DataParallelConfig, Nodes, split_batch};
 
 use super::options::TrainOptions;
 use super::runner::{EvalOutput, StepOutput, StepRunner, evaluate_batch, save_state, train_loss};
@@ -68,8 +67,7 @@ where
                 "--batch-size {batch_size} does not divide among {place}: give a multiple of {all}"
             );
         }
-        let mut config = DataParallelConfig::new()
-            .with_timeout(Duration::from_secs(options.collective_timeout as u64));
+        let mut config = DataParallelConfig::new().with_timeout(options.cluster.timeout());
         if let Some(nodes) = nodes {
             config = config.with_nodes(nodes);
         }

@@ -3,7 +3,7 @@
 //! never sees a backend type.
 //!
 //! [`SingleDevice`] runs on one device; [`Parallel`](super::parallel::Parallel) on several,
-//! through `burn_checkpoint::parallel::DataParallel`.
+//! through `burn_checkpoint_parallel::DataParallel`.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::Path;

@@ -13,7 +13,7 @@ pub const DEFAULT_BUCKET_BYTES: usize = 25 * 1024 * 1024;
 /// Settings of a [`DataParallel`](super::DataParallel).
 ///
 /// ```
-/// use burn_checkpoint::parallel::{AllReduceStrategy, DataParallelConfig};
+/// use burn_checkpoint_parallel::{AllReduceStrategy, DataParallelConfig};
 ///
 /// let config = DataParallelConfig::new()
 ///     .with_strategy(AllReduceStrategy::Ring)

@@ -12,9 +12,16 @@
 //!    the optimizer step, so the replicas stay bitwise equal.
 //!
 //! Checkpoint regions work unchanged: each worker's forward and backward run on its own thread
-//! with its own region state. The guide page `docs/data-parallel.md` covers several GPUs (the
-//! `cuda` feature) and several machines (burn-collective's orchestrator).
+//! with its own region state. The guide page `docs/data-parallel.md` covers several GPUs and
+//! several machines (burn-collective's orchestrator, [`run_orchestrator`], [`NodeArgs`]).
+//!
+//! This crate uses only Burn's public API, and none of burn-checkpoint's: it trains any
+//! `AutodiffBackend`, `Checkpointed<Autodiff<B>>` included. It is a crate of its own so that
+//! burn-checkpoint builds without burn-collective's tokio, axum and websocket stack.
 
+#![warn(missing_docs)]
+
+mod args;
 mod bucket;
 mod config;
 mod coordinator;
@@ -29,6 +36,7 @@ mod stats;
 mod visit;
 mod worker;
 
+pub use args::NodeArgs;
 pub use burn::collective::AllReduceStrategy;
 pub use config::{DEFAULT_BUCKET_BYTES, DataParallelConfig};
 pub use data_parallel::DataParallel;

@@ -11,7 +11,7 @@ use super::error::BoxError;
 ///
 /// ```
 /// use burn::prelude::*;
-/// use burn_checkpoint::parallel::IntoLoss;
+/// use burn_checkpoint_parallel::IntoLoss;
 ///
 /// fn checked<B: Backend>(loss: Tensor<B, 1>) -> Result<Tensor<B, 1>, String> {
 ///     if loss.clone().into_scalar().elem::<f32>().is_finite() {

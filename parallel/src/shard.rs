@@ -17,7 +17,7 @@ use super::ParallelError;
 ///
 /// ```
 /// use burn::prelude::*;
-/// use burn_checkpoint::parallel::Shard;
+/// use burn_checkpoint_parallel::Shard;
 ///
 /// struct Batch<B: Backend> {
 ///     images: Tensor<B, 4>,
@@ -111,7 +111,7 @@ tuple_shard!(A, C, E, F);
 /// ```
 /// use burn::backend::NdArray;
 /// use burn::prelude::*;
-/// use burn_checkpoint::parallel::{ParallelError, split_batch};
+/// use burn_checkpoint_parallel::{ParallelError, split_batch};
 ///
 /// let devices = vec![Default::default(); 2];
 /// let x = Tensor::<NdArray, 2>::ones([6, 3], &devices[0]);

@@ -7,8 +7,6 @@
 //! one session per backend type in a process.
 
 mod common;
-#[path = "common/mlp.rs"]
-mod mlp;
 
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Mutex, MutexGuard};
@@ -22,13 +20,13 @@ use burn::optim::{
 };
 use burn::tensor::Tensor;
 use burn::tensor::backend::{AutodiffBackend, Backend};
-use burn_checkpoint::parallel::{
+use burn_checkpoint_parallel::{
     AllReduceStrategy, DataParallel, DataParallelConfig, ParallelError, split_batch,
 };
-use common::{Ckpt, Plain};
-use mlp::{
+use common::mlp::{
     Batch, HIDDEN, INPUT, LR, Mlp, OUTPUT, STEPS, assert_close, batch, linear, mse, shards, tensors,
 };
+use common::{Ckpt, Plain};
 
 /// One test at a time: burn-collective keeps one session per backend type per process, and
 /// `Plain` and `Ckpt` share the inner backend.

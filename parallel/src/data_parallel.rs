@@ -28,7 +28,7 @@ use super::{DataParallelConfig, IntoLoss, ParallelError, Shard, StepStats};
 /// averaged.
 ///
 /// Works with any `AutodiffBackend`: plain `Autodiff<I>` or
-/// [`Checkpointed<Autodiff<I>>`](crate::Checkpointed) (regions run on each worker's thread),
+/// [`Checkpointed<Autodiff<I>>`](https://docs.rs/burn-checkpoint) (regions run on each worker's thread),
 /// NdArray (several workers on the one CPU device) or CUDA (one worker per GPU).
 ///
 /// ```
@@ -37,7 +37,7 @@ use super::{DataParallelConfig, IntoLoss, ParallelError, Shard, StepStats};
 /// use burn::nn::{Linear, LinearConfig};
 /// use burn::optim::SgdConfig;
 /// use burn::prelude::*;
-/// use burn_checkpoint::parallel::{DataParallel, split_batch};
+/// use burn_checkpoint_parallel::{DataParallel, split_batch};
 /// use burn_checkpoint::{Checkpointed, checkpoint};
 ///
 /// type B = Checkpointed<Autodiff<NdArray>>;
@@ -63,7 +63,7 @@ use super::{DataParallelConfig, IntoLoss, ParallelError, Shard, StepStats};
 /// assert_eq!(trainer.last_stats().unwrap().all_reduce_calls, 1);
 /// let model = trainer.into_model()?;
 /// # let _ = model;
-/// # Ok::<(), burn_checkpoint::parallel::ParallelError>(())
+/// # Ok::<(), burn_checkpoint_parallel::ParallelError>(())
 /// ```
 ///
 /// Only one `DataParallel` per inner backend type may live in a process at a time
@@ -388,7 +388,7 @@ where
     /// # use burn::module::Module;
     /// # use burn::optim::{Optimizer, SgdConfig};
     /// # use burn::record::{BinBytesRecorder, FullPrecisionSettings, Recorder};
-    /// # use burn_checkpoint::parallel::DataParallel;
+    /// # use burn_checkpoint_parallel::DataParallel;
     /// # type B = Autodiff<NdArray>;
     /// let device = Default::default();
     /// let model = burn::nn::LinearConfig::new(4, 2).init::<B>(&device);
@@ -398,7 +398,7 @@ where
     /// let weights = recorder.record(model.into_record(), ()).unwrap();
     /// let state = recorder.record(optimizer.to_record(), ()).unwrap();
     /// # let _ = (weights, state);
-    /// # Ok::<(), burn_checkpoint::parallel::ParallelError>(())
+    /// # Ok::<(), burn_checkpoint_parallel::ParallelError>(())
     /// ```
     pub fn snapshot(&mut self) -> Result<(M, O), ParallelError> {
         self.check_usable()?;

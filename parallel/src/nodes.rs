@@ -22,7 +22,7 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(300);
 /// every node and divided by their number.
 ///
 /// ```
-/// use burn_checkpoint::parallel::{DataParallelConfig, Nodes};
+/// use burn_checkpoint_parallel::{DataParallelConfig, Nodes};
 ///
 /// // Node 1 of 2; the orchestrator runs on 10.0.0.1 (ports 3000 and 3001).
 /// let nodes = Nodes::new(1, 2, "10.0.0.1:3000", "10.0.0.2", 3002);
@@ -130,7 +130,7 @@ impl Nodes {
 ///
 /// ```no_run
 /// // The process every node's `Nodes` names ("10.0.0.1:3000").
-/// burn_checkpoint::parallel::run_orchestrator(3000)?;
+/// burn_checkpoint_parallel::run_orchestrator(3000)?;
 /// # Ok::<(), std::io::Error>(())
 /// ```
 pub fn run_orchestrator(port: u16) -> std::io::Result<()> {

@@ -5,12 +5,28 @@
 use burn::module::{Module, ModuleVisitor, Param};
 use burn::nn::Linear;
 use burn::optim::LearningRate;
-use burn::tensor::Tensor;
 use burn::tensor::backend::Backend;
+use burn::tensor::{Shape, Tensor, TensorData};
 use burn_checkpoint::checkpoint;
-use burn_checkpoint::parallel::split_batch;
+use burn_checkpoint_parallel::split_batch;
 
-use crate::common::data;
+/// Uniform values in [-1, 1), the same for the same seed.
+pub fn data(shape: impl Into<Shape>, seed: u64) -> TensorData {
+    let shape = shape.into();
+    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0xD1B5_4A32_D192_ED03;
+    let values: Vec<f32> = (0..shape.num_elements())
+        .map(|_| {
+            // splitmix64
+            state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            let mut z = state;
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            z ^= z >> 31;
+            ((z >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+        })
+        .collect();
+    TensorData::new(values, shape)
+}
 
 pub const LR: LearningRate = 0.05;
 pub const STEPS: usize = 4;

@@ -7,8 +7,6 @@
 //! below does their work); each test kills whatever it started when it ends, passed or not.
 
 mod common;
-#[path = "common/mlp.rs"]
-mod mlp;
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -18,9 +16,9 @@ use std::time::{Duration, Instant};
 
 use burn::optim::{AdamConfig, GradientsParams, Optimizer, SgdConfig, momentum::MomentumConfig};
 use burn::tensor::backend::AutodiffBackend;
-use burn_checkpoint::parallel::{DataParallel, DataParallelConfig, Nodes, run_orchestrator};
+use burn_checkpoint_parallel::{DataParallel, DataParallelConfig, Nodes, run_orchestrator};
 use common::Ckpt;
-use mlp::{BATCH, LR, Mlp, STEPS, assert_close, batch, mse, shards, tensors};
+use common::mlp::{BATCH, LR, Mlp, STEPS, assert_close, batch, mse, shards, tensors};
 use serde::{Deserialize, Serialize};
 
 const WORKERS: usize = 2;
@@ -150,7 +148,7 @@ fn train<O: Optimizer<Mlp<Ckpt>, Ckpt> + 'static>(
             x.narrow(0, rank * half, half),
             y.narrow(0, rank * half, half),
         );
-        let shards = mlp::split(part, &devices);
+        let shards = common::mlp::split(part, &devices);
         let hang = trouble.hang_at.clone().filter(|(at, _)| *at == step);
         let fail = trouble.fail_at == Some((rank, step));
         let start = Instant::now();
