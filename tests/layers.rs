@@ -622,3 +622,59 @@ fn architecture_md_lists_every_module_with_the_imports_it_has() {
         "docs/architecture.md is wrong: {wrong:#?}"
     );
 }
+
+/// The Markdown files of the repository (README.md, docs/, each crate's), `target/` left out.
+fn markdown_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().to_string();
+        if path.is_dir() {
+            if !name.starts_with('.') && name != "target" {
+                markdown_files(&path, out);
+            }
+        } else if name.ends_with(".md") {
+            out.push(path);
+        }
+    }
+}
+
+#[test]
+fn every_rust_block_of_the_docs_is_compiled_or_says_why_not() {
+    // No Markdown file is compiled as a doctest today: every Rust block is a sketch, marked
+    // `rust,ignore`, with the reason in the text just above it ("Not compiled (...)"). A block
+    // that should run belongs in a rustdoc example, where it does.
+    let repository = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    markdown_files(repository, &mut files);
+    let mut wrong = Vec::new();
+    for file in files {
+        let text = fs::read_to_string(&file).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        let mut in_block = false;
+        for (at, line) in lines.iter().enumerate() {
+            if !line.starts_with("```") {
+                continue;
+            }
+            if in_block {
+                in_block = false;
+                continue;
+            }
+            in_block = true;
+            let fence = line.trim_start_matches('`');
+            if !fence.starts_with("rust") {
+                continue;
+            }
+            let said = lines[at.saturating_sub(3)..at]
+                .iter()
+                .any(|line| line.contains("Not compiled"));
+            if fence != "rust,ignore" || !said {
+                wrong.push(format!(
+                    "{}:{}: a Rust block neither compiled nor `rust,ignore` after a \"Not compiled (why)\" line",
+                    file.strip_prefix(repository).unwrap().display(),
+                    at + 1
+                ));
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "{wrong:#?}");
+}
