@@ -14,7 +14,7 @@ pub enum Routing {
     /// formula, recomputed by this crate's walk).
     Region,
     /// Stored: Burn's op, output held until backward (a fallback, counted by
-    /// [`coverage::fallbacks`](crate::coverage::fallbacks)); [`Op::note`] says why.
+    /// [`Counters::fallbacks`](crate::counters::Counters::fallbacks)); [`Op::note`] says why.
     Stored,
     /// Run through the decorator as other ops, each routed on its own (Burn's decomposition of
     /// attention, for one).

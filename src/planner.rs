@@ -1,6 +1,6 @@
 //! The budget planner: "fit this step in N bytes".
 //!
-//! A [`Profile`] measures a training step once per [`Treatment`](crate::Treatment) (every
+//! A [`Profile`] measures a training step once per [`Treatment`] (every
 //! top-level region kept, keeping its compute-bound outputs, recomputing everything);
 //! [`Profile::plan`] chooses a treatment per region instance so that the step's peak fits a byte
 //! budget at the least recompute time; [`Profile::fit`] checks the choice on real steps (and plans

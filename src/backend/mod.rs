@@ -46,7 +46,7 @@ use crate::types::Tracked;
 /// A Burn backend that adds checkpoint regions to an autodiff backend.
 ///
 /// `Checkpointed<Autodiff<I, C>>` behaves exactly as `Autodiff<I, C>` (same gradients, bit for
-/// bit) except inside a region opened by [`checkpoint`](crate::checkpoint) or
+/// bit) except inside a region opened by [`checkpoint`](crate::checkpoint()) or
 /// [`#[checkpoint]`](macro@crate::checkpoint): there, what the ops compute is recomputed during
 /// backward instead of being held between forward and backward. Use it wherever Burn takes an
 /// `AutodiffBackend`: modules, optimizers, `valid()`, records, burn-train.
