@@ -3,20 +3,22 @@
 //! ([`StepReport::measure`]), recorded through the hooks of [`recording`].
 //!
 //! Install the allocator in a binary or test (one global allocator per program), then read the
-//! bytes in use and the peak since the last reset:
+//! bytes in use and the peak through a meter:
 //!
 //! ```
-//! use burn_checkpoint_core::memory::{CountingAllocator, allocated, peak, reset_peak};
+//! use burn_checkpoint_core::memory::{CountingAllocator, HostMeter, MemoryMeter};
 //!
 //! #[global_allocator]
 //! static ALLOCATOR: CountingAllocator = CountingAllocator;
 //!
-//! reset_peak();
-//! let before = allocated();
+//! HostMeter.reset_peak();
+//! let before = HostMeter.in_use();
 //! let buffer = vec![0u8; 1 << 20];
-//! assert!(peak() - before >= 1 << 20);
+//! assert!(HostMeter.peak().unwrap() - before >= 1 << 20);
 //! drop(buffer);
 //! ```
+//!
+//! The Burn crates' `memory::Meter` and `Measure` are the way users read it.
 //!
 //! The counts cover every thread of the process: measure with nothing else running.
 
@@ -29,7 +31,7 @@ pub mod recording;
 mod report;
 
 pub use device::{DeviceMemory, Usage};
-pub use host::{CountingAllocator, allocated, mib, peak, raise_peak, reset_peak};
+pub use host::{CountingAllocator, mib};
 pub use measure::{Measure, Peak};
 pub use meter::{HostMeter, MemoryMeter, Meter};
 pub use offloaded::{OffloadedBytes, host_copy_dropped, host_copy_made};
