@@ -15,16 +15,15 @@
 //! ```
 
 // The tests' helpers: `initialised`, so that every method's copy holds the same weights.
-#[path = "../tests/common/mod.rs"]
-mod common;
 mod models;
 
+use bench_kit_core::gpt::GptShape;
 use bench_kit_core::sweep::{self, Hand, StepFn};
 use burn::tensor::{Device, Int, Tensor, TensorData};
 use burn_checkpoint_22::memory::{CountingAllocator, Meter};
 use burn_checkpoint_22::planner::TREATMENTS;
+use burn_checkpoint_22_test_kit::initialised;
 use clap::{Parser, ValueEnum};
-use common::initialised;
 use models::{Cut, densenet, gpt};
 
 #[global_allocator]
@@ -46,8 +45,8 @@ struct Args {
     #[arg(long, default_value_t = 16)]
     batch: usize,
     /// GPT: blocks, width, heads, vocabulary, sequence length, batch.
-    #[arg(long, value_delimiter = ',', default_value = "8,128,4,512,128,16")]
-    gpt: Vec<usize>,
+    #[arg(long, value_parser = GptShape::from_list, default_value = "8,128,4,512,128,16")]
+    gpt: GptShape,
     #[command(flatten)]
     sweep: sweep::Options,
 }
@@ -121,7 +120,7 @@ fn densenet_step(args: &Args, method: Method, images: &TensorData) -> StepFn<'st
 fn gpt_step(args: &Args, method: Method, tokens: &TensorData) -> StepFn<'static> {
     let device = method.device();
     device.seed(1);
-    let model = initialised(gpt::Shape::from_list(&args.gpt).model(&device));
+    let model = initialised(gpt::model(&args.gpt, &device));
     let tokens = tokens.clone();
     Box::new(move || {
         let tokens = Tensor::<2, Int>::from_data(tokens.clone(), &device);
@@ -154,7 +153,7 @@ impl Task {
                 step: densenet_step,
             },
             Which::Gpt => {
-                let shape = gpt::Shape::from_list(&args.gpt);
+                let shape = &args.gpt;
                 Task {
                     title: format!(
                         "{}, forward and backward, Burn 0.22 on Flex: the budget planner over \
@@ -162,7 +161,7 @@ impl Task {
                         shape.describe()
                     ),
                     unit: "block",
-                    batch: shape.tokens(&device).into_data(),
+                    batch: gpt::tokens(shape, &device).into_data(),
                     step: gpt_step,
                 }
             }

@@ -8,17 +8,16 @@
 //! allocator's peak above the step's start (forward, loss, backward); time the median step.
 
 // The tests' helpers: `initialised`, so that every method's copy holds the same weights.
-#[path = "../tests/common/mod.rs"]
-mod common;
 mod models;
 
 use std::time::{Duration, Instant};
 
+use bench_kit_core::gpt::GptShape;
 use burn::tensor::Device;
 use burn_checkpoint_22::memory::{CountingAllocator, Meter};
+use burn_checkpoint_22_test_kit::initialised;
 use burn_checkpoint_core::memory::mib;
 use clap::{Parser, ValueEnum};
-use common::initialised;
 use models::{Cut, densenet, gpt};
 
 #[global_allocator]
@@ -43,8 +42,8 @@ struct Args {
     #[arg(long, value_delimiter = ',', default_value = "16,64")]
     batches: Vec<usize>,
     /// GPT: blocks, width, heads, vocabulary, sequence length, batch.
-    #[arg(long, value_delimiter = ',', default_value = "8,128,4,512,128,16")]
-    gpt: Vec<usize>,
+    #[arg(long, value_parser = GptShape::from_list, default_value = "8,128,4,512,128,16")]
+    gpt: GptShape,
     /// Passed by `cargo bench`.
     #[arg(long, hide = true)]
     bench: bool,
@@ -158,13 +157,13 @@ fn densenet(args: &Args, batch: usize) -> Vec<Row> {
 }
 
 fn gpt(args: &Args) -> Vec<Row> {
-    let shape = gpt::Shape::from_list(&args.gpt);
+    let shape = &args.gpt;
     let models: Vec<_> = Method::ALL
         .into_iter()
         .map(|method| {
             let device = method.device();
             device.seed(1);
-            initialised(shape.model(&device))
+            initialised(gpt::model(shape, &device))
         })
         .collect();
     let name = shape.describe();
@@ -172,7 +171,7 @@ fn gpt(args: &Args) -> Vec<Row> {
         let index = Method::ALL.iter().position(|m| *m == method).unwrap();
         let device = method.device();
         device.seed(2);
-        let tokens = shape.tokens(&device);
+        let tokens = gpt::tokens(shape, &device);
         drop(models[index].loss(tokens, method.cut()).backward());
     })
 }

@@ -20,7 +20,8 @@ use burn_checkpoint_22::memory::{Meter, StepReport};
 use burn_checkpoint_22::planner::Treatment;
 use burn_checkpoint_22::planner::{Plan, Profile, TREATMENTS};
 use burn_checkpoint_22::{Region, Segments, checkpoint_sequential};
-use common::{Block, initialised, param_grads};
+use burn_checkpoint_22_test_kit::initialised;
+use common::{Block, param_grads};
 
 /// The wgpu device for one test at a time, or `None` without a Vulkan adapter. One at a time:
 /// autotune tunes a kernel once per process, and a thread asking for a kernel that another is

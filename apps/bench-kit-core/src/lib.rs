@@ -1,6 +1,6 @@
 //! What the benchmarks of both burn-checkpoint crates share, with no Burn in it (as
 //! `burn-checkpoint-core` is to the libraries): [`figure`] writes a chart as SVG and PNG,
-//! [`output`] a table and its rows as JSON, [`sweep`] runs the budget planner over a range of
+//! [`output`] a table and its rows as JSON, [`gpt`] the GPT's shape every GPT benchmark takes, [`sweep`] runs the budget planner over a range of
 //! budgets against hand-made cuts, every step measured with the
 //! [`Meter`](burn_checkpoint_core::memory::Meter) it is given (host or device).
 //!
@@ -8,5 +8,6 @@
 //! crate's `compare` benchmark uses it directly.
 
 pub mod figure;
+pub mod gpt;
 pub mod output;
 pub mod sweep;

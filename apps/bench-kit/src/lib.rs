@@ -6,8 +6,9 @@
 //! process. Its own benchmark, `cpu_backend`, measures NdArray against burn-flex
 //! (`docs/cpu-backend.md`).
 
-pub use bench_kit_core::{figure, output, sweep};
+pub use bench_kit_core::{figure, gpt, output, sweep};
 
+mod backends;
 pub mod child;
 pub mod device;
 pub mod wgpu;

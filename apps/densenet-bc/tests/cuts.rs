@@ -3,7 +3,7 @@
 //! the uncheckpointed network on plain `Autodiff`, on burn-flex (the project's CPU backend) and on
 //! NdArray.
 
-use burn::backend::{Autodiff, NdArray};
+use burn::backend::Autodiff;
 use burn::module::{Module, ModuleVisitor, Param};
 use burn::nn::loss::CrossEntropyLossConfig;
 use burn::optim::{GradientsParams, Optimizer, SgdConfig};
@@ -89,38 +89,13 @@ fn reference<I: Backend>(
     (bytes, two_steps(plain, images, labels))
 }
 
-#[cfg(feature = "flex")]
-#[test]
-fn every_cut_gives_the_uncheckpointed_losses_and_gradients_on_flex() {
-    every_cut_gives_the_uncheckpointed_losses_and_gradients::<burn::backend::Flex>();
-}
-
-#[test]
-fn every_cut_gives_the_uncheckpointed_losses_and_gradients_on_ndarray() {
-    every_cut_gives_the_uncheckpointed_losses_and_gradients::<NdArray>();
-}
-
-#[test]
-fn every_cut_gives_the_uncheckpointed_losses_and_gradients_on_wgpu_with_fusion() {
-    if let Some(_wgpu) = bench_kit::wgpu::claim() {
-        every_cut_gives_the_uncheckpointed_losses_and_gradients::<burn::backend::Wgpu>();
-    }
-}
-
-#[test]
-fn every_cut_gives_the_uncheckpointed_losses_and_gradients_on_wgpu_without_fusion() {
-    if let Some(_wgpu) = bench_kit::wgpu::claim() {
-        every_cut_gives_the_uncheckpointed_losses_and_gradients::<bench_kit::wgpu::Unfused>();
-    }
-}
-
-/// `burn::backend::Cuda` as the `cuda` feature builds it: fused and autotuned (run by
-/// scripts/gpu-check on a CUDA machine).
-#[cfg(feature = "cuda")]
-#[test]
-fn every_cut_gives_the_uncheckpointed_losses_and_gradients_on_cuda() {
-    every_cut_gives_the_uncheckpointed_losses_and_gradients::<burn::backend::Cuda>();
-}
+bench_kit::backend_tests!(every_cut: every_cut_gives_the_uncheckpointed_losses_and_gradients, [
+    flex,
+    ndarray,
+    wgpu,
+    wgpu_unfused,
+    cuda,
+]);
 
 fn every_cut_gives_the_uncheckpointed_losses_and_gradients<I: Backend>() {
     let device = Default::default();

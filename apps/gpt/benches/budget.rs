@@ -24,6 +24,7 @@ use burn_checkpoint::memory::{CountingAllocator, Meter};
 use burn_checkpoint::planner::TREATMENTS;
 use gpt::{Cut, Gpt, GptConfig};
 
+use bench_kit::gpt::GptShape;
 use bench_kit::sweep;
 
 use sweep::Trainer as _;
@@ -36,24 +37,8 @@ type B = Checkpointed<Autodiff<Flex>>;
 /// The GPT-style model under the budget planner, against the hand-made cuts.
 #[derive(clap::Parser)]
 struct Args {
-    /// Transformer blocks.
-    #[arg(long, default_value_t = 8)]
-    blocks: usize,
-    /// Model width.
-    #[arg(long, default_value_t = 128)]
-    d_model: usize,
-    /// Attention heads.
-    #[arg(long, default_value_t = 4)]
-    heads: usize,
-    /// Tokens per sequence.
-    #[arg(long, default_value_t = 128)]
-    seq: usize,
-    /// Sequences per step.
-    #[arg(long, default_value_t = 16)]
-    batch: usize,
-    /// Vocabulary size.
-    #[arg(long, default_value_t = 512)]
-    vocab: usize,
+    #[command(flatten)]
+    shape: GptShape,
     #[command(flatten)]
     sweep: sweep::Options,
 }
@@ -87,13 +72,20 @@ fn main() {
     }
     let device = Default::default();
     Flex::seed(&device, 1);
-    let config = GptConfig::new(args.vocab, args.d_model, args.blocks, args.heads, args.seq);
+    let shape = &args.shape;
+    let config = GptConfig::new(
+        shape.vocab,
+        shape.d_model,
+        shape.blocks,
+        shape.heads,
+        shape.seq,
+    );
     let weights = BinBytesRecorder::<FullPrecisionSettings>::default()
         .record(config.init::<B>(&device).into_record(), ())
         .unwrap();
     let tokens = Tensor::<Flex, 2, Int>::random(
-        [args.batch, args.seq + 1],
-        Distribution::Uniform(0.0, args.vocab as f64),
+        [shape.batch, shape.seq + 1],
+        Distribution::Uniform(0.0, shape.vocab as f64),
         &device,
     )
     .into_data();
@@ -120,9 +112,9 @@ fn main() {
     ]
     .map(|(name, cut)| (name, trainer(cut)));
     let title = format!(
-        "GPT {} blocks × d {}, {} heads, vocab {}, batch {}×{} tokens, AdamW step, flex backend: \
-         the budget planner over the blocks' regions against hand-made cuts",
-        args.blocks, args.d_model, args.heads, args.vocab, args.batch, args.seq
+        "{}, AdamW step, flex backend: the budget planner over the blocks' regions against \
+         hand-made cuts",
+        shape.describe()
     );
     args.sweep.run(
         sweep::Measured {

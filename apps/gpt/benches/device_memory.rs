@@ -35,13 +35,13 @@ use gpt::{Cut, Gpt};
 use serde::{Deserialize, Serialize};
 
 mod common;
-use common::Shape;
+use bench_kit::gpt::GptShape;
 
 /// Bytes in use and reserved on a cubecl device, one process per method.
 #[derive(Parser, Clone, Debug)]
 struct Args {
     #[command(flatten)]
-    shape: Shape,
+    shape: GptShape,
     /// Measured steps per process (after one warm-up step).
     #[arg(long, default_value_t = 3)]
     steps: usize,
@@ -156,9 +156,9 @@ where
 {
     let device = B::Device::default();
     B::seed(&device, 1);
-    let mut model = Some(args.shape.config().with_cut(cut).init::<B>(&device));
+    let mut model = Some(common::config(&args.shape).with_cut(cut).init::<B>(&device));
     let mut optimizer = AdamWConfig::new().init();
-    let tokens = args.shape.tokens::<B>(&device);
+    let tokens = common::tokens::<B>(&args.shape, &device);
     measure_steps(meter, 1, args.steps, |measure| {
         let mut held = 0;
         let (next, _) = model.take().expect("a model between steps").train_step(
@@ -214,7 +214,7 @@ fn run_child(args: &Args, method: Method, cleanup: Cleanup) -> StepFigures {
 }
 
 fn main() {
-    let mut args = Args::parse();
+    let mut args: Args = GptShape::parse_with(common::DEFAULT_SHAPE);
     if args.methods.contains(&Method::All) {
         args.methods = Method::EACH.to_vec();
     }

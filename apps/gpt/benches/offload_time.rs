@@ -27,13 +27,13 @@ use gpt::{Cut, Gpt};
 use serde::Serialize;
 
 mod common;
-use common::Shape;
+use bench_kit::gpt::GptShape;
 
 /// Offload's time against the same regions on the device, modes alternating in one process.
 #[derive(Parser, Debug)]
 struct Args {
     #[command(flatten)]
-    shape: Shape,
+    shape: GptShape,
     /// Rounds of one step per mode (after a warm-up round); each round starts at the next mode.
     #[arg(long, default_value_t = 8)]
     rounds: usize,
@@ -131,9 +131,9 @@ where
     type B<I> = Checkpointed<burn::backend::Autodiff<I>>;
     let device = Default::default();
     B::<I>::seed(&device, 1);
-    let mut model = Some(args.shape.config().init::<B<I>>(&device));
+    let mut model = Some(common::config(&args.shape).init::<B<I>>(&device));
     let mut optimizer = AdamWConfig::new().init();
-    let tokens = args.shape.tokens::<B<I>>(&device);
+    let tokens = common::tokens::<B<I>>(&args.shape, &device);
     let copy_thread_limit = Settings::current().offload_in_flight_limit;
     let mut modes = vec![Mode::Block];
     modes.extend(args.modes.iter().filter(|&&mode| mode != Mode::Block));
@@ -222,7 +222,7 @@ fn markdown(title: &str, rows: &[Row]) -> String {
 }
 
 fn main() {
-    let args = Args::parse();
+    let args: Args = GptShape::parse_with(common::DEFAULT_SHAPE);
     let _wgpu = match args.backend {
         Runtime::Wgpu | Runtime::WgpuFused => match bench_kit::wgpu::claim() {
             Some(claim) => Some(claim),

@@ -17,6 +17,7 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use bench_kit::gpt::GptShape;
 use burn::backend::Autodiff;
 use burn::backend::autodiff::checkpoint::strategy::BalancedCheckpointing;
 use burn::module::{AutodiffModule, Module};
@@ -34,30 +35,25 @@ use gpt::{Cut, Gpt, GptConfig};
 use plotters::prelude::*;
 use serde::Serialize;
 
+/// This benchmark's GPT unless flags say otherwise.
+const DEFAULT_SHAPE: GptShape = GptShape {
+    blocks: 8,
+    d_model: 128,
+    heads: 4,
+    seq: 128,
+    batch: 8,
+    vocab: 256,
+};
+
 #[global_allocator]
 static ALLOCATOR: CountingAllocator = CountingAllocator;
 
 /// GPT training steps with and without checkpoint regions, interleaved in one process.
 #[derive(Parser, Debug)]
 struct Args {
-    /// Transformer blocks.
-    #[arg(long, default_value_t = 8)]
-    blocks: usize,
-    /// Model width.
-    #[arg(long, default_value_t = 128)]
-    d_model: usize,
-    /// Attention heads.
-    #[arg(long, default_value_t = 4)]
-    heads: usize,
-    /// Tokens per sequence.
-    #[arg(long, default_value_t = 128)]
-    seq: usize,
-    /// Sequences per step.
-    #[arg(long, default_value_t = 8)]
-    batch: usize,
-    /// Vocabulary size.
-    #[arg(long, default_value_t = 256)]
-    vocab: usize,
+    /// The GPT (batch 8, vocab 256 unless given).
+    #[command(flatten)]
+    shape: GptShape,
     /// Measured steps per method (after one warm-up step).
     #[arg(long, default_value_t = 5)]
     steps: usize,
@@ -243,8 +239,8 @@ fn run<I: Backend>(args: &Args, config: &GptConfig) -> Vec<Row> {
         .record(config.init::<Autodiff<I>>(&device).into_record(), ())
         .expect("the weights serialise");
     let tokens = Tensor::<I, 2, Int>::random(
-        [args.batch, args.seq + 1],
-        Distribution::Uniform(0.0, args.vocab as f64),
+        [args.shape.batch, args.shape.seq + 1],
+        Distribution::Uniform(0.0, args.shape.vocab as f64),
         &device,
     )
     .into_data();
@@ -289,10 +285,10 @@ fn run<I: Backend>(args: &Args, config: &GptConfig) -> Vec<Row> {
         .zip(&summary)
         .map(|(method, s)| Row {
             method: method.name(),
-            blocks: args.blocks,
-            d_model: args.d_model,
-            seq: args.seq,
-            batch: args.batch,
+            blocks: args.shape.blocks,
+            d_model: args.shape.d_model,
+            seq: args.shape.seq,
+            batch: args.shape.batch,
             peak_bytes: s.peak,
             held_bytes: s.held,
             median_step_s: s.wall,
@@ -396,8 +392,15 @@ impl figure::Figure for MemoryAgainstTime<'_> {
 }
 
 fn main() {
-    let args = Args::parse();
-    let config = GptConfig::new(args.vocab, args.d_model, args.blocks, args.heads, args.seq);
+    let args: Args = GptShape::parse_with(DEFAULT_SHAPE);
+    let shape = &args.shape;
+    let config = GptConfig::new(
+        shape.vocab,
+        shape.d_model,
+        shape.blocks,
+        shape.heads,
+        shape.seq,
+    );
     let rows = match args.backend {
         #[cfg(feature = "flex")]
         CpuBackend::Flex => run::<burn::backend::Flex>(&args, &config),
@@ -407,14 +410,8 @@ fn main() {
         other => panic!("backend {other:?} is not built in (features: flex, ndarray)"),
     };
     let title = format!(
-        "GPT, {} blocks, d_model {}, {} heads, vocab {}, batch {}, sequence {}; {:?} backend, \
-         AdamW step, median of {} steps, methods interleaved",
-        args.blocks,
-        args.d_model,
-        args.heads,
-        args.vocab,
-        args.batch,
-        args.seq,
+        "{}; {:?} backend, AdamW step, median of {} steps, methods interleaved",
+        shape.describe(),
         args.backend,
         args.steps
     );
@@ -423,7 +420,7 @@ fn main() {
     bench_kit::output::write_table(&args.out, &table, &rows);
     let short = format!(
         "GPT, {} blocks, d {}, batch {}×{}: peak memory and CPU time per step × plain",
-        args.blocks, args.d_model, args.batch, args.seq
+        shape.blocks, shape.d_model, shape.batch, shape.seq
     );
     let figure = MemoryAgainstTime {
         rows: &rows,

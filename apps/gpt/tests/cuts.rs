@@ -6,7 +6,7 @@
 
 use std::sync::Mutex;
 
-use burn::backend::{Autodiff, NdArray};
+use burn::backend::Autodiff;
 use burn::module::{Module, ModuleVisitor, Param};
 use burn::record::{BinBytesRecorder, FullPrecisionSettings, Recorder};
 use burn::tensor::backend::{AutodiffBackend, Backend};
@@ -66,32 +66,12 @@ fn bits(values: &[Vec<f32>]) -> Vec<Vec<u32>> {
         .collect()
 }
 
-#[test]
-fn every_cut_gives_the_plain_gradients_bitwise() {
-    every_cut_gives_the_plain_gradients::<NdArray>();
-}
-
-#[test]
-fn every_cut_gives_the_plain_gradients_bitwise_on_wgpu_with_fusion() {
-    if let Some(_wgpu) = bench_kit::wgpu::claim() {
-        every_cut_gives_the_plain_gradients::<burn::backend::Wgpu>();
-    }
-}
-
-#[test]
-fn every_cut_gives_the_plain_gradients_bitwise_on_wgpu_without_fusion() {
-    if let Some(_wgpu) = bench_kit::wgpu::claim() {
-        every_cut_gives_the_plain_gradients::<bench_kit::wgpu::Unfused>();
-    }
-}
-
-/// `burn::backend::Cuda` as the `cuda` feature builds it: fused and autotuned (run by
-/// scripts/gpu-check on a CUDA machine).
-#[cfg(feature = "cuda")]
-#[test]
-fn every_cut_gives_the_plain_gradients_bitwise_on_cuda() {
-    every_cut_gives_the_plain_gradients::<burn::backend::Cuda>();
-}
+bench_kit::backend_tests!(every_cut: every_cut_gives_the_plain_gradients, [
+    ndarray,
+    wgpu,
+    wgpu_unfused,
+    cuda,
+]);
 
 fn every_cut_gives_the_plain_gradients<I: Backend>() {
     type Plain<I> = Autodiff<I>;

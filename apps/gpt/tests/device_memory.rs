@@ -14,6 +14,7 @@ use std::cell::RefCell;
 
 use bench_kit::child;
 use bench_kit::device::{StepFigures, measure_steps};
+use bench_kit::gpt::GptShape;
 use bench_kit::sweep::{self, Measured, Sweep};
 use bench_kit::wgpu::{Pools, Unfused, set_pools};
 use burn::backend::Autodiff;
@@ -64,39 +65,34 @@ struct Fit {
     profile: String,
 }
 
-/// A GPT's shape: blocks, width, sequence length, batch.
-#[derive(Clone, Copy)]
-struct Shape {
-    blocks: usize,
-    d_model: usize,
-    seq: usize,
-    batch: usize,
-}
-
 /// The steps' model: small and quick, the regions' savings plain to see.
-const STEPS: Shape = Shape {
+const STEPS: GptShape = GptShape {
     blocks: 2,
     d_model: 128,
+    heads: 4,
     seq: 64,
     batch: 8,
+    vocab: 128,
 };
 
 /// The planner's model: many narrow blocks over many tokens, so that what the blocks' regions
 /// hold between forward and backward (their inputs: 512 KiB each) sets the peak, not the
 /// parameters' gradients backward accumulates (196 KiB a block).
-const FIT: Shape = Shape {
+const FIT: GptShape = GptShape {
     blocks: 12,
     d_model: 64,
+    heads: 4,
     seq: 64,
     batch: 32,
+    vocab: 128,
 };
 
 /// The model and tokens of a child.
-fn model<B: AutodiffBackend>(cut: Cut, shape: Shape) -> (Gpt<B>, Tensor<B, 2, Int>) {
+fn model<B: AutodiffBackend>(cut: Cut, shape: GptShape) -> (Gpt<B>, Tensor<B, 2, Int>) {
     let device = B::Device::default();
     B::seed(&device, 1);
-    let vocab = 128;
-    let model = GptConfig::new(vocab, shape.d_model, shape.blocks, 4, shape.seq)
+    let vocab = shape.vocab;
+    let model = GptConfig::new(vocab, shape.d_model, shape.blocks, shape.heads, shape.seq)
         .with_cut(cut)
         .init::<B>(&device);
     let tokens = Tensor::<B, 2, Int>::random(

@@ -13,7 +13,7 @@
 
 use std::sync::Mutex;
 
-use burn::backend::{Autodiff, NdArray};
+use burn::backend::Autodiff;
 use burn::module::{Module, ModuleVisitor, Param};
 use burn::optim::AdamWConfig;
 use burn::tensor::backend::{AutodiffBackend, Backend};
@@ -171,24 +171,12 @@ fn offload_matches_regions_step_by_step<I: Backend>(issues_here: bool) {
     }
 }
 
-#[test]
-fn offload_matches_regions_step_by_step_on_ndarray() {
-    offload_matches_regions_step_by_step::<NdArray>(false);
-}
-
-#[test]
-fn offload_matches_regions_step_by_step_on_wgpu_with_fusion() {
-    if let Some(_wgpu) = bench_kit::wgpu::claim() {
-        offload_matches_regions_step_by_step::<burn::backend::Wgpu>(true);
-    }
-}
-
-#[test]
-fn offload_matches_regions_step_by_step_on_wgpu_without_fusion() {
-    if let Some(_wgpu) = bench_kit::wgpu::claim() {
-        offload_matches_regions_step_by_step::<bench_kit::wgpu::Unfused>(true);
-    }
-}
+// On wgpu a copy's read is issued by the training thread (it returns before the copy is done).
+bench_kit::backend_tests!(offload: offload_matches_regions_step_by_step, [
+    ndarray(false),
+    wgpu(true),
+    wgpu_unfused(true),
+]);
 
 /// Sets offload's bound on the bytes in flight (`0`: forward waits for each copy).
 fn set_in_flight_limit(bytes: usize) {

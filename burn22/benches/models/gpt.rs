@@ -1,6 +1,7 @@
 //! A GPT-style language model on Burn 0.22 (pre-LayerNorm blocks of causal self-attention and
 //! a GELU MLP); a region per block is `Block#i`, made by `#[checkpoint]`.
 
+use bench_kit_core::gpt::GptShape;
 use burn::module::Module;
 use burn::nn::attention::{
     MhaInput, MultiHeadAttention, MultiHeadAttentionConfig, generate_autoregressive_mask,
@@ -48,72 +49,26 @@ impl Block {
     }
 }
 
-/// A GPT's size and its batch, as the benchmarks' `--gpt` list gives them.
-#[derive(Clone, Copy, Debug)]
-pub struct Shape {
-    pub blocks: usize,
-    pub d_model: usize,
-    pub heads: usize,
-    pub vocab: usize,
-    /// The context: tokens per input sequence.
-    pub seq: usize,
-    pub batch: usize,
+/// A model of `shape` on `device`.
+pub fn model(shape: &GptShape, device: &Device) -> Gpt {
+    Gpt::new(
+        shape.vocab,
+        shape.d_model,
+        shape.blocks,
+        shape.heads,
+        shape.seq,
+        device,
+    )
 }
 
-impl Shape {
-    /// From `blocks,width,heads,vocabulary,sequence,batch`.
-    pub fn from_list(list: &[usize]) -> Shape {
-        let &[blocks, d_model, heads, vocab, seq, batch] = list else {
-            panic!("--gpt takes blocks,width,heads,vocabulary,sequence,batch, not {list:?}");
-        };
-        Shape {
-            blocks,
-            d_model,
-            heads,
-            vocab,
-            seq,
-            batch,
-        }
-    }
-
-    /// The shape as the benchmarks' titles give it: `GPT 8 blocks × d 128, 4 heads, vocab 512,
-    /// batch 16×128 tokens`.
-    pub fn describe(&self) -> String {
-        let Shape {
-            blocks,
-            d_model,
-            heads,
-            vocab,
-            seq,
-            batch,
-        } = self;
-        format!(
-            "GPT {blocks} blocks × d {d_model}, {heads} heads, vocab {vocab}, batch {batch}×{seq} \
-             tokens"
-        )
-    }
-
-    /// A model of this shape on `device`.
-    pub fn model(&self, device: &Device) -> Gpt {
-        Gpt::new(
-            self.vocab,
-            self.d_model,
-            self.blocks,
-            self.heads,
-            self.seq,
-            device,
-        )
-    }
-
-    /// A batch of random token sequences `[batch, seq + 1]`: the inputs and, one token on,
-    /// their targets.
-    pub fn tokens(&self, device: &Device) -> Tensor<2, Int> {
-        Tensor::random(
-            [self.batch, self.seq + 1],
-            Distribution::Uniform(0.0, self.vocab as f64),
-            device,
-        )
-    }
+/// A batch of random token sequences `[batch, seq + 1]`: the inputs and, one token on, their
+/// targets.
+pub fn tokens(shape: &GptShape, device: &Device) -> Tensor<2, Int> {
+    Tensor::random(
+        [shape.batch, shape.seq + 1],
+        Distribution::Uniform(0.0, shape.vocab as f64),
+        device,
+    )
 }
 
 /// Embeddings, blocks, final LayerNorm, output projection.

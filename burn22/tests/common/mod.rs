@@ -96,21 +96,6 @@ pub fn param_grads(module: &impl Module, grads: &Gradients) -> Vec<Option<Tensor
     visitor.1
 }
 
-/// Initialises a module's lazy parameters now (Burn draws them from the generator at their
-/// first use otherwise).
-pub fn initialised<M: Module>(module: M) -> M {
-    struct Touch;
-
-    impl ModuleVisitor for Touch {
-        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
-            let _ = param.val();
-        }
-    }
-
-    module.visit(&mut Touch);
-    module
-}
-
 /// The gradient of `x`, as data.
 pub fn grad_of<const D: usize>(x: &Tensor<D>, grads: &Gradients) -> Option<TensorData> {
     x.grad(grads).map(|g| g.into_data())
