@@ -11,6 +11,8 @@
 //! cargo bench -p gpt --bench budget -- --blocks 4 --d-model 64 --seq 64 --batch 4 --budgets 8
 //! ```
 
+mod common;
+
 use std::cell::RefCell;
 
 use burn::backend::{Autodiff, Flex};
@@ -18,11 +20,11 @@ use burn::module::Module;
 use burn::optim::{AdamWConfig, GradientsParams, Optimizer};
 use burn::record::{BinBytesRecorder, FullPrecisionSettings, Recorder};
 use burn::tensor::backend::Backend;
-use burn::tensor::{Distribution, Int, Tensor, TensorData};
+use burn::tensor::{Int, Tensor, TensorData};
 use burn_checkpoint::Checkpointed;
 use burn_checkpoint::memory::{CountingAllocator, Meter};
 use burn_checkpoint::planner::TREATMENTS;
-use gpt::{Cut, Gpt, GptConfig};
+use gpt::{Cut, Gpt};
 
 use bench_kit::gpt::GptShape;
 use bench_kit::sweep;
@@ -73,22 +75,11 @@ fn main() {
     let device = Default::default();
     Flex::seed(&device, 1);
     let shape = &args.shape;
-    let config = GptConfig::new(
-        shape.vocab,
-        shape.d_model,
-        shape.blocks,
-        shape.heads,
-        shape.seq,
-    );
+    let config = common::config(shape);
     let weights = BinBytesRecorder::<FullPrecisionSettings>::default()
         .record(config.init::<B>(&device).into_record(), ())
         .unwrap();
-    let tokens = Tensor::<Flex, 2, Int>::random(
-        [shape.batch, shape.seq + 1],
-        Distribution::Uniform(0.0, shape.vocab as f64),
-        &device,
-    )
-    .into_data();
+    let tokens = common::tokens::<Flex>(shape, &device).into_data();
     let trainer = |cut: Cut| {
         let record = BinBytesRecorder::<FullPrecisionSettings>::default()
             .load(weights.clone(), &device)

@@ -214,7 +214,7 @@ fn run_child(args: &Args, method: Method, cleanup: Cleanup) -> StepFigures {
 }
 
 fn main() {
-    let mut args: Args = GptShape::parse_with(common::DEFAULT_SHAPE);
+    let mut args: Args = GptShape::parse_with(common::DEVICE_SHAPE);
     if args.methods.contains(&Method::All) {
         args.methods = Method::EACH.to_vec();
     }

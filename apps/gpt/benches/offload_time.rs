@@ -222,7 +222,7 @@ fn markdown(title: &str, rows: &[Row]) -> String {
 }
 
 fn main() {
-    let args: Args = GptShape::parse_with(common::DEFAULT_SHAPE);
+    let args: Args = GptShape::parse_with(common::DEVICE_SHAPE);
     let _wgpu = match args.backend {
         Runtime::Wgpu | Runtime::WgpuFused => match bench_kit::wgpu::claim() {
             Some(claim) => Some(claim),

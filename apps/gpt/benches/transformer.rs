@@ -14,6 +14,8 @@
 //!     --batch 1 --vocab 50257                                             # GPT-2-small shapes
 //! ```
 
+mod common;
+
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -25,7 +27,7 @@ use burn::optim::{AdamWConfig, GradientsParams, Optimizer};
 use burn::prelude::ElementConversion;
 use burn::record::{BinBytesRecorder, FullPrecisionSettings, Recorder};
 use burn::tensor::backend::{AutodiffBackend, Backend};
-use burn::tensor::{Distribution, Int, Tensor, TensorData};
+use burn::tensor::{Int, Tensor, TensorData};
 use burn_checkpoint::Checkpointed;
 use burn_checkpoint::memory::{CountingAllocator, Meter};
 use burn_checkpoint_core::memory::mib;
@@ -238,12 +240,7 @@ fn run<I: Backend>(args: &Args, config: &GptConfig) -> Vec<Row> {
     let weights = BinBytesRecorder::<FullPrecisionSettings>::default()
         .record(config.init::<Autodiff<I>>(&device).into_record(), ())
         .expect("the weights serialise");
-    let tokens = Tensor::<I, 2, Int>::random(
-        [args.shape.batch, args.shape.seq + 1],
-        Distribution::Uniform(0.0, args.shape.vocab as f64),
-        &device,
-    )
-    .into_data();
+    let tokens = common::tokens::<I>(&args.shape, &device).into_data();
     type Bal<I> = Autodiff<I, BalancedCheckpointing>;
     let mut runners: Vec<Box<dyn Runner>> = args
         .methods
@@ -394,13 +391,7 @@ impl figure::Figure for MemoryAgainstTime<'_> {
 fn main() {
     let args: Args = GptShape::parse_with(DEFAULT_SHAPE);
     let shape = &args.shape;
-    let config = GptConfig::new(
-        shape.vocab,
-        shape.d_model,
-        shape.blocks,
-        shape.heads,
-        shape.seq,
-    );
+    let config = common::config(shape);
     let rows = match args.backend {
         #[cfg(feature = "flex")]
         CpuBackend::Flex => run::<burn::backend::Flex>(&args, &config),

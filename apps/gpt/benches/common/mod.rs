@@ -1,14 +1,14 @@
-//! What the device benches (`device_memory`, `offload_time`) share: the GPT they train, from the
-//! shape the command line gives (bench-kit's `GptShape`; 4 blocks × d 256, batch 8, vocab 256
-//! unless given).
+//! What the GPT benches share: the GPT they train and its batch, from the shape the command line
+//! gives (bench-kit's `GptShape`).
 
 use bench_kit::gpt::GptShape;
 use burn::tensor::backend::Backend;
 use burn::tensor::{Distribution, Int, Tensor};
 use gpt::GptConfig;
 
-/// The device benches' GPT unless flags say otherwise.
-pub const DEFAULT_SHAPE: GptShape = GptShape {
+/// The device benches' (`device_memory`, `offload_time`) GPT unless flags say otherwise.
+#[allow(dead_code)] // `budget` and `transformer` have defaults of their own
+pub const DEVICE_SHAPE: GptShape = GptShape {
     blocks: 4,
     d_model: 256,
     heads: 4,
