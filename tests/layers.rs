@@ -240,29 +240,30 @@ fn modules_of(root: &Path) -> std::collections::BTreeSet<Vec<String>> {
 fn use_paths(code: &str, module: &[String]) -> Vec<Vec<String>> {
     let chars: Vec<char> = code.chars().collect();
     let ident = |c: char| c.is_alphanumeric() || c == '_';
+    let starts_with = |at: usize, word: &str| {
+        chars[at..]
+            .iter()
+            .copied()
+            .take(word.len())
+            .eq(word.chars())
+    };
     let mut found = Vec::new();
     let mut at = 0;
-    while let Some(offset) = code[char_offset(code, at)..].find("use ") {
-        let start = at + code[char_offset(code, at)..][..offset].chars().count();
-        at = start + "use ".len();
-        if start > 0 && ident(chars[start - 1]) {
+    while at < chars.len() {
+        if !starts_with(at, "use ") || (at > 0 && ident(chars[at - 1])) {
+            at += 1;
             continue;
         }
-        let rest: String = chars[at..chars.len().min(at + 8)].iter().collect();
-        if rest.starts_with("crate::") || rest.starts_with("super::") || rest.starts_with("self::")
+        at += "use ".len();
+        // `crate::`, `super::` and `self::` paths are named_paths' to read.
+        if !["crate::", "super::", "self::"]
+            .iter()
+            .any(|prefix| starts_with(at, prefix))
         {
-            continue; // named_paths reads these
+            at = read_tree(&chars, at, module.to_vec(), &mut found);
         }
-        at = read_tree(&chars, at, module.to_vec(), &mut found);
     }
     found
-}
-
-/// The byte offset of the `chars`-th character of `text`.
-fn char_offset(text: &str, chars: usize) -> usize {
-    text.char_indices()
-        .nth(chars)
-        .map_or(text.len(), |(at, _)| at)
 }
 
 /// What the `use` items of every `mod.rs`, `lib.rs` and `main.rs` re-export: the item's path as
