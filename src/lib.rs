@@ -81,5 +81,6 @@ pub use settings::Settings;
 
 #[doc(hidden)]
 pub mod __private {
-    pub use crate::region::{method_region_name, remembered_outputs};
+    pub use crate::region::remembered_outputs;
+    pub use burn_checkpoint_core::method_region_name;
 }

@@ -38,8 +38,5 @@ pub use tensors::RegionTensors;
 
 #[doc(hidden)]
 pub mod __private {
-    /// `Type::method`, made once per method by `#[checkpoint]` and kept for the program's life.
-    pub fn method_region_name<T: ?Sized>(method: &str) -> &'static str {
-        burn_checkpoint_core::method_name(core::any::type_name::<T>(), method).leak()
-    }
+    pub use burn_checkpoint_core::method_region_name;
 }

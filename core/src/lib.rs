@@ -21,7 +21,7 @@ pub mod planner;
 mod segments;
 mod treatment;
 
-pub use names::{RegionId, RegionName, method_name};
+pub use names::{RegionId, RegionName, method_region_name};
 pub use op_kind::OpKind;
 pub use segments::Segments;
 pub use treatment::Treatment;

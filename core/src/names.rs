@@ -98,8 +98,23 @@ impl RegionId {
     }
 }
 
-/// `Type::method` for `#[checkpoint]` on a method: `type_name` without generic arguments.
-pub fn method_name(type_name: &str, method: &str) -> String {
+/// The name `#[checkpoint]` gives a method of `T`: `path::Type::method`, generic arguments left
+/// out, so that every monomorphisation of a block shares one name. Both crates' attributes call
+/// it once per method and keep the result in a static: the leak is one string per method.
+///
+/// ```
+/// use burn_checkpoint_core::method_region_name;
+///
+/// struct Block<B>(B);
+/// let name = method_region_name::<Block<f32>>("forward");
+/// assert!(name.ends_with("::Block::forward"), "{name}");
+/// ```
+pub fn method_region_name<T: ?Sized>(method: &str) -> &'static str {
+    method_name(core::any::type_name::<T>(), method).leak()
+}
+
+/// `Type::method` from a `type_name`: the path without generic arguments.
+fn method_name(type_name: &str, method: &str) -> String {
     let path = type_name.split('<').next().unwrap_or(type_name);
     format!("{path}::{method}")
 }

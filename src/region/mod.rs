@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use burn_checkpoint_core::memory::recording;
 use burn_checkpoint_core::planner;
-use burn_checkpoint_core::{RegionId, RegionName, Treatment, method_name};
+use burn_checkpoint_core::{RegionId, RegionName, Treatment};
 
 use crate::policy::Policy;
 
@@ -284,13 +284,6 @@ pub struct RegionGuard {
     instance: u64,
     // Region state is per thread: the guard must be dropped on the thread that made it.
     _not_send: PhantomData<*const ()>,
-}
-
-/// The name `#[checkpoint]` gives a method of `T`: `path::Type::method`, generics left out.
-/// Made once per method (the attribute keeps it in a static).
-#[doc(hidden)]
-pub fn method_region_name<T: ?Sized>(method: &str) -> &'static str {
-    method_name(core::any::type_name::<T>(), method).leak()
 }
 
 /// How a region runs under a plan's `treatment`: whether it is a region at all (`Keep` is not),
