@@ -20,6 +20,6 @@ mod ops;
 
 pub(crate) use build::{build, build_with};
 pub(crate) use check::{verify_recomputes, verifying};
-pub(crate) use region_op::{RegionOp, unbroadcast};
+pub(crate) use region_op::{RegionOp, scatter_grad, unbroadcast};
 
 pub(crate) use ops::*;

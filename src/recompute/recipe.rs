@@ -334,3 +334,40 @@ pub(super) fn remember<I: Backend>(output: &Tracked<I>, recipe: &Arc<Recipe<I>>)
 pub(super) fn recipe_of<I: Backend>(id: NodeId) -> Option<Arc<Recipe<I>>> {
     RECIPES.with(|recipes| recipes.borrow().get_shared::<Recipe<I>>(id.value))
 }
+
+#[cfg(test)]
+mod tests {
+    use burn::backend::autodiff::checkpoint::strategy::BalancedCheckpointing;
+    use burn::backend::{Autodiff, NdArray};
+    use burn::tensor::{Tensor, TensorPrimitive};
+
+    use super::memory_bound;
+    use crate::types::Tracked;
+
+    type Balanced = Autodiff<NdArray, BalancedCheckpointing>;
+
+    fn tracked(tensor: Tensor<Balanced, 2>) -> Tracked<NdArray> {
+        match tensor.into_primitive() {
+            TensorPrimitive::Float(tensor) => tensor,
+            TensorPrimitive::QFloat(_) => unreachable!("the test makes float tensors"),
+        }
+    }
+
+    /// `memory_bound` reads a private Burn type through its `Debug` output: this pins what it
+    /// sees on Burn 0.21, so that a Burn bump which changes the output fails here rather than
+    /// silently holding what balanced checkpointing would recompute.
+    #[test]
+    fn memory_bound_tells_burns_recomputable_nodes_from_the_others() {
+        let device = Default::default();
+        let x =
+            Tensor::<Balanced, 2>::from_floats([[0.5, -1.0], [2.0, 0.25]], &device).require_grad();
+        assert!(
+            memory_bound(&tracked(x.clone().exp())),
+            "exp is memory-bound in Burn"
+        );
+        assert!(
+            !memory_bound(&tracked(x.clone().matmul(x))),
+            "matmul is compute-bound in Burn"
+        );
+    }
+}

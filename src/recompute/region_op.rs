@@ -5,9 +5,9 @@
 
 use core::fmt;
 
-use burn_backend::Backend;
+use burn_backend::{Backend, Shape, TensorMetadata};
 
-use crate::types::Primitive;
+use crate::types::{IntPrimitive, Primitive};
 
 /// An op rebuilt to be recomputed on backward, written against the inner backend `I` only.
 ///
@@ -62,4 +62,17 @@ pub(crate) fn unbroadcast<I: Backend>(
     shape: &burn_backend::Shape,
 ) -> Primitive<I> {
     burn_autodiff::ops::broadcast_shape::<I>(grad, shape)
+}
+
+/// Gradient of an op that picked its values along `dim` at `indices` (max/min along a dim, sort,
+/// gather, cummax/cummin): `grad` added into zeros of the operand's `shape` at those indices
+/// (Burn's own rule, so that gradients stay bitwise equal).
+pub(crate) fn scatter_grad<I: Backend>(
+    dim: usize,
+    shape: Shape,
+    indices: IntPrimitive<I>,
+    grad: Primitive<I>,
+) -> Primitive<I> {
+    let zeros = I::float_zeros(shape, &I::float_device(&grad), grad.dtype().into());
+    I::float_scatter_add(dim, zeros, indices, grad)
 }

@@ -2,7 +2,7 @@
 
 use burn_backend::{Backend, IntDType, Shape, TensorMetadata, get_device_settings};
 
-use crate::recompute::{RegionOp, build, build_with};
+use crate::recompute::{RegionOp, build, build_with, scatter_grad};
 use crate::types::{IntPrimitive, Primitive, Tracked};
 
 /// Reshapes a reduced gradient to the rank of `shape` by adding leading unit dimensions.
@@ -161,8 +161,7 @@ impl<I: Backend> RegionOp<I, 1> for Extremum {
         let x = x.unwrap();
         let shape = x.shape();
         let (_, indices) = self.with_indices::<I>(x);
-        let zeros = I::float_zeros(shape, &I::float_device(&grad), grad.dtype().into());
-        [Some(I::float_scatter_add(self.dim, zeros, indices, grad))]
+        [Some(scatter_grad::<I>(self.dim, shape, indices, grad))]
     }
 }
 

@@ -6,7 +6,7 @@
 
 use burn_backend::{Backend, Shape, Slice, TensorMetadata, get_device_settings};
 
-use crate::recompute::{RegionOp, build};
+use crate::recompute::{RegionOp, build, scatter_grad};
 use crate::types::{Primitive, Tracked};
 
 #[derive(Debug, Clone, Copy)]
@@ -98,8 +98,7 @@ impl<I: Backend> RegionOp<I, 1> for Cumulative {
                 let is_source = I::bool_into_int(is_source, settings.int_dtype);
                 let masked_indices = I::int_mul(arange, is_source);
                 let source_indices = I::int_cummax(masked_indices, dim);
-                let zeros = I::float_zeros(shape, &device, grad.dtype().into());
-                I::float_scatter_add(dim, zeros, source_indices, grad)
+                scatter_grad::<I>(dim, shape, source_indices, grad)
             }
         };
         [Some(grad)]

@@ -22,46 +22,25 @@ impl Shapes {
     }
 }
 
+/// `lhs + rhs` or `lhs - rhs`: one op, since their backwards differ only in the sign of the
+/// right-hand gradient.
 #[derive(Debug, Clone)]
-struct Add(Shapes);
-
-impl<I: Backend> RegionOp<I, 2> for Add {
-    fn name(&self) -> &'static str {
-        "add"
-    }
-
-    fn forward(&self, [lhs, rhs]: [Primitive<I>; 2]) -> Primitive<I> {
-        I::float_add(lhs, rhs)
-    }
-
-    fn saved(&self, _: [bool; 2]) -> [bool; 2] {
-        [false, false]
-    }
-
-    fn backward(
-        self,
-        _: [Option<Primitive<I>>; 2],
-        grad: Primitive<I>,
-        [lhs, rhs]: [bool; 2],
-    ) -> [Option<Primitive<I>>; 2] {
-        let for_rhs = rhs.then(|| grad.clone());
-        [
-            lhs.then(|| unbroadcast::<I>(grad, &self.0.lhs)),
-            for_rhs.map(|grad| unbroadcast::<I>(grad, &self.0.rhs)),
-        ]
-    }
+struct AddOrSub {
+    shapes: Shapes,
+    subtract: bool,
 }
 
-#[derive(Debug, Clone)]
-struct Sub(Shapes);
-
-impl<I: Backend> RegionOp<I, 2> for Sub {
+impl<I: Backend> RegionOp<I, 2> for AddOrSub {
     fn name(&self) -> &'static str {
-        "sub"
+        if self.subtract { "sub" } else { "add" }
     }
 
     fn forward(&self, [lhs, rhs]: [Primitive<I>; 2]) -> Primitive<I> {
-        I::float_sub(lhs, rhs)
+        if self.subtract {
+            I::float_sub(lhs, rhs)
+        } else {
+            I::float_add(lhs, rhs)
+        }
     }
 
     fn saved(&self, _: [bool; 2]) -> [bool; 2] {
@@ -74,10 +53,13 @@ impl<I: Backend> RegionOp<I, 2> for Sub {
         grad: Primitive<I>,
         [lhs, rhs]: [bool; 2],
     ) -> [Option<Primitive<I>>; 2] {
-        let for_rhs = rhs.then(|| grad.clone());
+        let mut for_rhs = rhs.then(|| grad.clone());
+        if self.subtract {
+            for_rhs = for_rhs.map(I::float_neg);
+        }
         [
-            lhs.then(|| unbroadcast::<I>(grad, &self.0.lhs)),
-            for_rhs.map(|grad| unbroadcast::<I>(I::float_neg(grad), &self.0.rhs)),
+            lhs.then(|| unbroadcast::<I>(grad, &self.shapes.lhs)),
+            for_rhs.map(|grad| unbroadcast::<I>(grad, &self.shapes.rhs)),
         ]
     }
 }
@@ -156,12 +138,26 @@ impl<I: Backend> RegionOp<I, 2> for Div {
 
 /// `lhs + rhs` in a region.
 pub(crate) fn add<I: Backend>(lhs: Tracked<I>, rhs: Tracked<I>) -> Tracked<I> {
-    build::<I, _, _>(Add(Shapes::of(&lhs, &rhs)), [lhs, rhs])
+    let shapes = Shapes::of(&lhs, &rhs);
+    build::<I, _, _>(
+        AddOrSub {
+            shapes,
+            subtract: false,
+        },
+        [lhs, rhs],
+    )
 }
 
 /// `lhs - rhs` in a region.
 pub(crate) fn sub<I: Backend>(lhs: Tracked<I>, rhs: Tracked<I>) -> Tracked<I> {
-    build::<I, _, _>(Sub(Shapes::of(&lhs, &rhs)), [lhs, rhs])
+    let shapes = Shapes::of(&lhs, &rhs);
+    build::<I, _, _>(
+        AddOrSub {
+            shapes,
+            subtract: true,
+        },
+        [lhs, rhs],
+    )
 }
 
 /// `lhs * rhs` in a region.

@@ -6,7 +6,7 @@ use core::fmt;
 use burn_backend::tensor::IndexingUpdateOp;
 use burn_backend::{Backend, Shape, TensorMetadata};
 
-use crate::recompute::{RegionOp, build};
+use crate::recompute::{RegionOp, build, scatter_grad};
 use crate::types::{IntPrimitive, Primitive, Tracked};
 
 /// `gather(dim, tensor, indices)`: the indices are not computed by the region's float ops, so the
@@ -44,10 +44,9 @@ impl<I: Backend> RegionOp<I, 1> for Gather<I> {
         grad: Primitive<I>,
         _: [bool; 1],
     ) -> [Option<Primitive<I>>; 1] {
-        let zeros = I::float_zeros(self.shape, &I::float_device(&grad), grad.dtype().into());
-        [Some(I::float_scatter_add(
+        [Some(scatter_grad::<I>(
             self.dim,
-            zeros,
+            self.shape,
             self.indices,
             grad,
         ))]

@@ -4,7 +4,7 @@
 
 use burn_backend::{Backend, IntDType, TensorMetadata, get_device_settings};
 
-use crate::recompute::{RegionOp, build, build_with};
+use crate::recompute::{RegionOp, build, build_with, scatter_grad};
 use crate::types::{IntPrimitive, Primitive, Tracked};
 
 #[derive(Debug, Clone)]
@@ -43,9 +43,7 @@ impl<I: Backend> RegionOp<I, 1> for Sort {
         let x = x.unwrap();
         let shape = x.shape();
         let (_, indices) = self.with_indices::<I>(x);
-        let device = I::float_device(&grad);
-        let zeros = I::float_zeros(shape, &device, grad.dtype().into());
-        [Some(I::float_scatter_add(self.dim, zeros, indices, grad))]
+        [Some(scatter_grad::<I>(self.dim, shape, indices, grad))]
     }
 }
 
