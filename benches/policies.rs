@@ -22,6 +22,7 @@ use burn::tensor::{Distribution, Tensor, TensorData};
 use burn_checkpoint::memory::{CountingAllocator, Meter};
 use burn_checkpoint::{Checkpointed, Layer, Policy, Region, Segments};
 use burn_checkpoint_core::memory::mib;
+use clap::Parser;
 
 #[global_allocator]
 static ALLOCATOR: CountingAllocator = CountingAllocator;
@@ -29,7 +30,7 @@ static ALLOCATOR: CountingAllocator = CountingAllocator;
 const BLOCKS: usize = 16;
 
 /// Region policies on an MLP of 16 blocks: memory and time of each policy against plain autodiff.
-#[derive(clap::Parser)]
+#[derive(Parser)]
 struct Args {
     /// Rows of the input.
     #[arg(long, default_value_t = 2048)]
@@ -37,20 +38,12 @@ struct Args {
     /// Width of the blocks (their hidden layer is 4× as wide).
     #[arg(long, default_value_t = 128)]
     width: usize,
-    /// Measured steps per policy (at least 5).
-    #[arg(long, default_value_t = 7)]
+    /// Measured steps per policy (at least 5: a median of fewer is noise).
+    #[arg(long, default_value_t = 7, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(5..))]
     steps: usize,
     /// Passed by `cargo bench`.
     #[arg(long, hide = true)]
     bench: bool,
-}
-
-impl Args {
-    fn parse() -> Args {
-        let mut args: Args = clap::Parser::parse();
-        args.steps = args.steps.max(5);
-        args
-    }
 }
 
 /// `h + W2·gelu(W1·layer_norm(h) + b1) + b2`, hidden width 4× the model's.

@@ -32,8 +32,8 @@ use burn::tensor::{Distribution, Tensor};
 /// autodiff step.
 #[derive(clap::Parser)]
 struct Args {
-    /// Runs per figure (at least 5); each figure is their median.
-    #[arg(long, default_value_t = 5)]
+    /// Runs per figure (at least 5: a median of fewer is noise); each figure is their median.
+    #[arg(long, default_value_t = 5, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(5..))]
     runs: usize,
     /// Time only this op (repeatable): conv2d, conv2d_x_backward, conv2d_weight_backward,
     /// matmul, autodiff. All when absent.
@@ -64,7 +64,6 @@ enum CpuBackend {
 impl Args {
     fn parse() -> Args {
         let mut args: Args = clap::Parser::parse();
-        args.runs = args.runs.max(5);
         if args.fwd_only {
             args.only.push("conv2d".into());
         }

@@ -21,6 +21,7 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use clap::Parser;
 use cpu_time::ProcessTime;
 
 use burn::backend::Autodiff;
@@ -68,7 +69,7 @@ const DEFAULT_METHODS: &[&str] = &[
 
 /// DenseNet-BC training steps with every checkpoint method: peak memory and time per step
 /// against plain autodiff and Burn's BalancedCheckpointing.
-#[derive(clap::Parser)]
+#[derive(Parser)]
 struct Args {
     /// DenseNet-BC depth.
     #[arg(long, default_value_t = 100)]
@@ -79,8 +80,8 @@ struct Args {
     /// Batch sizes, one table each.
     #[arg(long, value_delimiter = ',', default_value = "16,32,64")]
     batches: Vec<usize>,
-    /// Measured steps per method (at least 5).
-    #[arg(long, default_value_t = 5)]
+    /// Measured steps per method (at least 5: a median of fewer is noise).
+    #[arg(long, default_value_t = 5, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(5..))]
     steps: usize,
     /// flex, ndarray (`--features ndarray`) or cuda (`--features cuda`).
     #[arg(long, default_value = "flex")]
@@ -95,14 +96,6 @@ struct Args {
     /// Passed by `cargo bench`.
     #[arg(long, hide = true)]
     bench: bool,
-}
-
-impl Args {
-    fn parse() -> Args {
-        let mut args: Args = clap::Parser::parse();
-        args.steps = args.steps.max(5);
-        args
-    }
 }
 
 /// One method's measurements at one batch size: medians and maxima over the measured steps.
