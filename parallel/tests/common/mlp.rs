@@ -6,26 +6,17 @@ use burn::module::{Module, ModuleVisitor, Param};
 use burn::nn::Linear;
 use burn::optim::LearningRate;
 use burn::tensor::backend::Backend;
-use burn::tensor::{Shape, Tensor, TensorData};
+use burn::tensor::{Distribution, Shape, Tensor, TensorData};
 use burn_checkpoint::checkpoint;
 use burn_checkpoint_parallel::split_batch;
+use rand::SeedableRng;
+use rand::rngs::StdRng;
 
-/// Uniform values in [-1, 1), the same for the same seed.
+/// Uniform values in [-1, 1), the same for the same seed (rand's seeded generator, the one
+/// Burn's `TensorData::random` takes).
 pub fn data(shape: impl Into<Shape>, seed: u64) -> TensorData {
-    let shape = shape.into();
-    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0xD1B5_4A32_D192_ED03;
-    let values: Vec<f32> = (0..shape.num_elements())
-        .map(|_| {
-            // splitmix64
-            state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-            let mut z = state;
-            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-            z ^= z >> 31;
-            ((z >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-        })
-        .collect();
-    TensorData::new(values, shape)
+    let mut rng = StdRng::seed_from_u64(seed);
+    TensorData::random::<f32, _, _>(shape, Distribution::Uniform(-1.0, 1.0), &mut rng)
 }
 
 pub const LR: LearningRate = 0.05;

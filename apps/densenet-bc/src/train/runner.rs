@@ -5,8 +5,10 @@
 //! [`SingleDevice`] runs on one device; [`Parallel`](super::parallel::Parallel) on several,
 //! through `burn_checkpoint_parallel::DataParallel`.
 
+use std::cell::Cell;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::Path;
+use std::sync::Once;
 
 use anyhow::{Context, bail};
 use burn::module::{AutodiffModule, Module, ModuleVisitor, Param};
@@ -148,11 +150,26 @@ where
 
 /// Runs `f`, turning a panic into `Err` without the panic message on standard error (the caller
 /// reports it as an error of its own).
+///
+/// The process's panic hook is wrapped once, and stays silent only for a thread inside
+/// `quietly`: swapping the hook around `f` instead would silence other threads' panics meanwhile,
+/// and two threads doing it at once could leave the silent hook installed.
 fn quietly<T>(f: impl FnOnce() -> T) -> Result<T, ()> {
-    let hook = std::panic::take_hook();
-    std::panic::set_hook(Box::new(|_| {}));
+    thread_local! {
+        static QUIET: Cell<bool> = const { Cell::new(false) };
+    }
+    static WRAP_HOOK: Once = Once::new();
+    WRAP_HOOK.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if !QUIET.with(Cell::get) {
+                previous(info);
+            }
+        }));
+    });
+    let was_quiet = QUIET.with(|quiet| quiet.replace(true));
     let result = catch_unwind(AssertUnwindSafe(f));
-    std::panic::set_hook(hook);
+    QUIET.with(|quiet| quiet.set(was_quiet));
     result.map_err(drop)
 }
 
