@@ -141,23 +141,32 @@ fn without_comments(text: &str) -> String {
         .join("\n")
 }
 
+/// The words a path from the crate's own modules starts with.
+const PATH_STARTS: [&str; 3] = ["crate::", "super::", "self::"];
+
+/// Whether `c` can be part of an identifier.
+fn ident(c: char) -> bool {
+    c.is_alphanumeric() || c == '_'
+}
+
+/// Whether `word` starts at `at` in `chars`, not inside a longer identifier.
+fn word_at(chars: &[char], at: usize, word: &str) -> bool {
+    let end = at + word.chars().count();
+    end <= chars.len()
+        && chars[at..end].iter().copied().eq(word.chars())
+        && (at == 0 || !ident(chars[at - 1]))
+}
+
 /// The paths `code` names from `crate::`, `super::` or `self::`, use groups expanded, as
 /// absolute module paths for a file at `module`.
 fn named_paths(code: &str, module: &[String]) -> Vec<Vec<String>> {
     let chars: Vec<char> = code.chars().collect();
-    let ident = |c: char| c.is_alphanumeric() || c == '_';
     let mut found = Vec::new();
     let mut at = 0;
     while at < chars.len() {
-        let starts = |word: &str| {
-            let end = at + word.len();
-            end <= chars.len()
-                && chars[at..end].iter().copied().eq(word.chars())
-                && (at == 0 || !ident(chars[at - 1]))
-        };
-        let prefix = ["crate::", "super::", "self::"]
+        let prefix = PATH_STARTS
             .into_iter()
-            .find(|word| starts(word));
+            .find(|word| word_at(&chars, at, word));
         let Some(prefix) = prefix else {
             at += 1;
             continue;
@@ -170,7 +179,7 @@ fn named_paths(code: &str, module: &[String]) -> Vec<Vec<String>> {
             _ => module.to_vec(),
         };
         at += prefix.len();
-        while chars[at..].starts_with(&['s', 'u', 'p', 'e', 'r', ':', ':']) {
+        while word_at(&chars, at, "super::") {
             base.pop();
             at += "super::".len();
         }
@@ -186,7 +195,6 @@ fn read_tree(
     mut base: Vec<String>,
     out: &mut Vec<Vec<String>>,
 ) -> usize {
-    let ident = |c: char| c.is_alphanumeric() || c == '_';
     loop {
         while at < chars.len() && chars[at].is_whitespace() {
             at += 1;
@@ -239,27 +247,16 @@ fn modules_of(root: &Path) -> std::collections::BTreeSet<Vec<String>> {
 /// `self::` and relative (`use step::Step;` in a `mod.rs` names its child `step`).
 fn use_paths(code: &str, module: &[String]) -> Vec<Vec<String>> {
     let chars: Vec<char> = code.chars().collect();
-    let ident = |c: char| c.is_alphanumeric() || c == '_';
-    let starts_with = |at: usize, word: &str| {
-        chars[at..]
-            .iter()
-            .copied()
-            .take(word.len())
-            .eq(word.chars())
-    };
     let mut found = Vec::new();
     let mut at = 0;
     while at < chars.len() {
-        if !starts_with(at, "use ") || (at > 0 && ident(chars[at - 1])) {
+        if !word_at(&chars, at, "use ") {
             at += 1;
             continue;
         }
         at += "use ".len();
         // `crate::`, `super::` and `self::` paths are named_paths' to read.
-        if !["crate::", "super::", "self::"]
-            .iter()
-            .any(|prefix| starts_with(at, prefix))
-        {
+        if !PATH_STARTS.iter().any(|prefix| word_at(&chars, at, prefix)) {
             at = read_tree(&chars, at, module.to_vec(), &mut found);
         }
     }
