@@ -31,36 +31,39 @@ use serde::{Deserialize, Serialize};
 #[derive(clap::Args, Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GptShape {
     /// Transformer blocks.
-    #[arg(long, default_value_t = 8)]
+    #[arg(long, default_value_t = DEFAULT.blocks)]
     pub blocks: usize,
     /// Model width.
-    #[arg(long, default_value_t = 128)]
+    #[arg(long, default_value_t = DEFAULT.d_model)]
     pub d_model: usize,
     /// Attention heads.
-    #[arg(long, default_value_t = 4)]
+    #[arg(long, default_value_t = DEFAULT.heads)]
     pub heads: usize,
     /// Tokens per sequence (the context).
-    #[arg(long, default_value_t = 128)]
+    #[arg(long, default_value_t = DEFAULT.seq)]
     pub seq: usize,
     /// Sequences per step.
-    #[arg(long, default_value_t = 16)]
+    #[arg(long, default_value_t = DEFAULT.batch)]
     pub batch: usize,
     /// Vocabulary size.
-    #[arg(long, default_value_t = 512)]
+    #[arg(long, default_value_t = DEFAULT.vocab)]
     pub vocab: usize,
 }
+
+/// The flags' defaults, written once for them and for [`Default`].
+const DEFAULT: GptShape = GptShape {
+    blocks: 8,
+    d_model: 128,
+    heads: 4,
+    seq: 128,
+    batch: 16,
+    vocab: 512,
+};
 
 impl Default for GptShape {
     /// 8 blocks × d 128, 4 heads, vocab 512, batch 16×128: the flags' defaults.
     fn default() -> Self {
-        GptShape {
-            blocks: 8,
-            d_model: 128,
-            heads: 4,
-            seq: 128,
-            batch: 16,
-            vocab: 512,
-        }
+        DEFAULT
     }
 }
 
