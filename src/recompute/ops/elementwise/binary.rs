@@ -138,26 +138,17 @@ impl<I: Backend> RegionOp<I, 2> for Div {
 
 /// `lhs + rhs` in a region.
 pub(crate) fn add<I: Backend>(lhs: Tracked<I>, rhs: Tracked<I>) -> Tracked<I> {
-    let shapes = Shapes::of(&lhs, &rhs);
-    build::<I, _, _>(
-        AddOrSub {
-            shapes,
-            subtract: false,
-        },
-        [lhs, rhs],
-    )
+    add_or_sub(lhs, rhs, false)
 }
 
 /// `lhs - rhs` in a region.
 pub(crate) fn sub<I: Backend>(lhs: Tracked<I>, rhs: Tracked<I>) -> Tracked<I> {
+    add_or_sub(lhs, rhs, true)
+}
+
+fn add_or_sub<I: Backend>(lhs: Tracked<I>, rhs: Tracked<I>, subtract: bool) -> Tracked<I> {
     let shapes = Shapes::of(&lhs, &rhs);
-    build::<I, _, _>(
-        AddOrSub {
-            shapes,
-            subtract: true,
-        },
-        [lhs, rhs],
-    )
+    build::<I, _, _>(AddOrSub { shapes, subtract }, [lhs, rhs])
 }
 
 /// `lhs * rhs` in a region.
