@@ -1,4 +1,4 @@
-//! A region's body as the graph sees it: what it runs on ([`Body`], [`Pass`]) and the conversions
+//! A region's body as the graph sees it ([`Body`]: what backward runs again) and the conversions
 //! between dispatch tensors and a backend's float tensors. A leaf: `dispatch.rs` (which backend a
 //! region runs on) and `graph.rs` (the region's nodes) both use it.
 
@@ -8,19 +8,11 @@ use std::sync::Arc;
 use burn::backend::tensor::FloatTensor;
 use burn::backend::{Backend, BackendTensor, DispatchKindConversion, DispatchTensor};
 
-/// Which run of a region's body this is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Pass {
-    /// The forward pass: the body's side effects (running statistics) take place.
-    Forward,
-    /// The recompute in backward: same values, no side effect may happen twice.
-    Recompute,
-}
-
-/// A region's body on dispatch tensors: the region's inputs, then its parameters, in, its
-/// outputs out. Type-erased so that one graph node type serves every region.
+/// A region's body as its recompute runs it, on dispatch tensors: the region's inputs, then its
+/// parameters, in (fresh autodiff leaves), its outputs out. Type-erased so that one graph node
+/// type serves every region. (The forward ran before the node was built, in `checkpoint.rs`.)
 #[derive(Clone)]
-pub struct Body(pub Arc<dyn Fn(Vec<DispatchTensor>, Pass) -> Vec<DispatchTensor> + Send + Sync>);
+pub struct Body(pub Arc<dyn Fn(Vec<DispatchTensor>) -> Vec<DispatchTensor> + Send + Sync>);
 
 impl fmt::Debug for Body {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

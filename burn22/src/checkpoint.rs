@@ -2,20 +2,22 @@
 //! one-liners made of it.
 
 use std::borrow::Cow;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
+use burn::backend::DispatchAutodiffContext;
 use burn::module::Module;
-use burn::tensor::{Device, Distribution, Int, Tensor};
 use burn_checkpoint_core::RegionName;
 
-use crate::body::{Body, Pass};
+use crate::body::Body;
 use crate::dispatch;
 use crate::graph::NodeSpec;
 use crate::params;
 use crate::region::{self, Run};
+use crate::seed::after_recompute;
 use crate::tensors::RegionTensors;
 
-/// A checkpoint region: its name and whether its stored inputs wait for backward in host memory.
+/// A checkpoint region: its name, whether its stored inputs wait for backward in host memory, and
+/// whether it gives its body a seed of its own.
 /// One value, three ways in: [`run`](Region::run) a module's forward, [`run_fn`](Region::run_fn)
 /// a body without parameters, or [`sequential`](Region::sequential) a stack of layers;
 /// [`checkpoint`] is `Region::new().run(..)`, [`checkpoint_fn`] is `Region::new().run_fn(..)`,
@@ -27,6 +29,12 @@ use crate::tensors::RegionTensors;
 /// per thread, as the memory report and the budget planner call it; a [`Plan`](crate::planner::Plan)
 /// in force may run it otherwise than the code says: kept (its body as plain autodiff ops),
 /// recomputed, or offloaded.
+///
+/// **A region changes nothing but memory and time**: the same seed gives the same parameters
+/// (lazily initialised ones included), dropout masks and losses as the same code without it, and
+/// every tensor the same gradient — with one exception Burn 0.22 leaves no way around: a body
+/// that draws random numbers (see [`seeded`](Region::seeded)). `docs/burn-0.22.md`, "What a
+/// region guarantees", lists each promise with the test that checks it.
 ///
 /// ```
 /// use burn::nn::{Linear, LinearConfig};
@@ -48,6 +56,7 @@ use crate::tensors::RegionTensors;
 pub struct Region {
     name: RegionName,
     offload: bool,
+    seeded: bool,
 }
 
 impl Region {
@@ -58,6 +67,7 @@ impl Region {
         Region {
             name: RegionName::caller(),
             offload: false,
+            seeded: false,
         }
     }
 
@@ -66,6 +76,7 @@ impl Region {
         Region {
             name: RegionName::new(name),
             offload: false,
+            seeded: false,
         }
     }
 
@@ -78,6 +89,71 @@ impl Region {
     pub fn offloaded(mut self) -> Self {
         self.offload = true;
         self
+    }
+
+    /// This region with a seed of its own for its body, for a body that draws random numbers the
+    /// region cannot see.
+    ///
+    /// Backward runs a region's body again, and random draws must give the same numbers then.
+    /// PyTorch saves the generator's state and restores it; Burn 0.22 has no way to read a
+    /// generator's state, so a seeded region draws a seed from the device's generator (see
+    /// [`region_seed`](crate::region_seed)) and seeds the device with it before its body, in
+    /// forward and in the recompute. Its masks are right, but they — and every draw after the
+    /// region — differ from the same code without regions (the one case where a region changes
+    /// the run; the same under every plan, and the same from run to run).
+    ///
+    /// A region seeds itself without being asked when its module holds a layer that draws in
+    /// training (Burn's `Dropout`, `GaussianNoise`, `RRelu`: an enabled training flag of any
+    /// module but `BatchNorm`). Ask for it when the body draws otherwise: a `Tensor::random` of
+    /// its own, a dropout the closure captures. A region that should have been seeded is caught
+    /// on its name's first recompute on the thread, which is checked against its forward: a panic
+    /// that names it. A region that is not seeded never touches the generator.
+    ///
+    /// ```
+    /// use burn::tensor::{Device, Distribution, Tensor};
+    /// use burn_checkpoint_22::Region;
+    ///
+    /// let device = Device::flex().autodiff();
+    /// let x = Tensor::<2>::ones([4, 8], &device).require_grad();
+    /// // Noise drawn inside the body, not by a layer of a module: the region must be told.
+    /// let y = Region::named("noisy").seeded().run_fn(x.clone(), |x| {
+    ///     let noise = x.random_like(Distribution::Normal(0.0, 0.1));
+    ///     (x + noise).tanh()
+    /// });
+    /// let grads = y.sum().backward();
+    /// assert!(x.grad(&grads).is_some());
+    /// ```
+    pub fn seeded(mut self) -> Self {
+        self.seeded = true;
+        self
+    }
+
+    /// Whether the code calling this runs inside a region's body run again in backward (the
+    /// recompute), where it should not do twice what it does once besides computing tensors:
+    /// push a metric, write a log line, count. torch_remat's `is_recomputing()`. The crate for
+    /// Burn 0.21 never runs a body twice (it replays ops): there it is always `false`.
+    ///
+    /// ```
+    /// use std::sync::atomic::{AtomicUsize, Ordering};
+    /// use burn::tensor::{Device, Tensor};
+    /// use burn_checkpoint_22::Region;
+    ///
+    /// static FORWARDS: AtomicUsize = AtomicUsize::new(0);
+    ///
+    /// let device = Device::flex().autodiff();
+    /// let x = Tensor::<2>::ones([2, 4], &device).require_grad();
+    /// let y = Region::named("counted").run_fn(x.clone(), |x| {
+    ///     if !Region::is_recomputing() {
+    ///         FORWARDS.fetch_add(1, Ordering::Relaxed);
+    ///     }
+    ///     x.exp()
+    /// });
+    /// let _ = y.sum().backward(); // runs the body again
+    /// assert!(!Region::is_recomputing());
+    /// assert_eq!(FORWARDS.load(Ordering::Relaxed), 1);
+    /// ```
+    pub fn is_recomputing() -> bool {
+        region::is_recomputing()
     }
 
     /// Runs `forward(module, inputs)` as this region: see [`checkpoint`].
@@ -112,60 +188,105 @@ impl Region {
             !tensors.is_empty(),
             "a checkpoint region needs at least one input tensor"
         );
-        let device = Tensor::<1>::from_dispatch(tensors[0].clone()).device();
+        let device = params::device_of(&tensors[0]);
         // Open before the seed is drawn: the regions its body opens are nested in it.
-        let opened = region::open(self.name.clone(), self.offload);
-        // Every treatment draws the region's seed: the masks dropout draws in a region do not
-        // depend on how a plan runs it.
-        let seed = region_seed(&device);
+        let mut opened = region::open(self.name.clone(), self.offload);
+        let autodiff = tensors
+            .iter()
+            .any(|t| matches!(t.autodiff, DispatchAutodiffContext::Enabled(_)))
+            || params::on_autodiff(module);
+        if !autodiff {
+            // Nothing to keep or recompute, and no layer draws without autodiff: the body.
+            return forward(
+                module,
+                I::unflatten(&input_layout, &mut tensors.into_iter()),
+            );
+        }
+        // Every treatment draws a seeded region's seed: the masks dropout draws in a region, and
+        // every draw after it, do not depend on how a plan runs it.
+        let seeded = self.seeded || params::stochastic(module);
+        if seeded {
+            // Parameters Burn initialises lazily are drawn now, from the generator as it stands,
+            // not from the region's seed: the recompute, which finds them initialised, must draw
+            // what the forward's body drew after the seed.
+            params::initialise(module);
+        }
+        let seed = seeded.then(|| region::seed(&device));
         let offload = match opened.run {
             Run::Keep => {
-                device.seed(seed);
                 let inputs = I::unflatten(&input_layout, &mut tensors.into_iter());
-                return forward(module, inputs);
+                let Some(seed) = seed else {
+                    return forward(module, inputs);
+                };
+                device.seed(seed);
+                // In backward, the generator is left as a recompute would leave it.
+                let outputs = forward(module, inputs);
+                let layout = outputs.layout();
+                let mut flat = Vec::new();
+                outputs.flatten(&mut flat);
+                let after = after_recompute(seed);
+                let flat = flat
+                    .into_iter()
+                    .map(|t| dispatch::reseed_in_backward(t, after))
+                    .collect::<Vec<_>>();
+                return O::unflatten(&layout, &mut flat.into_iter());
             }
             Run::Region { offload } => offload,
         };
+        // Forward on untracked stand-ins: layers see a training device (dropout, batch
+        // statistics) but nothing inside the region is recorded; parameters Burn initialises
+        // lazily are drawn at their first use in the body, as without the region.
+        let (stand_in, used) = params::for_forward(module);
+        let untracked = tensors
+            .iter()
+            .cloned()
+            .map(params::untracked)
+            .collect::<Vec<_>>();
+        if let Some(seed) = seed {
+            device.seed(seed);
+        }
+        let outputs = forward(
+            &stand_in,
+            I::unflatten(&input_layout, &mut untracked.into_iter()),
+        );
+        // Freed inside the region: the memory report counts the forward's temporaries there.
+        drop(stand_in);
+        let output_layout = outputs.layout();
+        let mut flat = Vec::new();
+        outputs.flatten(&mut flat);
+        assert!(
+            !flat.is_empty(),
+            "a checkpoint region must give at least one tensor"
+        );
         let input_count = tensors.len();
         let spec = NodeSpec {
+            name: self.name.clone(),
             offloaded_inputs: if offload { input_count } else { 0 },
             slot: opened.slot,
+            nested_seeds: opened.nested_seeds(),
         };
-        tensors.extend(params::trainable(module));
+        let (param_ids, param_values) = used.trainable();
+        tensors.extend(param_values);
         let template = module.clone();
-        // The outputs' arrangement, known once the forward ran.
-        let output_layout: Arc<Mutex<Option<O::Layout>>> = Arc::default();
-        let layout_slot = output_layout.clone();
-        let body = Body(Arc::new(move |mut tensors, pass| {
-            let params = tensors.split_off(input_count);
-            let module = match pass {
-                Pass::Forward => template.clone(),
-                // Running statistics of its own: the recompute's updates are dropped.
-                Pass::Recompute => template.clone().train(),
-            };
-            let module = params::with_trainable(module, params);
+        let body = Body(Arc::new(move |mut tensors| {
+            let leaves = tensors.split_off(input_count);
+            let module = params::for_recompute(template.clone(), &param_ids, leaves);
             let inputs = I::unflatten(&input_layout, &mut tensors.into_iter());
-            device.seed(seed);
-            let outputs = forward(&module, inputs);
-            if pass == Pass::Forward {
-                *layout_slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(outputs.layout());
+            if let Some(seed) = seed {
+                device.seed(seed);
             }
             let mut flat = Vec::new();
-            outputs.flatten(&mut flat);
-            assert!(
-                !flat.is_empty(),
-                "a checkpoint region must give at least one tensor"
-            );
+            forward(&module, inputs).flatten(&mut flat);
+            if let Some(seed) = seed {
+                // Not where the forward left it (unknowable), but where a kept region's backward
+                // leaves it too: the stream after backward does not depend on the plan.
+                device.seed(after_recompute(seed));
+            }
             flat
         }));
-        let outputs = dispatch::run(tensors, body, spec);
+        let outputs = dispatch::run(tensors, flat, body, spec);
         drop(opened);
-        let layout = output_layout
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take()
-            .expect("the forward ran");
-        O::unflatten(&layout, &mut outputs.into_iter())
+        O::unflatten(&output_layout, &mut outputs.into_iter())
     }
 
     /// Runs `forward(inputs)` as this region: see [`checkpoint_fn`].
@@ -276,27 +397,3 @@ where
 /// The module of a region without parameters.
 #[derive(Module, Debug)]
 struct NoParameters;
-
-/// What a region does to the device's random generator before its body: it draws a seed (two
-/// numbers) and seeds the device with it, in forward and again in the recompute, so that
-/// dropout draws the same masks twice. Burn 0.22 has no way to read or restore a generator's
-/// state, which is what PyTorch does instead.
-///
-/// Public so that a reference computation outside a region can draw the same numbers:
-///
-/// ```
-/// use burn::tensor::Device;
-///
-/// let device = Device::flex();
-/// device.seed(7);
-/// let first = burn_checkpoint_22::region_seed(&device);
-/// device.seed(7);
-/// assert_eq!(burn_checkpoint_22::region_seed(&device), first);
-/// ```
-pub fn region_seed(device: &Device) -> u64 {
-    // 30 bits a draw: Burn's default int is i32.
-    let draw = Tensor::<1, Int>::random([2], Distribution::Uniform(0.0, 2f64.powi(30)), device);
-    let values = draw.into_data().convert::<i64>();
-    let values = values.as_slice::<i64>().expect("i64 values");
-    ((values[0] as u64) << 30) | values[1] as u64
-}

@@ -14,7 +14,7 @@ use burn::backend::{
     DispatchTensor, DispatchTensorKind, GradientCheckpointingStrategy,
 };
 
-use crate::body::{Body, Pass, from_dispatch, to_dispatch};
+use crate::body::{Body, from_dispatch, to_dispatch};
 use crate::graph::{self, NodeSpec};
 
 /// The backends a region runs on.
@@ -43,56 +43,138 @@ fn kind_of(kind: &DispatchTensorKind) -> Kind {
     }
 }
 
-/// Runs a region: `tensors` are its inputs, then its parameters.
-pub(crate) fn run(tensors: Vec<DispatchTensor>, body: Body, spec: NodeSpec) -> Vec<DispatchTensor> {
+/// Work to do on `Autodiff<B, C>`, once the backend `B` and strategy `C` are known.
+trait OnBackend {
+    type Output;
+
+    fn on<B: Backend, C: CheckpointStrategy>(self) -> Self::Output
+    where
+        DispatchTensor: DispatchKindConversion<B> + DispatchKindConversion<Autodiff<B, C>>;
+}
+
+/// Runs `task` on the backend of a tensor of `kind` and the checkpointing `strategy` it carries.
+fn route<T: OnBackend>(
+    kind: &DispatchTensorKind,
+    strategy: GradientCheckpointingStrategy,
+    task: T,
+) -> T::Output {
+    use GradientCheckpointingStrategy::{Balanced, Disabled};
+    match (kind_of(kind), strategy) {
+        (Kind::Flex, Disabled) => task.on::<burn::backend::Flex, NoCheckpointing>(),
+        (Kind::Flex, Balanced) => task.on::<burn::backend::Flex, BalancedCheckpointing>(),
+        #[cfg(any(feature = "cuda", feature = "wgpu"))]
+        (Kind::Cube, Disabled) => task.on::<burn::backend::Cube, NoCheckpointing>(),
+        #[cfg(any(feature = "cuda", feature = "wgpu"))]
+        (Kind::Cube, Balanced) => task.on::<burn::backend::Cube, BalancedCheckpointing>(),
+    }
+}
+
+/// Puts a region in the graph: `tensors` are its inputs, then its parameters; `outputs` what its
+/// forward gave (untracked); `body` what backward runs again.
+pub(crate) fn run(
+    tensors: Vec<DispatchTensor>,
+    outputs: Vec<DispatchTensor>,
+    body: Body,
+    spec: NodeSpec,
+) -> Vec<DispatchTensor> {
     let mut strategies = tensors.iter().filter_map(|t| match t.autodiff {
         DispatchAutodiffContext::Enabled(strategy) => Some(strategy),
         DispatchAutodiffContext::Disabled => None,
     });
     let Some(strategy) = strategies.next() else {
         // No autodiff: nothing to keep or recompute.
-        return (body.0)(tensors, Pass::Forward);
+        return outputs;
     };
     assert!(
         strategies.all(|s| s == strategy),
         "a checkpoint region's tensors carry different gradient-checkpointing strategies"
     );
-    let kind = kind_of(&tensors[0].kind);
-    use GradientCheckpointingStrategy::{Balanced, Disabled};
-    match (kind, strategy) {
-        (Kind::Flex, Disabled) => on::<burn::backend::Flex, NoCheckpointing>(tensors, body, spec),
-        (Kind::Flex, Balanced) => {
-            on::<burn::backend::Flex, BalancedCheckpointing>(tensors, body, spec)
-        }
-        #[cfg(any(feature = "cuda", feature = "wgpu"))]
-        (Kind::Cube, Disabled) => on::<burn::backend::Cube, NoCheckpointing>(tensors, body, spec),
-        #[cfg(any(feature = "cuda", feature = "wgpu"))]
-        (Kind::Cube, Balanced) => {
-            on::<burn::backend::Cube, BalancedCheckpointing>(tensors, body, spec)
-        }
+    let kind = tensors[0].kind.clone();
+    route(
+        &kind,
+        strategy,
+        Region {
+            tensors,
+            outputs,
+            body,
+            spec,
+        },
+    )
+}
+
+/// A region's node, to be built.
+struct Region {
+    tensors: Vec<DispatchTensor>,
+    outputs: Vec<DispatchTensor>,
+    body: Body,
+    spec: NodeSpec,
+}
+
+impl OnBackend for Region {
+    type Output = Vec<DispatchTensor>;
+
+    /// Tensors without autodiff join the region as constants.
+    fn on<B: Backend, C: CheckpointStrategy>(self) -> Self::Output
+    where
+        DispatchTensor: DispatchKindConversion<B> + DispatchKindConversion<Autodiff<B, C>>,
+    {
+        let tensors = self
+            .tensors
+            .into_iter()
+            .map(|t| match t.autodiff {
+                DispatchAutodiffContext::Enabled(_) => from_dispatch::<Autodiff<B, C>>(t),
+                DispatchAutodiffContext::Disabled => {
+                    Autodiff::<B, C>::from_inner(from_dispatch::<B>(t))
+                }
+            })
+            .collect();
+        let outputs = self
+            .outputs
+            .into_iter()
+            .map(|t| match t.autodiff {
+                DispatchAutodiffContext::Enabled(_) => {
+                    let t = from_dispatch::<Autodiff<B, C>>(t);
+                    assert!(
+                        !t.is_tracked(),
+                        "a checkpoint region used a tracked tensor it was not given (a captured \
+                         activation or a parameter outside its module): it would get no \
+                         gradient; pass it as an input or put it in the region's module"
+                    );
+                    t.into_primitive()
+                }
+                DispatchAutodiffContext::Disabled => from_dispatch::<B>(t),
+            })
+            .collect();
+        graph::autodiff_region::<B, C>(tensors, outputs, self.body, self.spec)
+            .into_iter()
+            .map(to_dispatch::<Autodiff<B, C>>)
+            .collect()
     }
 }
 
-/// A region on `Autodiff<B, C>`: tensors without autodiff join it as constants.
-fn on<B: Backend, C: CheckpointStrategy>(
-    tensors: Vec<DispatchTensor>,
-    body: Body,
-    spec: NodeSpec,
-) -> Vec<DispatchTensor>
-where
-    DispatchTensor: DispatchKindConversion<B> + DispatchKindConversion<Autodiff<B, C>>,
-{
-    let tensors = tensors
-        .into_iter()
-        .map(|t| match t.autodiff {
-            DispatchAutodiffContext::Enabled(_) => from_dispatch::<Autodiff<B, C>>(t),
-            DispatchAutodiffContext::Disabled => {
-                Autodiff::<B, C>::from_inner(from_dispatch::<B>(t))
-            }
-        })
-        .collect();
-    graph::autodiff_region::<B, C>(tensors, body, spec)
-        .into_iter()
-        .map(to_dispatch::<Autodiff<B, C>>)
-        .collect()
+/// `tensor`, which a kept seeded region gave, through a node that in backward leaves the device's
+/// generator seeded with `seed`, as that region's recompute would have (`graph::Reseed`).
+pub(crate) fn reseed_in_backward(tensor: DispatchTensor, seed: u64) -> DispatchTensor {
+    let DispatchAutodiffContext::Enabled(strategy) = tensor.autodiff else {
+        return tensor;
+    };
+    let kind = tensor.kind.clone();
+    route(&kind, strategy, Reseed { tensor, seed })
+}
+
+struct Reseed {
+    tensor: DispatchTensor,
+    seed: u64,
+}
+
+impl OnBackend for Reseed {
+    type Output = DispatchTensor;
+
+    fn on<B: Backend, C: CheckpointStrategy>(self) -> Self::Output
+    where
+        DispatchTensor: DispatchKindConversion<B> + DispatchKindConversion<Autodiff<B, C>>,
+    {
+        let tensor = from_dispatch::<Autodiff<B, C>>(self.tensor);
+        to_dispatch::<Autodiff<B, C>>(graph::reseed_in_backward::<B, C>(tensor, self.seed))
+    }
 }

@@ -1,7 +1,8 @@
 //! A region in Burn's autodiff graph.
 //!
-//! Forward runs the body on untracked autodiff tensors: layers see a training device, nothing is
-//! recorded. The graph gets:
+//! The region's forward has run by the time its node is built (`checkpoint.rs`: the body on
+//! untracked autodiff tensors: layers see a training device, nothing is recorded). The graph
+//! gets:
 //! - a chain of *join* nodes whose parents are the region's tensors (inputs and parameters), so
 //!   that every tensor keeps its place in Burn's traversal order and its count of consumers
 //!   (which Burn's data parallelism reads to know when a gradient is complete);
@@ -15,6 +16,12 @@
 //! each tensor's gradient in the input stash; each join hands its parents their gradients (and a
 //! region node whose parent is its one tensor hands it its gradient itself). An output the loss
 //! does not reach takes no part in the nested backward.
+//!
+//! Burn requires every parent a node lists to get a gradient registered (else the parent's own
+//! step panics, and under data parallelism its all-reduce waits forever). A tensor the body left
+//! without a gradient gets none when it is a plain leaf (as in plain autodiff), a one-element
+//! stand-in when another region made it (that region's node reads it as "no gradient",
+//! `produced.rs`), and zeros of its shape otherwise.
 
 use std::fmt;
 use std::marker::PhantomData;
@@ -34,18 +41,56 @@ use burn::tensor::{DType, Shape};
 
 use burn_checkpoint_core::memory::recording;
 
-use crate::body::{Body, Pass, from_dispatch, to_dispatch};
+use burn_checkpoint_core::RegionName;
+
+use crate::body::{Body, from_dispatch, to_dispatch};
 use crate::offload::Stored;
+use crate::produced;
 use crate::region;
 
-/// What the region node keeps besides its body: how many of its first tensors (its inputs) go
-/// to host memory, and its slot in the step's memory report.
-#[derive(Debug, Clone, Copy, Default)]
+/// What the region node keeps besides its body: its name, how many of its first tensors (its
+/// inputs) go to host memory, its slot in the step's memory report, and the seeds its recompute
+/// replays.
+#[derive(Debug, Clone)]
 pub(crate) struct NodeSpec {
+    /// The region's name (its recompute check names it).
+    pub(crate) name: RegionName,
     /// The region's inputs, offloaded; 0 keeps every tensor on the device.
     pub(crate) offloaded_inputs: usize,
     /// The top-level region's slot in the memory report being recorded, if any.
     pub(crate) slot: Option<usize>,
+    /// The seeds the regions nested in this one drew in its forward, in order.
+    pub(crate) nested_seeds: Vec<u64>,
+}
+
+/// What a join must know of one of the region's tensors to give it a stand-in gradient.
+#[derive(Debug, Clone)]
+struct TensorMeta {
+    shape: Shape,
+    dtype: DType,
+    /// Whether another region's node made it (a pick, or a region node with one output).
+    region_output: bool,
+}
+
+impl TensorMeta {
+    /// What a parent that must get a gradient gets when the body gave it none: a one-element
+    /// stand-in that its region node reads as "no gradient", or zeros of its shape for Burn's
+    /// own nodes.
+    fn no_gradient<B: Backend>(&self, device: &B::Device) -> FloatTensor<B> {
+        let shape = if self.region_output {
+            Shape::new_raw(vec![1; self.shape.num_dims()].into())
+        } else {
+            self.shape.clone()
+        };
+        B::float_zeros(shape, device, self.dtype.into())
+    }
+}
+
+/// The gradient a region's node consumed for its output of shape `expected`, or none where only
+/// the one-element stand-ins of regions that ignored it came (a real gradient, with or without
+/// stand-ins added, has the output's shape).
+fn real_gradient<B: Backend>(grad: FloatTensor<B>, expected: &Shape) -> Option<FloatTensor<B>> {
+    (grad.shape() == *expected).then_some(grad)
 }
 
 /// Gradients handed from one graph node to others during one backward pass.
@@ -81,37 +126,71 @@ enum Slot {
 #[derive(Debug)]
 struct Join;
 
+/// A join's backward state: where the gradients are, which tensor (or join) each parent is, and
+/// what the tensors are.
+type JoinState<B> = (
+    Arc<Stash<B>>,
+    [Slot; 2],
+    Arc<Vec<TensorMeta>>,
+    <B as burn::backend::BackendTypes>::Device,
+    DType,
+);
+
 impl<B: Backend> Backward<B, 2> for Join {
-    type State = (Arc<Stash<B>>, [Slot; 2], B::Device, DType);
+    type State = JoinState<B>;
 
     fn backward(self, ops: Ops<Self::State, 2>, grads: &mut Gradients, _: &mut Checkpointer) {
-        let (stash, slots, device, dtype) = ops.state;
+        let (stash, slots, metas, device, dtype) = ops.state;
         // A join's own gradient is a placeholder: the region put the real ones in the stash.
         let _ = grads.consume::<B>(&ops.node);
         for (parent, slot) in ops.parents.into_iter().zip(slots) {
             if let Some(parent) = parent {
-                hand_down::<B>(grads, parent.id, slot, &stash, &device, dtype);
+                let owed = owes_a_gradient(parent.order, parent.distributed_params.is_some());
+                let to = Parent {
+                    id: parent.id,
+                    owed,
+                };
+                hand_down::<B>(grads, to, slot, &stash, &metas, &device, dtype);
             }
         }
     }
 }
 
-/// Gives the parent in `slot` its gradient: a region tensor's from the stash (none if the
-/// region gave it none), a join's a placeholder.
+/// A parent of one of the region's nodes, as backward sees it.
+#[derive(Debug, Clone, Copy)]
+struct Parent {
+    id: NodeId,
+    /// Whether Burn needs a gradient registered for it whatever the body gave.
+    owed: bool,
+}
+
+/// Whether a parent must get a gradient registered even when the body gave it none: a tensor
+/// computed by another node (its step consumes its gradient unconditionally), or a parameter
+/// under Burn's data parallelism (its all-reduce waits for it). A plain leaf need not: it has no
+/// gradient, as in plain autodiff.
+fn owes_a_gradient(order: usize, distributed: bool) -> bool {
+    order != 0 || distributed
+}
+
+/// Gives the parent in `slot` its gradient: a region tensor's from the stash (or, if the region
+/// gave it none and Burn needs one, a stand-in), a join's a placeholder.
 fn hand_down<B: Backend>(
     grads: &mut Gradients,
-    parent: NodeId,
+    parent: Parent,
     slot: Slot,
     stash: &Stash<B>,
+    metas: &[TensorMeta],
     device: &B::Device,
     dtype: DType,
 ) {
     let grad = match slot {
-        Slot::Tensor(index) => stash.take(index),
+        Slot::Tensor(index) => stash
+            .take(index)
+            .or_else(|| parent.owed.then(|| metas[index].no_gradient::<B>(device))),
         Slot::Join => Some(placeholder::<B>(device, dtype)),
     };
     if let Some(grad) = grad {
-        grads.register::<B>(parent, grad);
+        grads.register::<B>(parent.id, grad);
     }
 }
 
@@ -122,7 +201,15 @@ fn placeholder<B: Backend>(device: &B::Device, dtype: DType) -> FloatTensor<B> {
 
 /// The region node's backward state.
 struct RegionState<B: Backend> {
+    name: RegionName,
     body: Body,
+    /// The seeds the regions nested in this one drew in its forward: its recompute replays them.
+    nested_seeds: Arc<[u64]>,
+    /// The forward's outputs, kept for the recompute check of this region name's first instance
+    /// on the thread.
+    forward_outputs: Option<Vec<FloatTensor<B>>>,
+    /// What the tensors are (for the joins' stand-in gradients).
+    metas: Arc<Vec<TensorMeta>>,
     /// The inner primitives of the region's tensors (inputs, then parameters), or host copies
     /// of offloaded inputs.
     tensors: Vec<Stored<B>>,
@@ -142,12 +229,18 @@ struct RegionState<B: Backend> {
     outputs: Vec<(Shape, DType)>,
     /// With several outputs: where the picks leave the outputs' gradients.
     output_stash: Option<Arc<Stash<B>>>,
+    /// With one output: keeps the node marked as a region's output while it lives.
+    _produced: Option<Arc<()>>,
 }
 
 impl<B: Backend> Clone for RegionState<B> {
     fn clone(&self) -> Self {
         Self {
+            name: self.name.clone(),
             body: self.body.clone(),
+            nested_seeds: self.nested_seeds.clone(),
+            forward_outputs: self.forward_outputs.clone(),
+            metas: self.metas.clone(),
             tensors: self.tensors.clone(),
             device: self.device.clone(),
             dtype: self.dtype,
@@ -157,6 +250,7 @@ impl<B: Backend> Clone for RegionState<B> {
             parent: self.parent,
             outputs: self.outputs.clone(),
             output_stash: self.output_stash.clone(),
+            _produced: self._produced.clone(),
         }
     }
 }
@@ -184,7 +278,7 @@ where
         // An output the loss does not reach has no gradient: it takes no part in the nested
         // backward, as in plain autodiff (a zero gradient would not do: 0 × ∞ is NaN).
         let output_grads: Vec<Option<FloatTensor<B>>> = match &state.output_stash {
-            None => vec![Some(node_grad)],
+            None => vec![real_gradient::<B>(node_grad, &state.outputs[0].0)],
             Some(stash) => (0..state.outputs.len()).map(|k| stash.take(k)).collect(),
         };
         let tensor_grads = recompute_and_differentiate::<B, C>(&state, output_grads);
@@ -194,11 +288,17 @@ where
             }
         }
         if let [Some(parent)] = ops.parents {
+            let owed = owes_a_gradient(parent.order, parent.distributed_params.is_some());
+            let to = Parent {
+                id: parent.id,
+                owed,
+            };
             hand_down::<B>(
                 grads,
-                parent.id,
+                to,
                 state.parent,
                 &state.input_stash,
+                &state.metas,
                 &state.device,
                 state.dtype,
             );
@@ -237,7 +337,7 @@ where
             .cloned()
             .map(to_dispatch::<Ad<B, C>>)
             .collect();
-        let outputs = region::recomputing(|| (state.body.0)(inputs, Pass::Recompute));
+        let outputs = region::recomputing(&state.nested_seeds, || (state.body.0)(inputs));
         (leaves, outputs)
     };
     let size = |(_, outputs): &(_, Vec<DispatchTensor>)| {
@@ -251,6 +351,9 @@ where
         None => recompute(),
     };
     check_recompute(&state.outputs, &outputs);
+    if let Some(forward) = &state.forward_outputs {
+        check_values::<B, C>(&state.name, forward, &outputs);
+    }
     let mut objective: Option<FloatTensor<Ad<B, C>>> = None;
     for (output, grad) in outputs.into_iter().zip(output_grads) {
         let output = from_dispatch::<Ad<B, C>>(output);
@@ -304,25 +407,98 @@ fn check_recompute(expected: &[(Shape, DType)], outputs: &[DispatchTensor]) {
     }
 }
 
+/// The recompute check of a region name's first instance on a thread: the recompute must give the
+/// values its forward gave. A body that draws random numbers the region did not seed (a
+/// `Tensor::random` of its own, a dropout its closure captures) gives other ones: stopped with a
+/// message rather than gradients of masks the forward never used. Values may differ by rounding
+/// (a fused kernel in one run and not the other), not more.
+fn check_values<B: Backend, C: CheckpointStrategy>(
+    name: &RegionName,
+    forward: &[FloatTensor<B>],
+    recomputed: &[DispatchTensor],
+) where
+    DispatchTensor: DispatchKindConversion<Autodiff<B, C>>,
+{
+    let values = |tensor: FloatTensor<B>| -> Vec<f32> {
+        let count = tensor.shape().num_elements();
+        let flat = B::float_reshape(tensor, Shape::new([count]));
+        let flat = to_dispatch::<Autodiff<B, C>>(Autodiff::<B, C>::from_inner(flat));
+        burn::tensor::Tensor::<1>::from_dispatch(flat)
+            .into_data()
+            .convert::<f32>()
+            .try_into_vec::<f32>()
+            .expect("f32 values")
+    };
+    for (index, (forward, recomputed)) in forward.iter().zip(recomputed).enumerate() {
+        let recomputed = from_dispatch::<Autodiff<B, C>>(recomputed.clone())
+            .primitive()
+            .clone();
+        let (forward, recomputed) = (values(forward.clone()), values(recomputed));
+        if let Some((element, was, is)) = first_difference(&forward, &recomputed) {
+            panic!(
+                "checkpoint region {name}: its recompute in backward gave other values than its \
+                 forward (output {index}, element {element}: {was} in forward, {is} again). Its \
+                 body draws random numbers the region does not seed (a `Tensor::random` of its \
+                 own, or a dropout the closure captures instead of the region's module holding \
+                 it): mark it `Region::seeded()` (`#[checkpoint(seeded)]`); or it reads \
+                 something besides its inputs and module, which a recompute cannot replay"
+            );
+        }
+    }
+}
+
+/// The first element where `recomputed` differs from `forward` by more than rounding: bits equal,
+/// both NaN, or within 1e-4 relative (and 1e-6 of the tensor's largest value) pass.
+fn first_difference(forward: &[f32], recomputed: &[f32]) -> Option<(usize, f32, f32)> {
+    let scale = forward
+        .iter()
+        .filter(|v| v.is_finite())
+        .fold(0f32, |largest, v| largest.max(v.abs()));
+    forward
+        .iter()
+        .zip(recomputed)
+        .position(|(&was, &is)| {
+            let same = was.to_bits() == is.to_bits()
+                || (was.is_nan() && is.is_nan())
+                || (was - is).abs() <= 1e-4 * was.abs().max(is.abs()) + 1e-6 * scale;
+            !same
+        })
+        .map(|at| (at, forward[at], recomputed[at]))
+}
+
 #[derive(Debug)]
 struct Pick;
 
+/// A pick's backward state: where its gradient goes, which output it is and that output's shape,
+/// the placeholder's device and dtype, and the token that keeps it marked as a region's output.
+type PickState<B> = (
+    Arc<Stash<B>>,
+    usize,
+    Shape,
+    <B as burn::backend::BackendTypes>::Device,
+    DType,
+    Arc<()>,
+);
+
 impl<B: Backend> Backward<B, 1> for Pick {
-    type State = (Arc<Stash<B>>, usize, B::Device, DType);
+    type State = PickState<B>;
 
     fn backward(self, ops: Ops<Self::State, 1>, grads: &mut Gradients, _: &mut Checkpointer) {
-        let (stash, index, device, dtype) = ops.state;
-        stash.put(index, grads.consume::<B>(&ops.node));
+        let (stash, index, shape, device, dtype, _produced) = ops.state;
+        if let Some(grad) = real_gradient::<B>(grads.consume::<B>(&ops.node), &shape) {
+            stash.put(index, grad);
+        }
         if let [Some(parent)] = ops.parents {
             grads.register::<B>(parent.id, placeholder::<B>(&device, dtype));
         }
     }
 }
 
-/// A region on `Autodiff<B, C>`: runs the body without recording, and puts the region's nodes
-/// in the graph (see the module's documentation).
+/// A region on `Autodiff<B, C>` whose forward gave `outputs`: puts the region's nodes in the
+/// graph (see the module's documentation).
 pub(crate) fn autodiff_region<B: Backend, C: CheckpointStrategy>(
     tensors: Vec<FloatTensor<Autodiff<B, C>>>,
+    outputs: Vec<FloatTensor<B>>,
     body: Body,
     spec: NodeSpec,
 ) -> Vec<FloatTensor<Autodiff<B, C>>>
@@ -331,9 +507,6 @@ where
 {
     let wanted: Vec<bool> = tensors.iter().map(|t| t.is_tracked()).collect();
     let inner: Vec<FloatTensor<B>> = tensors.iter().map(|t| t.primitive().clone()).collect();
-    // Forward on untracked autodiff tensors: layers still see a training device (dropout,
-    // batch statistics), but nothing inside the region is recorded.
-    let outputs = run_untracked::<B, C>(&inner, &body);
     if !wanted.iter().any(|&w| w) {
         return outputs
             .into_iter()
@@ -341,8 +514,18 @@ where
             .collect();
     }
     let (device, dtype) = (inner[0].device(), inner[0].dtype());
+    let metas: Arc<Vec<TensorMeta>> = Arc::new(
+        tensors
+            .iter()
+            .map(|t| TensorMeta {
+                shape: t.shape(),
+                dtype: t.dtype(),
+                region_output: produced::is_region_output(t.id()),
+            })
+            .collect(),
+    );
     let input_stash = Stash::<B>::new(tensors.len());
-    let (joined, parent) = join_all::<B, C>(tensors, &input_stash);
+    let (joined, parent) = join_all::<B, C>(tensors, &input_stash, &metas);
     let several = outputs.len() > 1;
     let output_stash = several.then(|| Stash::<B>::new(outputs.len()));
     // The inputs' buffers leave the device (where nothing else holds them) once their copies
@@ -358,8 +541,13 @@ where
             }
         })
         .collect();
+    let forward_outputs = region::check_first(&spec.name).then(|| outputs.clone());
     let state = RegionState {
+        name: spec.name,
         body,
+        nested_seeds: spec.nested_seeds.into(),
+        forward_outputs,
+        metas,
         tensors: stored,
         device: device.clone(),
         dtype,
@@ -369,6 +557,7 @@ where
         parent,
         outputs: outputs.iter().map(|o| (o.shape(), o.dtype())).collect(),
         output_stash: output_stash.clone(),
+        _produced: None,
     };
     let guard = joined.node();
     let node_output = if several {
@@ -376,6 +565,10 @@ where
     } else {
         outputs[0].clone()
     };
+    // The mark (a region's output) lives as long as the node's state holds its token.
+    let token = Arc::new(());
+    let mut state = state;
+    state._produced = (!several).then(|| token.clone());
     let region = match RegionStep::<C>(PhantomData)
         .prepare::<C>([guard])
         .compute_bound()
@@ -386,49 +579,32 @@ where
     };
     drop(joined);
     let Some(stash) = output_stash else {
+        produced::mark(region.id(), &token);
         return vec![region];
     };
     outputs
         .into_iter()
         .enumerate()
         .map(|(index, output)| {
-            let state = (stash.clone(), index, device.clone(), output.dtype());
-            match Pick
+            let token = Arc::new(());
+            let state = (
+                stash.clone(),
+                index,
+                output.shape(),
+                device.clone(),
+                output.dtype(),
+                token.clone(),
+            );
+            let pick = match Pick
                 .prepare::<C>([region.node()])
                 .compute_bound()
                 .stateful()
             {
                 OpsKind::Tracked(prep) => prep.finish(state, output),
                 OpsKind::UnTracked(prep) => prep.finish(output),
-            }
-        })
-        .collect()
-}
-
-/// The forward pass of a region's body on untracked autodiff tensors; returns the outputs'
-/// inner primitives.
-fn run_untracked<B: Backend, C: CheckpointStrategy>(
-    tensors: &[FloatTensor<B>],
-    body: &Body,
-) -> Vec<FloatTensor<B>>
-where
-    DispatchTensor: DispatchKindConversion<Autodiff<B, C>>,
-{
-    let inputs = tensors
-        .iter()
-        .map(|t| to_dispatch::<Autodiff<B, C>>(Autodiff::<B, C>::from_inner(t.clone())))
-        .collect();
-    (body.0)(inputs, Pass::Forward)
-        .into_iter()
-        .map(|out| {
-            let out = from_dispatch::<Autodiff<B, C>>(out);
-            assert!(
-                !out.is_tracked(),
-                "a checkpoint region used a tracked tensor it was not given (a captured \
-                 activation or a parameter outside its module): it would get no gradient; pass \
-                 it as an input or put it in the region's module"
-            );
-            out.into_primitive()
+            };
+            produced::mark(pick.id(), &token);
+            pick
         })
         .collect()
 }
@@ -438,6 +614,7 @@ where
 fn join_all<B: Backend, C: CheckpointStrategy>(
     tensors: Vec<FloatTensor<Autodiff<B, C>>>,
     stash: &Arc<Stash<B>>,
+    metas: &Arc<Vec<TensorMeta>>,
 ) -> (FloatTensor<Autodiff<B, C>>, Slot) {
     let mut tensors = tensors.into_iter().enumerate();
     let (_, first) = tensors.next().expect("at least one tensor");
@@ -449,6 +626,7 @@ fn join_all<B: Backend, C: CheckpointStrategy>(
         let state = (
             stash.clone(),
             [acc_slot, Slot::Tensor(index)],
+            metas.clone(),
             device,
             dtype,
         );
@@ -463,4 +641,43 @@ fn join_all<B: Backend, C: CheckpointStrategy>(
         acc_slot = Slot::Join;
     }
     (acc, acc_slot)
+}
+
+/// The node a kept seeded region's outputs pass through (the identity): its backward seeds the
+/// device's generator as a recomputed region's recompute leaves it, so that the stream after
+/// backward does not depend on whether a plan keeps the region.
+#[derive(Debug)]
+struct Reseed;
+
+impl<B: Backend> Backward<B, 1> for Reseed {
+    type State = (<B as burn::backend::BackendTypes>::Device, u64);
+
+    fn backward(self, ops: Ops<Self::State, 1>, grads: &mut Gradients, _: &mut Checkpointer) {
+        let (device, seed) = ops.state;
+        let grad = grads.consume::<B>(&ops.node);
+        B::seed(&device, seed);
+        if let [Some(parent)] = ops.parents {
+            grads.register::<B>(parent.id, grad);
+        }
+    }
+}
+
+/// `tensor` through a [`Reseed`] node leaving the generator seeded with `seed` in backward (or as
+/// it is, untracked).
+pub(crate) fn reseed_in_backward<B: Backend, C: CheckpointStrategy>(
+    tensor: FloatTensor<Autodiff<B, C>>,
+    seed: u64,
+) -> FloatTensor<Autodiff<B, C>> {
+    if !tensor.is_tracked() {
+        return tensor;
+    }
+    let (device, output) = (tensor.primitive().device(), tensor.primitive().clone());
+    match Reseed
+        .prepare::<C>([tensor.node()])
+        .compute_bound()
+        .stateful()
+    {
+        OpsKind::Tracked(prep) => prep.finish((device, seed), output),
+        OpsKind::UnTracked(prep) => prep.finish(output),
+    }
 }

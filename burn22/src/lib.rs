@@ -11,7 +11,7 @@
 //!   to run one: over a module and its inputs, a body without parameters, a stack of layers.
 //! - [`checkpoint()`], [`checkpoint_fn`], [`checkpoint_sequential`]: the one-liners, a region
 //!   named by its place; [`macro@checkpoint`] makes a module's `&self` method one.
-//! - [`region_seed`]: how regions keep dropout's masks.
+//! - [`region_seed`]: how a seeded region keeps dropout's masks.
 //! - [`memory`]: meters and the memory report of a step (what each region holds and costs).
 //! - [`planner`]: a plan of which regions to keep, recompute or offload to fit a byte budget.
 //!
@@ -26,13 +26,16 @@ pub mod memory;
 mod offload;
 mod params;
 pub mod planner;
+mod produced;
 mod region;
+mod seed;
 mod sequential;
 mod tensors;
 
 pub use burn_checkpoint_22_macros::checkpoint;
 pub use burn_checkpoint_core::{RegionId, RegionName, Segments};
-pub use checkpoint::{Region, checkpoint, checkpoint_fn, region_seed};
+pub use checkpoint::{Region, checkpoint, checkpoint_fn};
+pub use seed::region_seed;
 pub use sequential::{Layer, checkpoint_sequential};
 pub use tensors::RegionTensors;
 

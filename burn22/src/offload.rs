@@ -35,6 +35,13 @@ impl<B: Backend> Stored<B> {
     /// read, which on a GPU waits for the device).
     pub(crate) fn to_host(tensor: FloatTensor<B>) -> Self {
         let device = tensor.device();
+        // The whole device first, not only this tensor: on wgpu with fusion, a read that
+        // flushed only this tensor's work left later gradients wrong by 1e-4 (the region's
+        // forward queued behind it; burn22/tests/wgpu.rs caught it when the forward moved
+        // ahead of the node's construction; issue 45 follows the ordering). A read waits for
+        // the device anyway.
+        B::sync(&device)
+            .unwrap_or_else(|error| panic!("offloading a region's input to host memory: {error}"));
         let data = read_sync(B::float_into_data(tensor))
             .unwrap_or_else(|error| panic!("offloading a region's input to host memory: {error}"));
         host_copy_made(data.bytes().len());

@@ -1,54 +1,210 @@
-//! A module's trainable parameters out of it and back in: the region node's parents, and the
-//! module the body runs with.
+//! A region's module as its two runs see it: the forward runs on stand-ins of its parameters
+//! (untracked, lazily initialised ones initialised at their first use, as without a region), and
+//! tells which trainable parameters the body used; the recompute runs on the module with those
+//! parameters replaced by its leaves. Also what a module says about a region before it runs: does
+//! it hold a parameter with autodiff, does it hold a layer that draws random numbers.
+
+use std::collections::HashMap;
 
 use burn::backend::DispatchTensor;
-use burn::module::{Module, ModuleMapper, ModuleVisitor, Param};
-use burn::tensor::Tensor;
+use burn::module::{Flag, Module, ModuleMapper, ModuleVisitor, Param, ParamId};
+use burn::tensor::{Device, Tensor};
 
-/// The module's trainable parameters (those that require a gradient) in visit order. Running
-/// statistics and frozen parameters are not among them: they stay in the module.
-pub(crate) fn trainable(module: &impl Module) -> Vec<DispatchTensor> {
-    let mut collect = Collect(Vec::new());
-    module.visit(&mut collect);
-    collect.0
+/// What the forward's stand-ins learnt: for each float parameter stood in for, in visit order,
+/// whether the body used it and its value.
+pub(crate) struct Used(Vec<Entry>);
+
+struct Entry {
+    id: ParamId,
+    /// Whether the body used the parameter (its stand-in was initialised).
+    used: Box<dyn Fn() -> bool>,
+    /// The parameter's value (initialised by then if the body used it), as a dispatch tensor.
+    value: Box<dyn Fn() -> DispatchTensor>,
 }
 
-/// `module` with its trainable parameters replaced by `tensors`, in visit order (their ids
-/// kept, so that Burn's optimizers still find them).
-pub(crate) fn with_trainable<M: Module>(module: M, tensors: Vec<DispatchTensor>) -> M {
-    let mut replace = Replace(tensors.into_iter());
+/// `module` as the region's forward runs it: each float parameter that may need a gradient is
+/// replaced by a lazy stand-in (same id, no gradient) whose first use by the body takes the
+/// parameter's value without autodiff tracking; a parameter Burn has not initialised yet is
+/// initialised then, drawing from the device's generator exactly where the body without a region
+/// would. Parameters already known to need no gradient (frozen ones, running statistics) stay as
+/// they are.
+pub(crate) fn for_forward<M: Module>(module: &M) -> (M, Used) {
+    let mut stand_in = StandIn(Vec::new());
+    let mapped = module.clone().map(&mut stand_in);
+    (mapped, Used(stand_in.0))
+}
+
+impl Used {
+    /// The trainable parameters the body used, in visit order: their ids and values, which are
+    /// the region's parameters (the parents of its node besides its inputs).
+    pub(crate) fn trainable(self) -> (Vec<ParamId>, Vec<DispatchTensor>) {
+        self.0
+            .into_iter()
+            .filter(|entry| (entry.used)())
+            .map(|entry| (entry.id, (entry.value)()))
+            .filter(|(_, value)| Tensor::<1>::from_dispatch(value.clone()).is_require_grad())
+            .unzip()
+    }
+}
+
+struct StandIn(Vec<Entry>);
+
+impl ModuleMapper for StandIn {
+    fn map_float<const D: usize>(&mut self, param: Param<Tensor<D>>) -> Param<Tensor<D>> {
+        // An initialised parameter says whether it needs a gradient; a lazy one cannot without
+        // drawing its value now, out of the body's order: it gets a stand-in either way.
+        if param.is_initialized() && !param.val().is_require_grad() {
+            return param;
+        }
+        let (id, device, shape) = (param.id, param.lazy_device(), param.lazy_shape());
+        let original = param.clone();
+        let stand_in = Param::uninitialized(
+            id,
+            move |_, _| original.val().set_require_grad(false),
+            device,
+            false,
+            shape,
+        );
+        let probe = stand_in.clone();
+        self.0.push(Entry {
+            id,
+            used: Box::new(move || probe.is_initialized()),
+            value: Box::new(move || param.val().into_dispatch()),
+        });
+        stand_in
+    }
+}
+
+/// `template` as the region's recompute runs it: the trainable parameters the forward used
+/// (`ids`) replaced by `leaves`, in order; other trainable parameters untracked (the body did not
+/// use them); running statistics of its own (`Module::train` copies them: the recompute's updates
+/// are dropped). Parameters the forward left uninitialised stay undrawn: zeros stand in for them
+/// (a body that uses one now runs another path than its forward, which the recompute check
+/// reports on a region's first recompute).
+pub(crate) fn for_recompute<M: Module>(
+    template: M,
+    ids: &[ParamId],
+    leaves: Vec<DispatchTensor>,
+) -> M {
+    let module = template.map(&mut Undrawn).train();
+    let mut replace = Replace(ids.iter().copied().zip(leaves).collect());
     let module = module.map(&mut replace);
     assert!(
-        replace.0.next().is_none(),
-        "a module gave more trainable parameters than it took back"
+        replace.0.is_empty(),
+        "a checkpoint region's recompute lost {} of its module's parameters",
+        replace.0.len()
     );
     module
 }
 
-struct Collect(Vec<DispatchTensor>);
+/// Zeros for the parameters still uninitialised, so that `Module::train` (which reads every
+/// parameter) draws nothing from the generator.
+struct Undrawn;
 
-impl ModuleVisitor for Collect {
-    fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
-        let value = param.val();
-        if value.is_require_grad() {
-            self.0.push(value.into_dispatch());
+impl ModuleMapper for Undrawn {
+    fn map_float<const D: usize>(&mut self, param: Param<Tensor<D>>) -> Param<Tensor<D>> {
+        if param.is_initialized() {
+            return param;
         }
+        let zeros = Tensor::zeros(param.lazy_shape(), &param.lazy_device());
+        Param::initialized(param.id, zeros)
     }
 }
 
-struct Replace(std::vec::IntoIter<DispatchTensor>);
+struct Replace(HashMap<ParamId, DispatchTensor>);
 
 impl ModuleMapper for Replace {
     fn map_float<const D: usize>(&mut self, param: Param<Tensor<D>>) -> Param<Tensor<D>> {
-        if !param.val().is_require_grad() {
-            // Running statistics come here too (Burn maps them as parameters and writes the
-            // result back into their shared state): returned as they are, nothing changes.
-            return param;
+        if let Some(leaf) = self.0.remove(&param.id) {
+            return param.map(|_| Tensor::from_dispatch(leaf));
         }
-        let next = self
-            .0
-            .next()
-            .expect("a module took back more trainable parameters than it gave");
-        param.map(|_| Tensor::from_dispatch(next))
+        if param.val().is_require_grad() {
+            // Trainable, unused by the forward: a recompute must not reach the real parameter
+            // (its graph is the one being differentiated).
+            return param.map(|value| value.set_require_grad(false));
+        }
+        // Frozen parameters and running statistics (which Burn maps as parameters and writes
+        // back into their shared state): returned as they are, nothing changes.
+        param
     }
+}
+
+/// Initialises `module`'s lazy parameters now, in visit order (Burn draws each from the device's
+/// generator at its first use otherwise).
+pub(crate) fn initialise(module: &impl Module) {
+    struct Touch;
+
+    impl ModuleVisitor for Touch {
+        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+            let _ = param.val();
+        }
+    }
+
+    module.visit(&mut Touch);
+}
+
+/// Whether `module` holds a float parameter on a device with autodiff (initialised or not): its
+/// region may have gradients to give even when its inputs have none.
+pub(crate) fn on_autodiff(module: &impl Module) -> bool {
+    struct OnAutodiff(bool);
+
+    impl ModuleVisitor for OnAutodiff {
+        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+            self.0 |= param.lazy_device().is_autodiff();
+        }
+    }
+
+    let mut visitor = OnAutodiff(false);
+    module.visit(&mut visitor);
+    visitor.0
+}
+
+/// Whether `module` holds a layer that draws random numbers in training: an enabled training
+/// flag (`Param<Flag>`) of any module but batch norm's, which is deterministic. Burn's dropout,
+/// Gaussian noise and randomized ReLU carry such a flag; a module of the user's that carries one
+/// counts too (a region seeds itself without need rather than recompute other masks).
+pub(crate) fn stochastic(module: &impl Module) -> bool {
+    struct Stochastic {
+        /// The container types entered, innermost last (`Struct:Dropout` for a dropout's flag).
+        containers: Vec<String>,
+        found: bool,
+    }
+
+    impl ModuleVisitor for Stochastic {
+        fn enter_module(&mut self, _name: &str, container_type: &str) {
+            self.containers.push(container_type.to_string());
+        }
+
+        fn exit_module(&mut self, _name: &str, _container_type: &str) {
+            self.containers.pop();
+        }
+
+        fn visit_flag(&mut self, flag: &Param<Flag>) {
+            let deterministic = self
+                .containers
+                .last()
+                .is_some_and(|container| container == "Struct:BatchNorm");
+            self.found |= flag.is_enabled() && !deterministic;
+        }
+    }
+
+    let mut visitor = Stochastic {
+        containers: Vec::new(),
+        found: false,
+    };
+    module.visit(&mut visitor);
+    visitor.found
+}
+
+/// A device's tensor `t` without autodiff tracking (same device, same checkpointing strategy):
+/// what the forward gives the body.
+pub(crate) fn untracked(t: DispatchTensor) -> DispatchTensor {
+    Tensor::<1>::from_dispatch(t)
+        .set_require_grad(false)
+        .into_dispatch()
+}
+
+/// The device a dispatch tensor lives on.
+pub(crate) fn device_of(t: &DispatchTensor) -> Device {
+    Tensor::<1>::from_dispatch(t.clone()).device()
 }

@@ -29,8 +29,10 @@ use syn::{FnArg, GenericArgument, ImplItemFn, PathArguments, ReturnType, Type};
 ///
 /// The region is named `Type::method` (the type without generic arguments), as the memory report
 /// and plans call it; arguments, each optional: `name = "..."` names it otherwise, `offload`
-/// keeps its inputs in host memory until backward (`Region::offloaded`):
-/// `#[checkpoint(name = "attention", offload)]`.
+/// keeps its inputs in host memory until backward (`Region::offloaded`), `seeded` gives its body
+/// a seed of its own for random draws the region cannot see (`Region::seeded`: a
+/// `Tensor::random` in the body, a dropout captured by reference rather than held by `self`):
+/// `#[checkpoint(name = "attention", offload, seeded)]`.
 ///
 /// ```ignore
 /// #[derive(Module, Debug)]
@@ -53,11 +55,12 @@ pub fn checkpoint(attr: TokenStream, item: TokenStream) -> TokenStream {
         .into()
 }
 
-/// The attribute's arguments, each optional, in any order: `name = "..."`, `offload`.
+/// The attribute's arguments, each optional, in any order: `name = "..."`, `offload`, `seeded`.
 #[derive(Default)]
 struct Args {
     name: Option<syn::LitStr>,
     offload: bool,
+    seeded: bool,
 }
 
 impl syn::parse::Parse for Args {
@@ -70,11 +73,13 @@ impl syn::parse::Parse for Args {
                 args.name = Some(input.parse()?);
             } else if key == "offload" && !args.offload {
                 args.offload = true;
+            } else if key == "seeded" && !args.seeded {
+                args.seeded = true;
             } else {
                 return Err(syn::Error::new_spanned(
                     key,
-                    "#[checkpoint] takes `name = \"...\"` and `offload`, each once, e.g. \
-                     #[checkpoint(name = \"attention\", offload)]; on Burn 0.22 a region \
+                    "#[checkpoint] takes `name = \"...\"`, `offload` and `seeded`, each once, \
+                     e.g. #[checkpoint(name = \"attention\", offload)]; on Burn 0.22 a region \
                      recomputes its whole body (no policy)",
                 ));
             }
@@ -104,7 +109,11 @@ enum Pass {
 }
 
 fn expand(attr: TokenStream2, item: TokenStream2) -> syn::Result<TokenStream2> {
-    let Args { name, offload } = syn::parse2(attr)?;
+    let Args {
+        name,
+        offload,
+        seeded,
+    } = syn::parse2(attr)?;
     let mut method: ImplItemFn = syn::parse2(item)?;
     let signature = &method.sig;
     if let Some(asyncness) = signature.asyncness {
@@ -219,9 +228,10 @@ fn expand(attr: TokenStream2, item: TokenStream2) -> syn::Result<TokenStream2> {
         }},
     };
     let offload = offload.then(|| quote!(.offloaded()));
+    let seeded = seeded.then(|| quote!(.seeded()));
     method.block = syn::parse2(quote! {{
         #(#before)*
-        ::burn_checkpoint_22::Region::named(#name) #offload .run(
+        ::burn_checkpoint_22::Region::named(#name) #offload #seeded .run(
             self,
             (#(#inputs,)*),
             move |#this: &Self, (#(#input_patterns,)*): (#(#input_types,)*)| -> #output {
