@@ -9,6 +9,7 @@ use burn::module::Module;
 use burn_checkpoint_core::RegionName;
 
 use crate::body::Body;
+use crate::check;
 use crate::dispatch;
 use crate::graph::NodeSpec;
 use crate::params;
@@ -106,7 +107,9 @@ impl Region {
     /// training (Burn's `Dropout`, `GaussianNoise`, `RRelu`: an enabled training flag of any
     /// module but `BatchNorm`). Ask for it when the body draws otherwise: a `Tensor::random` of
     /// its own, a dropout the closure captures. A region that should have been seeded is caught
-    /// on its name's first recompute on the thread, which is checked against its forward: a panic
+    /// on its name's first instance on the thread, whose body runs a second time in forward (as
+    /// its recompute will, [`is_recomputing`](Region::is_recomputing) true) and is compared with
+    /// its first run: a panic
     /// that names it. A region that is not seeded never touches the generator.
     ///
     /// ```
@@ -211,7 +214,7 @@ impl Region {
             // what the forward's body drew after the seed.
             params::initialise(module);
         }
-        let seed = seeded.then(|| region::seed(&device));
+        let seed = seeded.then(|| opened.seed(&device));
         let offload = match opened.run {
             Run::Keep => {
                 let inputs = I::unflatten(&input_layout, &mut tensors.into_iter());
@@ -260,12 +263,37 @@ impl Region {
         );
         let input_count = tensors.len();
         let spec = NodeSpec {
-            name: self.name.clone(),
             offloaded_inputs: if offload { input_count } else { 0 },
             slot: opened.slot,
             nested_seeds: opened.nested_seeds(),
         };
         let (param_ids, param_values) = used.trainable();
+        if region::check_first(&self.name) {
+            // The body again, as its recompute will run it (replayed seeds, fresh running
+            // statistics), compared with its forward: once per name and thread.
+            let module = params::for_recompute(
+                module.clone(),
+                &param_ids,
+                param_values
+                    .iter()
+                    .cloned()
+                    .map(params::untracked)
+                    .collect(),
+            );
+            let inputs = I::unflatten(
+                &input_layout,
+                &mut tensors.iter().cloned().map(params::untracked),
+            );
+            let again = region::recomputing(&spec.nested_seeds, || {
+                if let Some(seed) = seed {
+                    device.seed(seed);
+                }
+                let mut again = Vec::new();
+                forward(&module, inputs).flatten(&mut again);
+                again
+            });
+            check::same_values(&self.name, &flat, &again);
+        }
         tensors.extend(param_values);
         let template = module.clone();
         let body = Body(Arc::new(move |mut tensors| {

@@ -41,20 +41,15 @@ use burn::tensor::{DType, Shape};
 
 use burn_checkpoint_core::memory::recording;
 
-use burn_checkpoint_core::RegionName;
-
 use crate::body::{Body, from_dispatch, to_dispatch};
 use crate::offload::Stored;
 use crate::produced;
 use crate::region;
 
-/// What the region node keeps besides its body: its name, how many of its first tensors (its
-/// inputs) go to host memory, its slot in the step's memory report, and the seeds its recompute
-/// replays.
+/// What the region node keeps besides its body: how many of its first tensors (its inputs) go
+/// to host memory, its slot in the step's memory report, and the seeds its recompute replays.
 #[derive(Debug, Clone)]
 pub(crate) struct NodeSpec {
-    /// The region's name (its recompute check names it).
-    pub(crate) name: RegionName,
     /// The region's inputs, offloaded; 0 keeps every tensor on the device.
     pub(crate) offloaded_inputs: usize,
     /// The top-level region's slot in the memory report being recorded, if any.
@@ -201,13 +196,9 @@ fn placeholder<B: Backend>(device: &B::Device, dtype: DType) -> FloatTensor<B> {
 
 /// The region node's backward state.
 struct RegionState<B: Backend> {
-    name: RegionName,
     body: Body,
     /// The seeds the regions nested in this one drew in its forward: its recompute replays them.
     nested_seeds: Arc<[u64]>,
-    /// The forward's outputs, kept for the recompute check of this region name's first instance
-    /// on the thread.
-    forward_outputs: Option<Vec<FloatTensor<B>>>,
     /// What the tensors are (for the joins' stand-in gradients).
     metas: Arc<Vec<TensorMeta>>,
     /// The inner primitives of the region's tensors (inputs, then parameters), or host copies
@@ -236,10 +227,8 @@ struct RegionState<B: Backend> {
 impl<B: Backend> Clone for RegionState<B> {
     fn clone(&self) -> Self {
         Self {
-            name: self.name.clone(),
             body: self.body.clone(),
             nested_seeds: self.nested_seeds.clone(),
-            forward_outputs: self.forward_outputs.clone(),
             metas: self.metas.clone(),
             tensors: self.tensors.clone(),
             device: self.device.clone(),
@@ -351,9 +340,6 @@ where
         None => recompute(),
     };
     check_recompute(&state.outputs, &outputs);
-    if let Some(forward) = &state.forward_outputs {
-        check_values::<B, C>(&state.name, forward, &outputs);
-    }
     let mut objective: Option<FloatTensor<Ad<B, C>>> = None;
     for (output, grad) in outputs.into_iter().zip(output_grads) {
         let output = from_dispatch::<Ad<B, C>>(output);
@@ -405,65 +391,6 @@ fn check_recompute(expected: &[(Shape, DType)], outputs: &[DispatchTensor]) {
              its forward {shape:?} {dtype:?}: the body must depend on its inputs and module only"
         );
     }
-}
-
-/// The recompute check of a region name's first instance on a thread: the recompute must give the
-/// values its forward gave. A body that draws random numbers the region did not seed (a
-/// `Tensor::random` of its own, a dropout its closure captures) gives other ones: stopped with a
-/// message rather than gradients of masks the forward never used. Values may differ by rounding
-/// (a fused kernel in one run and not the other), not more.
-fn check_values<B: Backend, C: CheckpointStrategy>(
-    name: &RegionName,
-    forward: &[FloatTensor<B>],
-    recomputed: &[DispatchTensor],
-) where
-    DispatchTensor: DispatchKindConversion<Autodiff<B, C>>,
-{
-    let values = |tensor: FloatTensor<B>| -> Vec<f32> {
-        let count = tensor.shape().num_elements();
-        let flat = B::float_reshape(tensor, Shape::new([count]));
-        let flat = to_dispatch::<Autodiff<B, C>>(Autodiff::<B, C>::from_inner(flat));
-        burn::tensor::Tensor::<1>::from_dispatch(flat)
-            .into_data()
-            .convert::<f32>()
-            .try_into_vec::<f32>()
-            .expect("f32 values")
-    };
-    for (index, (forward, recomputed)) in forward.iter().zip(recomputed).enumerate() {
-        let recomputed = from_dispatch::<Autodiff<B, C>>(recomputed.clone())
-            .primitive()
-            .clone();
-        let (forward, recomputed) = (values(forward.clone()), values(recomputed));
-        if let Some((element, was, is)) = first_difference(&forward, &recomputed) {
-            panic!(
-                "checkpoint region {name}: its recompute in backward gave other values than its \
-                 forward (output {index}, element {element}: {was} in forward, {is} again). Its \
-                 body draws random numbers the region does not seed (a `Tensor::random` of its \
-                 own, or a dropout the closure captures instead of the region's module holding \
-                 it): mark it `Region::seeded()` (`#[checkpoint(seeded)]`); or it reads \
-                 something besides its inputs and module, which a recompute cannot replay"
-            );
-        }
-    }
-}
-
-/// The first element where `recomputed` differs from `forward` by more than rounding: bits equal,
-/// both NaN, or within 1e-4 relative (and 1e-6 of the tensor's largest value) pass.
-fn first_difference(forward: &[f32], recomputed: &[f32]) -> Option<(usize, f32, f32)> {
-    let scale = forward
-        .iter()
-        .filter(|v| v.is_finite())
-        .fold(0f32, |largest, v| largest.max(v.abs()));
-    forward
-        .iter()
-        .zip(recomputed)
-        .position(|(&was, &is)| {
-            let same = was.to_bits() == is.to_bits()
-                || (was.is_nan() && is.is_nan())
-                || (was - is).abs() <= 1e-4 * was.abs().max(is.abs()) + 1e-6 * scale;
-            !same
-        })
-        .map(|at| (at, forward[at], recomputed[at]))
 }
 
 #[derive(Debug)]
@@ -541,12 +468,9 @@ where
             }
         })
         .collect();
-    let forward_outputs = region::check_first(&spec.name).then(|| outputs.clone());
     let state = RegionState {
-        name: spec.name,
         body,
         nested_seeds: spec.nested_seeds.into(),
-        forward_outputs,
         metas,
         tensors: stored,
         device: device.clone(),

@@ -19,6 +19,7 @@
 //! the crate for Burn 0.21.
 
 mod body;
+mod check;
 mod checkpoint;
 mod dispatch;
 mod graph;

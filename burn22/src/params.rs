@@ -80,7 +80,7 @@ impl ModuleMapper for StandIn {
 /// use them); running statistics of its own (`Module::train` copies them: the recompute's updates
 /// are dropped). Parameters the forward left uninitialised stay undrawn: zeros stand in for them
 /// (a body that uses one now runs another path than its forward, which the recompute check
-/// reports on a region's first recompute).
+/// check reports on a region name's first instance).
 pub(crate) fn for_recompute<M: Module>(
     template: M,
     ids: &[ParamId],

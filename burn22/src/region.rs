@@ -24,8 +24,8 @@ thread_local! {
     /// The seeds of this thread's regions: recorded while their forward runs, replayed while
     /// backward runs them again.
     static SEEDS: RefCell<Seeds> = RefCell::new(Seeds::default());
-    /// The region names whose first recompute on this thread has been (or is to be) checked
-    /// against its forward.
+    /// The region names whose first instance on this thread has been checked (its body run a
+    /// second time, compared with its forward: `check.rs`).
     static CHECKED: RefCell<HashSet<String>> = RefCell::new(HashSet::new());
 }
 
@@ -129,31 +129,37 @@ impl Drop for Opened {
     }
 }
 
-/// The seed of a seeded region opening now: the next one its enclosing recompute replays, or a
-/// new one drawn from `device`'s generator (see [`region_seed`]). Every open region records it.
-///
-/// # Panics
-///
-/// When a recompute opens more seeded regions than its forward did (a body whose path depends
-/// on something besides its inputs and module).
-pub(crate) fn seed(device: &Device) -> u64 {
-    let replayed = SEEDS.with(|seeds| {
-        let mut seeds = seeds.borrow_mut();
-        seeds.replaying.last_mut().map(|queue| {
-            queue.pop_front().expect(
-                "a checkpoint region's recompute opened a seeded region its forward did not: \
-                 the body must run the same code each time (depend on its inputs and module \
-                 only)",
-            )
-        })
-    });
-    let seed = replayed.unwrap_or_else(|| region_seed(device));
-    SEEDS.with(|seeds| {
-        for recording in &mut seeds.borrow_mut().recording {
-            recording.push(seed);
-        }
-    });
-    seed
+impl Opened {
+    /// This region's seed (it is seeded): the next one its enclosing recompute replays, or a new
+    /// one drawn from `device`'s generator (see [`region_seed`]). The regions it is nested in
+    /// record it; its own recording is of the seeds drawn inside its body.
+    ///
+    /// # Panics
+    ///
+    /// When a recompute opens more seeded regions than its forward did (a body whose path depends
+    /// on something besides its inputs and module).
+    pub(crate) fn seed(&self, device: &Device) -> u64 {
+        let replayed = SEEDS.with(|seeds| {
+            let mut seeds = seeds.borrow_mut();
+            seeds.replaying.last_mut().map(|queue| {
+                queue.pop_front().expect(
+                    "a checkpoint region's recompute opened a seeded region its forward did not: \
+                     the body must run the same code each time (depend on its inputs and module \
+                     only)",
+                )
+            })
+        });
+        let seed = replayed.unwrap_or_else(|| region_seed(device));
+        SEEDS.with(|seeds| {
+            let mut seeds = seeds.borrow_mut();
+            // The last recording is this region's own (open since `open`).
+            let enclosing = seeds.recording.len().saturating_sub(1);
+            for recording in &mut seeds.recording[..enclosing] {
+                recording.push(seed);
+            }
+        });
+        seed
+    }
 }
 
 /// Runs `f` (a region's body run again in backward) with the regions it opens nested, the seeds
@@ -185,8 +191,8 @@ pub(crate) fn is_recomputing() -> bool {
     RECOMPUTING.with(Cell::get) > 0
 }
 
-/// Whether the first recompute of a region called `name` on this thread is still to be checked
-/// against its forward; the first call for a name says yes, later ones no.
+/// Whether a region called `name` is still to be checked on this thread; the first call for a
+/// name says yes, later ones no.
 pub(crate) fn check_first(name: &RegionName) -> bool {
     CHECKED.with(|checked| checked.borrow_mut().insert(name.to_string()))
 }

@@ -18,6 +18,7 @@ use burn::tensor::activation::gelu;
 use burn::tensor::{Device, Distribution, Gradients, Tensor};
 use burn_checkpoint_22::planner::{Plan, Treatment};
 use burn_checkpoint_22::{Region, checkpoint, checkpoint_fn, region_seed};
+use burn_checkpoint_22_test_kit::initialised;
 
 /// The device's generator, one test at a time.
 fn generator() -> MutexGuard<'static, ()> {
@@ -71,42 +72,66 @@ enum Cut {
 
 const WIDTH: usize = 12;
 
-/// Dropout before and after a stack of blocks, a dropout inside a block in the middle (only
-/// when `noisy`), a head; every parameter initialised lazily by Burn (at its first use).
+/// What a [`Net`] holds besides its blocks and head.
+#[derive(Debug, Clone, Copy)]
+struct Shape {
+    /// Parameters drawn at their first use (Burn's default) rather than when the net is built.
+    lazy: bool,
+    /// A dropout before the blocks.
+    before: bool,
+    /// A dropout after them.
+    after: bool,
+    /// A block with a dropout inside, after the others.
+    noisy: bool,
+}
+
+const ALL_BUT_NOISY: Shape = Shape {
+    lazy: true,
+    before: true,
+    after: true,
+    noisy: false,
+};
+
+/// Optional dropouts before and after a stack of blocks, an optional block with a dropout
+/// inside, a head.
 #[derive(Module, Debug)]
 struct Net {
-    before: Dropout,
+    before: Option<Dropout>,
     pairs: Vec<Outer>,
     noisy: Option<NoisyBlock>,
-    after: Dropout,
+    after: Option<Dropout>,
     head: Linear,
 }
 
 impl Net {
-    fn new(noisy: bool, device: &Device) -> Self {
+    fn new(shape: Shape, device: &Device) -> Self {
         let block = || Block {
             up: LinearConfig::new(WIDTH, 3 * WIDTH).init(device),
             down: LinearConfig::new(3 * WIDTH, WIDTH).init(device),
         };
-        Net {
-            before: DropoutConfig::new(0.2).init(),
+        let net = Net {
+            before: shape.before.then(|| DropoutConfig::new(0.2).init()),
             pairs: (0..2)
                 .map(|_| Outer {
                     first: block(),
                     second: block(),
                 })
                 .collect(),
-            noisy: noisy.then(|| NoisyBlock {
+            noisy: shape.noisy.then(|| NoisyBlock {
                 block: block(),
                 dropout: DropoutConfig::new(0.3).init(),
             }),
-            after: DropoutConfig::new(0.25).init(),
+            after: shape.after.then(|| DropoutConfig::new(0.25).init()),
             head: LinearConfig::new(WIDTH, 4).init(device),
-        }
+        };
+        if shape.lazy { net } else { initialised(net) }
     }
 
     fn forward(&self, x: Tensor<2>, cut: Cut) -> Tensor<2> {
-        let mut x = self.before.forward(x);
+        let mut x = match &self.before {
+            Some(dropout) => dropout.forward(x),
+            None => x,
+        };
         for pair in &self.pairs {
             x = match cut {
                 Cut::None => pair.second.forward(pair.first.forward(x)),
@@ -126,7 +151,11 @@ impl Net {
                 _ => Region::named("noisy").run(noisy, x, |noisy, x| noisy.forward(x)),
             };
         }
-        self.head.forward(self.after.forward(x))
+        let x = match &self.after {
+            Some(dropout) => dropout.forward(x),
+            None => x,
+        };
+        self.head.forward(x)
     }
 }
 
@@ -175,9 +204,9 @@ struct Run {
 
 /// Three training steps of a freshly built `Net` from seed 42, as a user writes them: data drawn
 /// from the same generator, parameters initialised by Burn at their first use.
-fn train(device: &Device, cut: Cut, noisy: bool) -> Run {
+fn train(device: &Device, cut: Cut, shape: Shape) -> Run {
     device.seed(42);
-    let mut net = Net::new(noisy, device);
+    let mut net = Net::new(shape, device);
     let mut losses = Vec::new();
     for _ in 0..3 {
         let x = Tensor::<2>::random([6, WIDTH], Distribution::Default, device);
@@ -198,46 +227,81 @@ fn train(device: &Device, cut: Cut, noisy: bool) -> Run {
     }
 }
 
-#[test]
-fn lazily_initialised_parameters_and_dropout_before_and_after_regions_give_the_plain_run() {
+/// Each case alone, then all together: the same weights, masks, losses and stream after three
+/// steps as without regions.
+fn same_as_plain(shape: Shape) {
     let _generator = generator();
     let device = Device::flex().autodiff();
-    let plain = train(&device, Cut::None, false);
-    assert_eq!(
-        train(&device, Cut::Blocks, false),
-        plain,
-        "a region per block: the same weights, masks, losses and stream as without regions"
-    );
+    let plain = train(&device, Cut::None, shape);
+    assert_eq!(train(&device, Cut::Blocks, shape), plain, "{shape:?}");
+}
+
+#[test]
+fn lazily_initialised_parameters_give_the_plain_run() {
+    same_as_plain(Shape {
+        lazy: true,
+        before: false,
+        after: false,
+        noisy: false,
+    });
+}
+
+#[test]
+fn a_dropout_before_regions_gives_the_plain_run() {
+    same_as_plain(Shape {
+        lazy: false,
+        before: true,
+        after: false,
+        noisy: false,
+    });
+}
+
+#[test]
+fn a_dropout_after_regions_gives_the_plain_run() {
+    same_as_plain(Shape {
+        lazy: false,
+        before: false,
+        after: true,
+        noisy: false,
+    });
+}
+
+#[test]
+fn lazy_parameters_and_dropouts_before_and_after_together_give_the_plain_run() {
+    same_as_plain(ALL_BUT_NOISY);
 }
 
 #[test]
 fn nested_regions_give_the_plain_run() {
     let _generator = generator();
     let device = Device::flex().autodiff();
-    let plain = train(&device, Cut::None, false);
-    assert_eq!(train(&device, Cut::Nested, false), plain);
+    let plain = train(&device, Cut::None, ALL_BUT_NOISY);
+    assert_eq!(train(&device, Cut::Nested, ALL_BUT_NOISY), plain);
 }
 
 #[test]
 fn regions_under_burns_balanced_checkpointing_give_the_plain_run() {
     let _generator = generator();
     let device = Device::flex().autodiff().gradient_checkpointing();
-    let plain = train(&device, Cut::None, false);
-    assert_eq!(train(&device, Cut::Blocks, false), plain);
-    assert_eq!(train(&device, Cut::Nested, false), plain);
+    let plain = train(&device, Cut::None, ALL_BUT_NOISY);
+    assert_eq!(train(&device, Cut::Blocks, ALL_BUT_NOISY), plain);
+    assert_eq!(train(&device, Cut::Nested, ALL_BUT_NOISY), plain);
 }
 
 #[test]
 fn a_plan_keeping_or_offloading_regions_gives_the_plain_run() {
     let _generator = generator();
     let device = Device::flex().autodiff();
-    let plain = train(&device, Cut::None, false);
+    let plain = train(&device, Cut::None, ALL_BUT_NOISY);
     // Three steps of two `pair` regions: instances 0 to 5, kept, offloaded and recomputed.
     let treatments = [Treatment::Keep, Treatment::Offload, Treatment::RecomputeAll];
     let plan = (0..6).fold(Plan::new(), |plan, index| {
         plan.with("pair", index, treatments[index as usize % 3])
     });
-    assert_eq!(plan.run(|| train(&device, Cut::Nested, false)), plain);
+    assert_eq!(
+        plan.run(|| train(&device, Cut::Nested, ALL_BUT_NOISY)),
+        plain
+    );
 }
 
 /// The one case Burn 0.22 leaves open: a dropout inside a region. The region seeds itself (its
@@ -247,15 +311,19 @@ fn a_plan_keeping_or_offloading_regions_gives_the_plain_run() {
 fn a_dropout_inside_a_region_is_the_documented_exception_the_same_under_every_plan() {
     let _generator = generator();
     let device = Device::flex().autodiff();
-    let plain = train(&device, Cut::None, true);
-    let regions = train(&device, Cut::Blocks, true);
+    let noisy = Shape {
+        noisy: true,
+        ..ALL_BUT_NOISY
+    };
+    let plain = train(&device, Cut::None, noisy);
+    let regions = train(&device, Cut::Blocks, noisy);
     assert_ne!(
         regions.losses[..1],
         plain.losses[..1],
         "the noisy region's masks come from its own seed (if this holds one day, Burn lets a \
          region restore the generator: make it exact and change docs/burn-0.22.md)"
     );
-    assert_eq!(train(&device, Cut::Blocks, true), regions, "run to run");
+    assert_eq!(train(&device, Cut::Blocks, noisy), regions, "run to run");
     // Kept (its body as plain ops) or offloaded, the region draws the same masks, and leaves the
     // generator where its recompute leaves it: the same weights and stream three steps on.
     for treatment in [Treatment::Keep, Treatment::Offload] {
@@ -263,7 +331,7 @@ fn a_dropout_inside_a_region_is_the_documented_exception_the_same_under_every_pl
             plan.with("noisy", index, treatment)
         });
         assert_eq!(
-            plan.run(|| train(&device, Cut::Blocks, true)),
+            plan.run(|| train(&device, Cut::Blocks, noisy)),
             regions,
             "{treatment}"
         );
@@ -342,4 +410,41 @@ fn a_region_without_autodiff_draws_nothing() {
         draw(),
     );
     assert_eq!(plain, region);
+}
+
+/// A region's body runs again in backward (the recompute), nested regions' bodies again inside
+/// it: what a body does besides computing tensors would happen twice, unless it asks
+/// `Region::is_recomputing()`, which is true exactly in those runs.
+#[test]
+fn a_body_can_tell_its_recompute_and_do_its_side_effects_once() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static OUTER: [AtomicUsize; 2] = [AtomicUsize::new(0), AtomicUsize::new(0)];
+    static INNER: [AtomicUsize; 2] = [AtomicUsize::new(0), AtomicUsize::new(0)];
+    let count = |counts: &[AtomicUsize; 2]| {
+        counts[usize::from(Region::is_recomputing())].fetch_add(1, Ordering::Relaxed);
+    };
+    let device = Device::flex().autodiff();
+    let x = Tensor::<2>::ones([2, 3], &device).require_grad();
+    assert!(!Region::is_recomputing());
+    let y = Region::named("outer").run_fn(x.clone(), move |x| {
+        count(&OUTER);
+        let h = x.exp();
+        Region::named("inner").run_fn(h, move |h| {
+            count(&INNER);
+            h.tanh()
+        })
+    });
+    let loaded = |counts: &[AtomicUsize; 2]| counts.each_ref().map(|c| c.load(Ordering::Relaxed));
+    // Forward: each body once as the forward; the first instance of each name on this thread
+    // also once more, checked against the first (the inner twice more: once in its own check,
+    // once inside the outer's).
+    assert_eq!(loaded(&OUTER), [1, 1]);
+    assert_eq!(loaded(&INNER), [1, 2]);
+    let grads = y.sum().backward();
+    assert!(x.grad(&grads).is_some());
+    assert!(!Region::is_recomputing(), "restored after backward");
+    // Backward: the outer body again (its recompute), the inner body inside it and in its own
+    // recompute. Never is a side effect guarded by `is_recomputing` done twice.
+    assert_eq!(loaded(&OUTER), [1, 2]);
+    assert_eq!(loaded(&INNER), [1, 4]);
 }

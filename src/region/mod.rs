@@ -231,6 +231,35 @@ impl Region {
         STATE.with(|state| state.borrow().stack.len())
     }
 
+    /// Whether the code calling this runs inside a region's body run again in backward: never
+    /// here. This crate recomputes a region op by op from the graph (the recompute walk) and
+    /// never runs user code twice, so a body's side effects (a metric pushed, a log line, a
+    /// counter) happen once. The same word as the crate for Burn 0.22, whose regions do run
+    /// their body again in backward and answer `true` there (torch_remat's `is_recomputing()`):
+    /// code written for both can ask.
+    ///
+    /// ```
+    /// use burn::backend::{Autodiff, NdArray};
+    /// use burn::tensor::Tensor;
+    /// use burn_checkpoint::{Checkpointed, Region};
+    ///
+    /// type B = Checkpointed<Autodiff<NdArray>>;
+    /// let x = Tensor::<B, 2>::ones([2, 4], &Default::default()).require_grad();
+    /// let mut forwards = 0;
+    /// let y = Region::named("counted").run(|| {
+    ///     if !Region::is_recomputing() {
+    ///         forwards += 1;
+    ///     }
+    ///     x.clone().exp()
+    /// });
+    /// let grads = y.sum().backward(); // recomputes the exp, runs no user code
+    /// assert!(x.grad(&grads).is_some());
+    /// assert_eq!(forwards, 1);
+    /// ```
+    pub fn is_recomputing() -> bool {
+        false
+    }
+
     /// [`enter`](Region::enter) for code generic over the backend `B`, so that a region on a
     /// backend that is not `Checkpointed` can name it in its warning. Used by `#[checkpoint]`.
     #[doc(hidden)]
