@@ -348,8 +348,10 @@ impl Region {
 /// with a panic, since it would silently get no gradient.
 ///
 /// Inside the region, layers see a training device: dropout draws its masks (the recompute
-/// draws the same ones, see [`region_seed`]) and batch norm uses and updates its batch
-/// statistics, once: the recompute runs on a copy of the running statistics.
+/// draws the same ones: a module holding a dropout makes the region [seeded](Region::seeded))
+/// and batch norm uses and updates its batch statistics, once: the recompute runs on a copy of
+/// the running statistics. Parameters Burn initialises lazily are drawn where the body first
+/// uses them, as without the region; the parameters the body does not use are not the region's.
 ///
 /// On tensors without autodiff, a region is just `forward(module, inputs)`.
 ///
