@@ -164,6 +164,32 @@ impl<B: AutodiffBackend, M: AutodiffModule<B>, O> Workers<B, M, O> {
         }
     }
 
+    /// Sends `command(i)` to one worker at a time, each after the one before has reported, and
+    /// gathers the reports as [`gather`](Self::gather) does; stops at the first failure (the
+    /// workers after it are not asked).
+    pub fn in_turn<R: Reply<M, O>>(
+        &mut self,
+        mut command: impl FnMut(usize) -> Command<B, M>,
+    ) -> Gathered<R::Value> {
+        let n = self.len();
+        let mut results: Vec<Option<Result<R::Value, ParallelError>>> =
+            (0..n).map(|_| None).collect();
+        let mut first_failure = None;
+        for (worker, result) in results.iter_mut().enumerate() {
+            let asked = self.send(worker..worker + 1, &mut command);
+            let mut one = self.gather::<R>(&asked, || {});
+            *result = one.results[worker].take();
+            if one.first_failure.is_some() {
+                first_failure = Some(worker);
+                break;
+            }
+        }
+        Gathered {
+            results,
+            first_failure,
+        }
+    }
+
     /// Closes every command channel and joins every thread; returns each replica and optimizer
     /// a worker still had. Idempotent.
     pub fn shutdown(&mut self) -> Vec<Option<(M, O)>> {

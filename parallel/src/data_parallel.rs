@@ -1,5 +1,6 @@
 //! `DataParallel`: the caller's handle on the workers, and the two-phase step.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::sync::mpsc;
 use std::time::Instant;
@@ -88,7 +89,18 @@ where
     lr: LearningRate,
     stats: Option<StepStats>,
     poisoned: bool,
+    /// Some device is listed twice: its workers share cubecl's autotuner (`one_at_a_time`).
+    repeated_device: bool,
+    /// With a repeated device, the shard shapes each phase has met.
+    shapes_met: HashSet<(Phase, Vec<Vec<Vec<usize>>>)>,
     _session: Session,
+}
+
+/// The phases that run the user's code on every worker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Phase {
+    Step,
+    Evaluate,
 }
 
 impl<B, M, O> DataParallel<B, M, O>
@@ -189,6 +201,7 @@ where
                 .into_values()?;
         }
 
+        let repeated_device = (0..n).any(|i| devices[..i].contains(&devices[i]));
         Ok(DataParallel {
             workers,
             cluster,
@@ -198,6 +211,8 @@ where
             lr,
             stats: None,
             poisoned: false,
+            repeated_device,
+            shapes_met: HashSet::new(),
             _session: session,
         })
     }
@@ -224,8 +239,10 @@ where
         self.check_shards(&shards)?;
         let start = Instant::now();
         let n = self.workers.len();
+        self.finish_callers_work()?;
 
         // Phase 1, no collective: forward, backward and packing on every worker.
+        let shard_shapes: Vec<_> = shards.iter().map(|s| s.shapes()).collect();
         let loss = Arc::new(loss);
         let mut jobs: Vec<Option<Job<B, M>>> = shards
             .into_iter()
@@ -236,10 +253,13 @@ where
                 Some(job)
             })
             .collect();
-        let asked = self.workers.send(0..n, |i| {
-            Command::Compute(jobs[i].take().expect("one job per worker"))
-        });
-        let computed = self.workers.gather::<replies::Computed>(&asked, || {});
+        let compute = |i: usize| Command::Compute(jobs[i].take().expect("one job per worker"));
+        let computed = if self.one_at_a_time(Phase::Step, shard_shapes) {
+            self.workers.in_turn::<replies::Computed>(compute)
+        } else {
+            let asked = self.workers.send(0..n, compute);
+            self.workers.gather::<replies::Computed>(&asked, || {})
+        };
         let computed = computed.into_values();
         let mut present = vec![false; self.layout.entries.len()];
         if let Ok(computed) = &computed {
@@ -346,6 +366,7 @@ where
                 found: shards.len(),
             });
         }
+        let shard_shapes: Vec<_> = shards.iter().map(|s| s.shapes()).collect();
         let f = Arc::new(f);
         let mut jobs: Vec<Option<EvalJob<B, M>>> = shards
             .into_iter()
@@ -357,13 +378,14 @@ where
                 Some(job)
             })
             .collect();
-        let asked = self.workers.send(0..n, |i| {
-            Command::Evaluate(jobs[i].take().expect("one job per worker"))
-        });
-        let results = self
-            .workers
-            .gather::<replies::Evaluated>(&asked, || {})
-            .into_values()?;
+        let evaluate = |i: usize| Command::Evaluate(jobs[i].take().expect("one job per worker"));
+        let results = if self.one_at_a_time(Phase::Evaluate, shard_shapes) {
+            self.workers.in_turn::<replies::Evaluated>(evaluate)
+        } else {
+            let asked = self.workers.send(0..n, evaluate);
+            self.workers.gather::<replies::Evaluated>(&asked, || {})
+        }
+        .into_values()?;
         Ok(results
             .into_iter()
             .map(|r| {
@@ -483,6 +505,31 @@ where
             }),
             Err(error) => Err(error),
         }
+    }
+
+    /// Whether `phase` runs the workers one at a time on these shard shapes: when a device is
+    /// listed twice and the phase meets the shapes for the first time. cubecl tunes a kernel
+    /// the first time a device meets its shapes, with one tuner per device: a worker asking
+    /// for a kernel that another worker on its device is tuning is not made to wait, it runs
+    /// the first candidate instead of the fastest (cubecl-runtime 0.10, `LocalTuner::execute`,
+    /// `Pending`). Another kernel sums in another order, and that run differs from the next.
+    fn one_at_a_time(&mut self, phase: Phase, shapes: Vec<Vec<Vec<usize>>>) -> bool {
+        self.repeated_device && self.shapes_met.insert((phase, shapes))
+    }
+
+    /// Waits for the work this thread queued on each device: a [`snapshot`](Self::snapshot)'s
+    /// or [`model`](Self::model)'s reads of a replica's buffers end before a worker may write
+    /// one in place (owned.rs).
+    fn finish_callers_work(&self) -> Result<(), ParallelError> {
+        for (i, device) in self.devices.iter().enumerate() {
+            if !self.devices[..i].contains(device) {
+                B::sync(device).map_err(|e| ParallelError::Failed {
+                    worker: i,
+                    source: format!("the device failed before the step: {e:?}").into(),
+                })?;
+            }
+        }
+        Ok(())
     }
 
     fn check_usable(&self) -> Result<(), ParallelError> {

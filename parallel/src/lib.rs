@@ -29,6 +29,7 @@ mod data_parallel;
 mod error;
 mod loss;
 mod nodes;
+mod owned;
 mod rendezvous;
 mod session;
 mod shard;

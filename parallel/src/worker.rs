@@ -27,6 +27,7 @@ use burn::tensor::{Device, ElementConversion, Tensor, TensorPrimitive};
 
 use super::bucket::Layout;
 use super::error::BoxError;
+use super::owned;
 use super::rendezvous::{Broken, Watch};
 use super::visit;
 
@@ -283,7 +284,10 @@ where
     fn new(setup: Setup<B, M, O>) -> Self {
         // `from_inner` gives the replica its own running statistics (a clone would share
         // BatchNorm's `RunningState` with the other replicas) with the same `ParamId`s.
+        // Buffers of its own (owned.rs): the clones the workers start from share every buffer.
         let model = M::from_inner(setup.inner).fork(&setup.device);
+        let model = owned::module(model, &setup.device);
+        let optimizer = owned::optimizer::<B, M, O>(setup.optimizer, &setup.device);
         let layout = Layout::new(visit::entries(&model), setup.bucket_bytes, setup.padding);
         let starts = visit::buffers(&layout, &model.valid());
         let (watch, total_devices) = match setup.nodes {
@@ -294,7 +298,7 @@ where
             peer: setup.peer,
             device: setup.device,
             model: Some(model),
-            optimizer: setup.optimizer,
+            optimizer,
             layout,
             starts,
             pending: None,
@@ -399,15 +403,22 @@ where
         let calls = buckets.len();
         let reduced = match self.total_devices {
             Some(total) => {
+                // burn-collective hands the peers on one device one buffer for a sum: held
+                // here until the device is synchronised below, it is never unshared, so no
+                // worker divides it in place while another's read of it is queued (owned.rs).
                 let sums = std::mem::take(&mut self.exchanged);
                 assert_eq!(
                     sums.len(),
                     calls,
                     "every bucket exchanged before the commit"
                 );
-                sums.into_iter()
-                    .map(|sum| sum.div_scalar(total as f64))
-                    .collect()
+                let means = sums
+                    .iter()
+                    .map(|sum| sum.clone().div_scalar(total as f64))
+                    .collect();
+                sync::<Inner<B>>(&self.device)?;
+                drop(sums);
+                means
             }
             None => {
                 let mut reduced = Vec::with_capacity(calls);

@@ -1,0 +1,309 @@
+//! `DataParallel` on a cubecl runtime: wgpu (Mesa's lavapipe in CI, the same cubecl machinery as
+//! CUDA), two workers on one device listed twice. Every run of the same training must give the
+//! same parameters, bit for bit, and stay within float reassociation of one worker on the whole
+//! batch (plain `Autodiff<Wgpu>`).
+//!
+//! Two runs differed by whole updates before (issue 45): the replicas started from clones of one
+//! model, so they shared every parameter's buffer, and on cubecl one worker could update a
+//! shared buffer in place while the other's read of it was still queued on its own stream
+//! (parallel/src/owned.rs). The runs are spread over processes (this executable again,
+//! `bench_kit::child`), each with an empty autotune cache of its own: cubecl tunes a kernel
+//! the first time a process meets it, and two workers on one device meeting it together is the
+//! other way runs could differ (`DataParallel`'s `one_at_a_time`). A `harness = false` test:
+//! `main` is the parent, or a child named by its task.
+
+mod common;
+
+use burn::backend::wgpu::WgpuDevice;
+use burn::backend::{Autodiff, Wgpu};
+use burn::module::Module;
+use burn::nn::Linear;
+use burn::optim::momentum::MomentumConfig;
+use burn::optim::{GradientsParams, Optimizer, SgdConfig};
+use burn::tensor::Tensor;
+use burn::tensor::backend::{AutodiffBackend, Backend};
+use burn_checkpoint::{Checkpointed, checkpoint};
+use burn_checkpoint_parallel::{AllReduceStrategy, DataParallel, DataParallelConfig};
+use common::mlp::{Batch, INPUT, LR, OUTPUT, STEPS, batch, linear, split, tensors};
+use cubecl_runtime::config::cache::CacheConfig;
+use cubecl_runtime::config::{CubeClRuntimeConfig, RuntimeConfig};
+
+const HIDDEN: usize = 32;
+const LAYERS: usize = 6;
+/// Float reassociation between two workers' mean and one worker's whole batch, 4 steps.
+const TOLERANCE: f32 = 2e-6;
+
+/// Six `Linear` layers with tanh between them, deterministic weights; optionally a region per
+/// layer.
+#[derive(Module, Debug)]
+struct Deep<B: Backend> {
+    layers: Vec<Linear<B>>,
+    regions: bool,
+}
+
+impl<B: Backend> Deep<B> {
+    fn new(device: &B::Device, regions: bool) -> Self {
+        let widths: Vec<usize> = std::iter::once(INPUT)
+            .chain([HIDDEN; LAYERS - 1])
+            .chain([OUTPUT])
+            .collect();
+        Deep {
+            layers: widths
+                .windows(2)
+                .enumerate()
+                .map(|(i, w)| linear(w[0], w[1], 10 + 2 * i as u64, device))
+                .collect(),
+            regions,
+        }
+    }
+
+    fn forward(&self, mut x: Tensor<B, 2>) -> Tensor<B, 2> {
+        let last = self.layers.len() - 1;
+        for (i, layer) in self.layers.iter().enumerate() {
+            let step = |x: Tensor<B, 2>| {
+                let y = layer.forward(x);
+                if i < last { y.tanh() } else { y }
+            };
+            x = if self.regions {
+                checkpoint(|| step(x))
+            } else {
+                step(x)
+            };
+        }
+        x
+    }
+}
+
+fn mse<B: Backend>(model: &Deep<B>, (x, y): Batch<B>) -> Tensor<B, 1> {
+    (model.forward(x) - y).powi_scalar(2).mean()
+}
+
+fn sgd<B: AutodiffBackend>() -> impl Optimizer<Deep<B>, B> {
+    SgdConfig::new()
+        .with_momentum(Some(MomentumConfig::new()))
+        .init()
+}
+
+/// What one run trains.
+#[derive(Debug, Clone, Copy)]
+struct Variant {
+    fused: bool,
+    regions: bool,
+    strategy: AllReduceStrategy,
+}
+
+impl Variant {
+    fn task(&self) -> String {
+        format!(
+            "{}-{}-{}",
+            if self.fused { "fused" } else { "unfused" },
+            if self.regions { "regions" } else { "plain" },
+            match self.strategy {
+                AllReduceStrategy::Centralized => "centralized",
+                AllReduceStrategy::Tree(_) => "tree",
+                AllReduceStrategy::Ring => "ring",
+            }
+        )
+    }
+
+    fn parse(task: &str) -> Option<Variant> {
+        let mut parts = task.split('-');
+        let fused = parts.next()? == "fused";
+        let regions = parts.next()? == "regions";
+        let strategy = match parts.next()? {
+            "centralized" => AllReduceStrategy::Centralized,
+            "tree" => AllReduceStrategy::Tree(2),
+            "ring" => AllReduceStrategy::Ring,
+            _ => return None,
+        };
+        Some(Variant {
+            fused,
+            regions,
+            strategy,
+        })
+    }
+}
+
+/// Two workers on the one wgpu device, `STEPS` SGD steps with momentum: the trained parameters.
+fn data_parallel<B: AutodiffBackend<Device = WgpuDevice>>(variant: Variant) -> Vec<Vec<f32>> {
+    let devices = vec![WgpuDevice::default(); 2];
+    let model = Deep::<B>::new(&devices[0], variant.regions);
+    let config = DataParallelConfig::new().with_strategy(variant.strategy);
+    let mut dp = DataParallel::with_config(devices.clone(), model, sgd::<B>(), LR, config)
+        .expect("two workers");
+    for step in 0..STEPS {
+        let shards = split(batch::<B>(step, &devices[0]), &devices);
+        dp.step(shards, mse::<B>).expect("a step");
+    }
+    tensors(&dp.into_model().expect("the model"))
+}
+
+/// One worker, plain autodiff, the whole batch: the reference.
+fn whole_batch<B: AutodiffBackend<Device = WgpuDevice>>() -> Vec<Vec<f32>> {
+    let device = WgpuDevice::default();
+    let mut model = Deep::<B>::new(&device, false);
+    let mut optimizer = sgd::<B>();
+    for step in 0..STEPS {
+        let loss = mse(&model, batch::<B>(step, &device));
+        let grads = GradientsParams::from_grads(loss.backward(), &model);
+        model = optimizer.step(LR, model, grads);
+    }
+    tensors(&model)
+}
+
+type Fused = Autodiff<Wgpu>;
+type Unfused = Autodiff<bench_kit::wgpu::Unfused>;
+
+/// Parameters as bits, one `Vec` per tensor.
+type Trained = Vec<Vec<u32>>;
+
+/// A child: `task` is `name*runs,name*runs,…`, each training `name` names run `runs` times in
+/// this process (the first of the first tunes cubecl's kernels, the later ones find them
+/// tuned); each run's parameters as bits. Its autotune cache is a directory of its own, empty:
+/// cubecl keeps its tuning results on disk (under `target/autotune` of the nearest
+/// `Cargo.toml`), and a process that finds them tunes nothing.
+fn child(task: &str) -> Vec<Vec<Trained>> {
+    let cache = std::env::temp_dir().join(format!("data-parallel-autotune-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&cache);
+    let mut config = CubeClRuntimeConfig::default();
+    config.autotune.cache = CacheConfig::File(cache.clone());
+    CubeClRuntimeConfig::set(config);
+    let trained = task
+        .split(',')
+        .map(|item| {
+            let (name, runs) = item.split_once('*').expect("name*runs");
+            let runs: usize = runs.parse().expect("a number of runs");
+            (0..runs).map(|_| bits(train(name))).collect()
+        })
+        .collect();
+    let _ = std::fs::remove_dir_all(&cache);
+    trained
+}
+
+/// The training `name` names: a reference or a [`Variant`].
+fn train(name: &str) -> Vec<Vec<f32>> {
+    match name {
+        "reference-fused" => whole_batch::<Fused>(),
+        "reference-unfused" => whole_batch::<Unfused>(),
+        _ => {
+            let variant = Variant::parse(name).expect("a variant");
+            match (variant.fused, variant.regions) {
+                (true, false) => data_parallel::<Fused>(variant),
+                (true, true) => data_parallel::<Checkpointed<Fused>>(variant),
+                (false, false) => data_parallel::<Unfused>(variant),
+                (false, true) => data_parallel::<Checkpointed<Unfused>>(variant),
+            }
+        }
+    }
+}
+
+fn bits(trained: Vec<Vec<f32>>) -> Trained {
+    trained
+        .into_iter()
+        .map(|t| t.into_iter().map(f32::to_bits).collect())
+        .collect()
+}
+
+fn floats(bits: Trained) -> Vec<Vec<f32>> {
+    bits.into_iter()
+        .map(|t| t.into_iter().map(f32::from_bits).collect())
+        .collect()
+}
+
+/// The largest difference between two sets of parameters.
+fn largest(a: &[Vec<f32>], b: &[Vec<f32>]) -> f32 {
+    a.iter()
+        .zip(b)
+        .flat_map(|(a, b)| a.iter().zip(b).map(|(a, b)| (a - b).abs()))
+        .fold(0.0, f32::max)
+}
+
+fn main() {
+    if let Some(task) = bench_kit::child::task() {
+        bench_kit::child::report(&child(&task));
+        return;
+    }
+    if bench_kit::wgpu::claim().is_none() {
+        return;
+    }
+    // Per backend, `PROCESSES` processes (2 unless set), each: the reference twice, the variant
+    // the race showed most in (plain replicas, centralized) `RUNS` times (10), every other
+    // variant twice.
+    let setting = |name: &str, default: usize| -> usize {
+        std::env::var(name)
+            .ok()
+            .and_then(|r| r.parse().ok())
+            .unwrap_or(default)
+    };
+    let (processes, repeats) = (setting("PROCESSES", 2), setting("RUNS", 10));
+    let mut failures = Vec::new();
+    for fused in [true, false] {
+        let backend = if fused { "fused" } else { "unfused" };
+        let mut variants = Vec::new();
+        for regions in [false, true] {
+            for strategy in [
+                AllReduceStrategy::Centralized,
+                AllReduceStrategy::Tree(2),
+                AllReduceStrategy::Ring,
+            ] {
+                let main = !regions && matches!(strategy, AllReduceStrategy::Centralized);
+                let variant = Variant {
+                    fused,
+                    regions,
+                    strategy,
+                };
+                variants.push((variant.task(), if main { repeats } else { 2 }));
+            }
+        }
+        let task: Vec<String> = std::iter::once(format!("reference-{backend}*2"))
+            .chain(variants.iter().map(|(name, runs)| format!("{name}*{runs}")))
+            .collect();
+        // Per process, per item of the task, its runs.
+        let per_process: Vec<Vec<Vec<Trained>>> = (0..processes)
+            .map(|_| bench_kit::child::run(&task.join(","), &[]).unwrap_or_else(|e| panic!("{e}")))
+            .collect();
+        let item = |index: usize| -> Vec<Vec<Vec<f32>>> {
+            per_process
+                .iter()
+                .flat_map(|items| items[index].iter().cloned().map(floats))
+                .collect()
+        };
+        let references = item(0);
+        let reference = &references[0];
+        assert!(
+            references.iter().all(|r| r == reference),
+            "the one-worker reference, {backend}, differs from run to run"
+        );
+        for (index, (name, _)) in variants.iter().enumerate() {
+            let trained = item(index + 1);
+            let first = &trained[0];
+            let differing: Vec<f32> = trained[1..]
+                .iter()
+                .filter(|t| *t != first)
+                .map(|t| largest(t, first))
+                .collect();
+            let worst = differing.iter().copied().fold(0.0, f32::max);
+            let from_reference = trained
+                .iter()
+                .map(|t| largest(t, reference))
+                .fold(0.0, f32::max);
+            println!(
+                "{name}: {} runs in {processes} processes, {} differ from the first (largest \
+                 {worst:e}); at most {from_reference:e} from the whole-batch reference",
+                trained.len(),
+                differing.len()
+            );
+            if !differing.is_empty() {
+                failures.push(format!(
+                    "{name}: {} of {} runs differ",
+                    differing.len(),
+                    trained.len()
+                ));
+            }
+            if from_reference > TOLERANCE {
+                failures.push(format!("{name}: {from_reference:e} from the reference"));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{failures:#?}");
+}
