@@ -11,6 +11,8 @@
 
 mod common;
 
+use std::sync::{Mutex, MutexGuard};
+
 use burn::module::Module;
 use burn::nn::{Linear, LinearConfig};
 use burn::tensor::{Distribution, Gradients, Tensor, TensorData};
@@ -23,6 +25,13 @@ use common::{device, grad_of, param_grads};
 struct Pair {
     a: Linear,
     b: Linear,
+}
+
+/// The device's generator (seeded here, drawn lazily), one test at a time: the tests run on
+/// threads of one process.
+fn generator() -> MutexGuard<'static, ()> {
+    static GENERATOR: Mutex<()> = Mutex::new(());
+    GENERATOR.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 fn pair() -> Pair {
@@ -46,6 +55,7 @@ fn all_zero(data: &TensorData) -> bool {
 
 #[test]
 fn an_ignored_leaf_gets_no_gradient_as_in_plain_autodiff() {
+    let _generator = generator();
     let net = pair();
     let (x, y) = (leaf(1), leaf(2));
     let step = |regions: bool| {
@@ -68,6 +78,7 @@ fn an_ignored_leaf_gets_no_gradient_as_in_plain_autodiff() {
 /// Zeros where plain autodiff has none: what Burn's rule forces, pinned.
 #[test]
 fn an_ignored_computed_input_gets_zeros_instead_of_a_panic() {
+    let _generator = generator();
     let net = pair();
     let (w, y) = (leaf(3), leaf(4));
     let step = |regions: bool| {
@@ -90,6 +101,7 @@ fn an_ignored_computed_input_gets_zeros_instead_of_a_panic() {
 /// Where the ignored computed input reaches the loss another way, its gradient is plain's.
 #[test]
 fn an_ignored_computed_input_used_elsewhere_keeps_the_gradient_of_plain_autodiff() {
+    let _generator = generator();
     let net = pair();
     let (w, y) = (leaf(5), leaf(6));
     let step = |regions: bool| {
@@ -111,6 +123,7 @@ fn an_ignored_computed_input_used_elsewhere_keeps_the_gradient_of_plain_autodiff
 
 #[test]
 fn an_input_reaching_only_an_unused_output_gets_what_plain_autodiff_gives() {
+    let _generator = generator();
     let net = pair();
     let (x, w, y) = (leaf(7), leaf(8), leaf(9));
     let step = |regions: bool| {
@@ -147,6 +160,7 @@ fn an_input_reaching_only_an_unused_output_gets_what_plain_autodiff_gives() {
 /// An optional bias, given but unused on this path of the body (a flag the body reads).
 #[test]
 fn an_optional_input_given_but_unused_on_this_path() {
+    let _generator = generator();
     let net = pair();
     let (x, bias_source) = (leaf(10), leaf(11));
     for use_bias in [false, true] {
@@ -194,6 +208,7 @@ fn an_optional_input_given_but_unused_on_this_path() {
 /// region whose every output is ignored gives its parameters none, as plain autodiff.
 #[test]
 fn a_region_ignoring_another_regions_output_leaves_it_as_plain_autodiff_does() {
+    let _generator = generator();
     let net = pair();
     let other = initialised(LinearConfig::new(6, 6).init(&device()));
     let (x, y) = (leaf(12), leaf(13));
@@ -235,6 +250,7 @@ fn a_region_ignoring_another_regions_output_leaves_it_as_plain_autodiff_does() {
 
 #[test]
 fn a_nested_region_ignoring_an_input() {
+    let _generator = generator();
     let net = pair();
     let (x, w) = (leaf(14), leaf(15));
     let step = |regions: bool| {
@@ -261,6 +277,7 @@ fn a_nested_region_ignoring_an_input() {
 /// one stays undrawn (plain autodiff never initialises it either).
 #[test]
 fn parameters_the_body_skips_get_no_gradient_and_stay_lazy() {
+    let _generator = generator();
     let device = device();
     device.seed(19);
     let plain_net = Pair {
