@@ -12,10 +12,11 @@ use burn::optim::Optimizer;
 use burn::tensor::backend::AutodiffBackend;
 
 use super::bucket::Layout;
-use super::coordinator::{Asked, Handle, Workers};
+use super::coordinator::{Asked, Gathered, Handle, Workers};
 use super::nodes::Cluster;
 use super::session::Session;
-use super::worker::{self, Command, EvalJob, Inner, Job, Setup, replies};
+use super::worker::replies::{self, Reply};
+use super::worker::{self, Command, EvalJob, Inner, Job, Setup};
 use super::{DataParallelConfig, IntoLoss, ParallelError, Shard, StepStats};
 
 /// Data-parallel training: one OS thread per device, each with a replica of the model and of
@@ -89,7 +90,7 @@ where
     lr: LearningRate,
     stats: Option<StepStats>,
     poisoned: bool,
-    /// Some device is listed twice: its workers share cubecl's autotuner (`one_at_a_time`).
+    /// Some device is listed twice: its workers share cubecl's autotuner (`run_user_code`).
     repeated_device: bool,
     /// With a repeated device, the shard shapes each phase has met.
     shapes_met: HashSet<(Phase, Vec<Vec<Vec<usize>>>)>,
@@ -253,14 +254,11 @@ where
                 Some(job)
             })
             .collect();
-        let compute = |i: usize| Command::Compute(jobs[i].take().expect("one job per worker"));
-        let computed = if self.one_at_a_time(Phase::Step, shard_shapes) {
-            self.workers.in_turn::<replies::Computed>(compute)
-        } else {
-            let asked = self.workers.send(0..n, compute);
-            self.workers.gather::<replies::Computed>(&asked, || {})
-        };
-        let computed = computed.into_values();
+        let computed = self
+            .run_user_code::<replies::Computed>(Phase::Step, shard_shapes, |i| {
+                Command::Compute(jobs[i].take().expect("one job per worker"))
+            })
+            .into_values();
         let mut present = vec![false; self.layout.entries.len()];
         if let Ok(computed) = &computed {
             for c in computed {
@@ -378,14 +376,11 @@ where
                 Some(job)
             })
             .collect();
-        let evaluate = |i: usize| Command::Evaluate(jobs[i].take().expect("one job per worker"));
-        let results = if self.one_at_a_time(Phase::Evaluate, shard_shapes) {
-            self.workers.in_turn::<replies::Evaluated>(evaluate)
-        } else {
-            let asked = self.workers.send(0..n, evaluate);
-            self.workers.gather::<replies::Evaluated>(&asked, || {})
-        }
-        .into_values()?;
+        let results = self
+            .run_user_code::<replies::Evaluated>(Phase::Evaluate, shard_shapes, |i| {
+                Command::Evaluate(jobs[i].take().expect("one job per worker"))
+            })
+            .into_values()?;
         Ok(results
             .into_iter()
             .map(|r| {
@@ -507,14 +502,25 @@ where
         }
     }
 
-    /// Whether `phase` runs the workers one at a time on these shard shapes: when a device is
-    /// listed twice and the phase meets the shapes for the first time. cubecl tunes a kernel
-    /// the first time a device meets its shapes, with one tuner per device: a worker asking
-    /// for a kernel that another worker on its device is tuning is not made to wait, it runs
-    /// the first candidate instead of the fastest (cubecl-runtime 0.10, `LocalTuner::execute`,
-    /// `Pending`). Another kernel sums in another order, and that run differs from the next.
-    fn one_at_a_time(&mut self, phase: Phase, shapes: Vec<Vec<Vec<usize>>>) -> bool {
-        self.repeated_device && self.shapes_met.insert((phase, shapes))
+    /// Sends every worker `command(i)` (a phase that runs the user's code) and gathers the
+    /// reports: all together, or one at a time when a device is listed twice and `phase` meets
+    /// these shard shapes for the first time. cubecl tunes a kernel the first time a device
+    /// meets its shapes, with one tuner per device: a worker asking for a kernel that another
+    /// worker on its device is tuning is not made to wait, it runs the first candidate instead
+    /// of the fastest (cubecl-runtime 0.10, `LocalTuner::execute`, `Pending`). Another kernel
+    /// sums in another order, and that run differs from the next.
+    fn run_user_code<R: Reply<M, O>>(
+        &mut self,
+        phase: Phase,
+        shard_shapes: Vec<Vec<Vec<usize>>>,
+        command: impl FnMut(usize) -> Command<B, M>,
+    ) -> Gathered<R::Value> {
+        if self.repeated_device && self.shapes_met.insert((phase, shard_shapes)) {
+            self.workers.in_turn::<R>(command)
+        } else {
+            let asked = self.workers.send(0..self.workers.len(), command);
+            self.workers.gather::<R>(&asked, || {})
+        }
     }
 
     /// Waits for the work this thread queued on each device: a [`snapshot`](Self::snapshot)'s

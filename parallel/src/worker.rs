@@ -401,24 +401,20 @@ where
             .expect("the coordinator commits only after every worker computed");
         let start = Instant::now();
         let calls = buckets.len();
+        // Several nodes: burn-collective hands the peers on one device one buffer for a sum.
+        // Held until the device is synchronised below, it is never unshared, so no worker
+        // divides it in place while another's read of it is queued (owned.rs).
+        let sums = std::mem::take(&mut self.exchanged);
         let reduced = match self.total_devices {
             Some(total) => {
-                // burn-collective hands the peers on one device one buffer for a sum: held
-                // here until the device is synchronised below, it is never unshared, so no
-                // worker divides it in place while another's read of it is queued (owned.rs).
-                let sums = std::mem::take(&mut self.exchanged);
                 assert_eq!(
                     sums.len(),
                     calls,
                     "every bucket exchanged before the commit"
                 );
-                let means = sums
-                    .iter()
+                sums.iter()
                     .map(|sum| sum.clone().div_scalar(total as f64))
-                    .collect();
-                sync::<Inner<B>>(&self.device)?;
-                drop(sums);
-                means
+                    .collect()
             }
             None => {
                 let mut reduced = Vec::with_capacity(calls);
@@ -434,6 +430,7 @@ where
             }
         };
         sync::<Inner<B>>(&self.device)?;
+        drop(sums);
         let all_reduce = start.elapsed();
 
         let start = Instant::now();

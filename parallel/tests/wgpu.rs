@@ -9,7 +9,7 @@
 //! (parallel/src/owned.rs). The runs are spread over processes (this executable again,
 //! `bench_kit::child`), each with an empty autotune cache of its own: cubecl tunes a kernel
 //! the first time a process meets it, and two workers on one device meeting it together is the
-//! other way runs could differ (`DataParallel`'s `one_at_a_time`). A `harness = false` test:
+//! other way runs could differ (`DataParallel`'s `run_user_code`). A `harness = false` test:
 //! `main` is the parent, or a child named by its task.
 
 mod common;
