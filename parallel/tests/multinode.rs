@@ -1,7 +1,8 @@
 //! Several machines, over loopback: an orchestrator process and two node processes, each a
 //! `DataParallel` of two CPU workers with checkpoint regions, trained several steps with SGD and
 //! with Adam. Every node ends with the parameters of one process training on the whole batch;
-//! a node that is killed, or that hangs, stops the other with an error naming it.
+//! a node that is killed, or that hangs, stops the other with an error naming it. On wgpu, two
+//! nodes end with the same parameters run after run.
 //!
 //! The processes are this test binary run again with `MULTINODE_ROLE` set (the `role` test
 //! below does their work); each test kills whatever it started when it ends, passed or not.
@@ -14,11 +15,14 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use burn::module::AutodiffModule;
 use burn::optim::{AdamConfig, GradientsParams, Optimizer, SgdConfig, momentum::MomentumConfig};
+use burn::tensor::Tensor;
 use burn::tensor::backend::AutodiffBackend;
 use burn_checkpoint_parallel::{DataParallel, DataParallelConfig, Nodes, run_orchestrator};
 use common::Ckpt;
-use common::mlp::{BATCH, LR, Mlp, STEPS, assert_close, batch, mse, shards, tensors};
+use common::cubecl::{Deep, TOLERANCE, deep_mse, largest, own_autotune_cache};
+use common::mlp::{BATCH, Batch, LR, Mlp, STEPS, assert_close, batch, mse, shards, tensors};
 use serde::{Deserialize, Serialize};
 
 const WORKERS: usize = 2;
@@ -51,7 +55,11 @@ fn role() {
             std::process::exit(0);
         }
         "node" => {
+            let backend = std::env::var("MULTINODE_BACKEND").unwrap_or_default();
+            // A run on wgpu tunes its kernels from scratch, as a user's first run does.
+            let cache = (backend == "wgpu").then(|| own_autotune_cache("multinode"));
             let outcome = node(
+                &backend,
                 var("MULTINODE_RANK").parse().unwrap(),
                 &var("MULTINODE_ORCHESTRATOR"),
                 var("MULTINODE_DATA_PORT").parse().unwrap(),
@@ -68,6 +76,9 @@ fn role() {
                     }),
                 },
             );
+            if let Some(cache) = cache {
+                let _ = std::fs::remove_dir_all(cache);
+            }
             let out = var("MULTINODE_OUT");
             std::fs::write(out, serde_json::to_vec(&outcome).unwrap()).unwrap();
             std::process::exit(0);
@@ -86,8 +97,14 @@ struct Trouble {
     fail_at: Option<(usize, usize)>,
 }
 
-/// Node `rank`: its half of every batch, cut into one shard per worker.
+/// Burn's wgpu backend without fusion, plain autodiff: where two workers on one device raced
+/// most (issue 45; tests/wgpu.rs runs the other variants in one process).
+type OnWgpu = burn::backend::Autodiff<bench_kit::wgpu::Unfused>;
+
+/// Node `rank`: its half of every batch, cut into one shard per worker; on NdArray (the MLP, a
+/// region around its body), or on `wgpu` (the deep model, SGD).
 fn node(
+    backend: &str,
     rank: usize,
     orchestrator: &str,
     data_port: u16,
@@ -99,30 +116,50 @@ fn node(
     let config = DataParallelConfig::new()
         .with_nodes(nodes)
         .with_timeout(timeout);
-    match optimizer {
-        "sgd" => train(rank, config, sgd, trouble),
-        _ => train(rank, config, adam, trouble),
+    let mlp = |device: &_| Mlp::<Ckpt>::new(device, true);
+    match (backend, optimizer) {
+        ("wgpu", _) => train(
+            rank,
+            config,
+            |device| Deep::<OnWgpu>::new(device, false),
+            deep_mse,
+            sgd,
+            trouble,
+        ),
+        (_, "sgd") => train(rank, config, mlp, mse, sgd, trouble),
+        _ => train(rank, config, mlp, mse, adam, trouble),
     }
 }
 
-fn sgd<B: AutodiffBackend>() -> impl Optimizer<Mlp<B>, B> {
+fn sgd<B: AutodiffBackend, M: AutodiffModule<B>>() -> impl Optimizer<M, B> {
     SgdConfig::new()
         .with_momentum(Some(MomentumConfig::new().with_momentum(0.9)))
         .init()
 }
 
-fn adam<B: AutodiffBackend>() -> impl Optimizer<Mlp<B>, B> {
+fn adam<B: AutodiffBackend, M: AutodiffModule<B>>() -> impl Optimizer<M, B> {
     AdamConfig::new().init()
 }
 
-fn train<O: Optimizer<Mlp<Ckpt>, Ckpt> + 'static>(
+/// The loss of a model on a shard.
+type Loss<M, B> = fn(&M, Batch<B>) -> Tensor<B, 1>;
+
+fn train<B, M, O>(
     rank: usize,
     config: DataParallelConfig,
+    model: impl Fn(&B::Device) -> M,
+    loss: Loss<M, B>,
     optimizer: fn() -> O,
     trouble: Trouble,
-) -> Outcome {
-    let device = Default::default();
-    let devices = vec![device; WORKERS];
+) -> Outcome
+where
+    B: AutodiffBackend,
+    M: AutodiffModule<B> + 'static,
+    M::InnerModule: 'static,
+    O: Optimizer<M, B> + 'static,
+{
+    let device = B::Device::default();
+    let devices = vec![device.clone(); WORKERS];
     let mut step_seconds = Vec::new();
     let mut step_errors = Vec::new();
     let failed = |error: String, step_seconds| Outcome {
@@ -131,18 +168,13 @@ fn train<O: Optimizer<Mlp<Ckpt>, Ckpt> + 'static>(
         step_errors: Vec::new(),
         step_seconds,
     };
-    let mut dp = match DataParallel::with_config(
-        devices.clone(),
-        Mlp::<Ckpt>::new(&device, true),
-        optimizer(),
-        LR,
-        config,
-    ) {
-        Ok(dp) => dp,
-        Err(error) => return failed(error.to_string(), step_seconds),
-    };
+    let mut dp =
+        match DataParallel::with_config(devices.clone(), model(&device), optimizer(), LR, config) {
+            Ok(dp) => dp,
+            Err(error) => return failed(error.to_string(), step_seconds),
+        };
     for step in 0..STEPS {
-        let (x, y) = batch::<Ckpt>(step, &device);
+        let (x, y) = batch::<B>(step, &device);
         let half = BATCH / NODES;
         let part = (
             x.narrow(0, rank * half, half),
@@ -152,7 +184,7 @@ fn train<O: Optimizer<Mlp<Ckpt>, Ckpt> + 'static>(
         let hang = trouble.hang_at.clone().filter(|(at, _)| *at == step);
         let fail = trouble.fail_at == Some((rank, step));
         let start = Instant::now();
-        let result = dp.step(shards, move |model: &Mlp<Ckpt>, shard| {
+        let result = dp.step(shards, move |model: &M, shard| {
             assert!(!fail, "told to fail at step {step}");
             if let Some((_, marker)) = &hang {
                 // Stand for a node that stops answering: say so, then never return.
@@ -161,7 +193,7 @@ fn train<O: Optimizer<Mlp<Ckpt>, Ckpt> + 'static>(
                     std::thread::sleep(Duration::from_secs(1));
                 }
             }
-            mse(model, shard)
+            loss(model, shard)
         });
         match result {
             Err(error) if trouble.fail_at.is_some() => step_errors.push(error.to_string()),
@@ -206,6 +238,8 @@ fn free_ports(count: u16) -> u16 {
 
 /// The processes a test started: killed when it ends, however it ends.
 struct Run {
+    /// `MULTINODE_BACKEND` of its nodes.
+    backend: &'static str,
     dir: PathBuf,
     children: Vec<Child>,
     orchestrator: String,
@@ -214,10 +248,16 @@ struct Run {
 
 impl Run {
     fn start() -> Run {
+        Run::start_on("ndarray")
+    }
+
+    /// An orchestrator whose nodes will train on `backend` (`ndarray` or `wgpu`).
+    fn start_on(backend: &'static str) -> Run {
         let base = free_ports(4);
         let dir = std::env::temp_dir().join(format!("multinode-{}-{base}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let mut run = Run {
+            backend,
             dir,
             children: Vec::new(),
             orchestrator: format!("127.0.0.1:{base}"),
@@ -256,6 +296,7 @@ impl Run {
         let out = self.dir.join(format!("node-{rank}.json"));
         let mut vars = vec![
             ("MULTINODE_ROLE", "node".to_string()),
+            ("MULTINODE_BACKEND", self.backend.to_string()),
             ("MULTINODE_RANK", rank.to_string()),
             ("MULTINODE_ORCHESTRATOR", self.orchestrator.clone()),
             (
@@ -324,18 +365,28 @@ impl Drop for Run {
 }
 
 /// `STEPS` steps of one process on the whole batch, but `skip`.
-fn one_process<O: Optimizer<Mlp<Ckpt>, Ckpt>>(
+fn one_process<B: AutodiffBackend, M: AutodiffModule<B>, O: Optimizer<M, B>>(
+    mut model: M,
+    loss: Loss<M, B>,
     mut optimizer: O,
     skip: Option<usize>,
 ) -> Vec<Vec<f32>> {
-    let device = Default::default();
-    let mut model = Mlp::<Ckpt>::new(&device, true);
+    let device = B::Device::default();
     for step in (0..STEPS).filter(|s| Some(*s) != skip) {
-        let loss = mse(&model, batch::<Ckpt>(step, &device));
+        let loss = loss(&model, batch::<B>(step, &device));
         let grads = GradientsParams::from_grads(loss.backward(), &model);
         model = optimizer.step(LR, model, grads);
     }
     tensors(&model)
+}
+
+/// [`one_process`] with the MLP and a region around its body.
+fn one_process_mlp<O: Optimizer<Mlp<Ckpt>, Ckpt>>(
+    optimizer: O,
+    skip: Option<usize>,
+) -> Vec<Vec<f32>> {
+    let model = Mlp::<Ckpt>::new(&Default::default(), true);
+    one_process(model, mse, optimizer, skip)
 }
 
 /// Mean seconds per step of the same four workers in one process (the cost's reference).
@@ -379,7 +430,7 @@ fn two_nodes_match_one_process<O: Optimizer<Mlp<Ckpt>, Ckpt> + 'static>(
         .iter()
         .map(|(index, out)| run.outcome(*index, out, limit))
         .collect();
-    let expected = one_process(make(), None);
+    let expected = one_process_mlp(make(), None);
     for (rank, outcome) in outcomes.iter().enumerate() {
         assert_eq!(outcome.error, None, "node {rank} failed");
         let params = outcome.params.as_ref().expect("parameters");
@@ -402,12 +453,12 @@ fn two_nodes_match_one_process<O: Optimizer<Mlp<Ckpt>, Ckpt> + 'static>(
 
 #[test]
 fn two_nodes_with_sgd_match_one_process() {
-    two_nodes_match_one_process("sgd", sgd::<Ckpt>);
+    two_nodes_match_one_process("sgd", sgd::<Ckpt, Mlp<Ckpt>>);
 }
 
 #[test]
 fn two_nodes_with_adam_match_one_process() {
-    two_nodes_match_one_process("adam", adam::<Ckpt>);
+    two_nodes_match_one_process("adam", adam::<Ckpt, Mlp<Ckpt>>);
 }
 
 /// Node 1 stops answering at step 2; node 0 either sees it die (`kill`) or times out.
@@ -484,10 +535,68 @@ fn a_failing_step_on_one_node_is_dropped_on_both_and_training_goes_on() {
         "{:?}",
         outcomes[1].step_errors
     );
-    let expected = one_process(sgd::<Ckpt>(), Some(1));
+    let expected = one_process_mlp(sgd::<Ckpt, Mlp<Ckpt>>(), Some(1));
     for outcome in &outcomes {
         assert_eq!(outcome.error, None);
         assert_close(outcome.params.as_ref().unwrap(), &expected, 1e-5);
     }
     assert_eq!(outcomes[0].params, outcomes[1].params);
+}
+
+/// Two nodes of two workers each on wgpu (one device listed twice per node, the deep model),
+/// `MULTINODE_RUNS` runs (4 unless set), each in fresh processes with empty autotune caches:
+/// every node of every run ends with the first's parameters bit for bit, and within float
+/// reassociation of one process on the whole batch. Before issue 45's fix, the two workers of a
+/// node raced on shared parameter buffers: 2 of 8 nodes' parameters differed from the first run's
+/// (largest 0.28).
+#[test]
+fn two_nodes_on_wgpu_end_the_same_every_run() {
+    let Some(_device) = bench_kit::wgpu::claim() else {
+        return;
+    };
+    let _serial = serial();
+    let runs: usize = std::env::var("MULTINODE_RUNS")
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(4);
+    let mut trained = Vec::new();
+    for _ in 0..runs {
+        let mut run = Run::start_on("wgpu");
+        let nodes: Vec<_> = (0..NODES)
+            .map(|rank| run.node(rank, "sgd", Duration::from_secs(120), None, None))
+            .collect();
+        for (rank, (index, out)) in nodes.iter().enumerate() {
+            let outcome = run.outcome(*index, out, Duration::from_secs(300));
+            assert_eq!(outcome.error, None, "node {rank} failed");
+            trained.push(outcome.params.expect("parameters"));
+        }
+    }
+    let reference = one_process(
+        Deep::<OnWgpu>::new(&Default::default(), false),
+        deep_mse,
+        sgd::<OnWgpu, Deep<OnWgpu>>(),
+        None,
+    );
+    let first = &trained[0];
+    let differing: Vec<f32> = trained[1..]
+        .iter()
+        .filter(|t| *t != first)
+        .map(|t| largest(t, first))
+        .collect();
+    let from_reference = trained
+        .iter()
+        .map(|t| largest(t, &reference))
+        .fold(0.0, f32::max);
+    println!(
+        "wgpu, {runs} runs of {NODES} nodes x {WORKERS} workers: {} of {} nodes' parameters differ \
+         from the first (largest {:e}); at most {from_reference:e} from the whole-batch reference",
+        differing.len(),
+        trained.len(),
+        differing.iter().copied().fold(0.0, f32::max),
+    );
+    assert!(differing.is_empty(), "runs differ: {differing:?}");
+    assert!(
+        from_reference <= TOLERANCE,
+        "{from_reference:e} from the whole-batch reference"
+    );
 }

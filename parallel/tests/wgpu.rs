@@ -16,67 +16,13 @@ mod common;
 
 use burn::backend::wgpu::WgpuDevice;
 use burn::backend::{Autodiff, Wgpu};
-use burn::module::Module;
-use burn::nn::Linear;
 use burn::optim::momentum::MomentumConfig;
 use burn::optim::{GradientsParams, Optimizer, SgdConfig};
-use burn::tensor::Tensor;
-use burn::tensor::backend::{AutodiffBackend, Backend};
-use burn_checkpoint::{Checkpointed, checkpoint};
+use burn::tensor::backend::AutodiffBackend;
+use burn_checkpoint::Checkpointed;
 use burn_checkpoint_parallel::{AllReduceStrategy, DataParallel, DataParallelConfig};
-use common::mlp::{Batch, INPUT, LR, OUTPUT, STEPS, batch, linear, split, tensors};
-use cubecl_runtime::config::cache::CacheConfig;
-use cubecl_runtime::config::{CubeClRuntimeConfig, RuntimeConfig};
-
-const HIDDEN: usize = 32;
-const LAYERS: usize = 6;
-/// Float reassociation between two workers' mean and one worker's whole batch, 4 steps.
-const TOLERANCE: f32 = 2e-6;
-
-/// Six `Linear` layers with tanh between them, deterministic weights; optionally a region per
-/// layer.
-#[derive(Module, Debug)]
-struct Deep<B: Backend> {
-    layers: Vec<Linear<B>>,
-    regions: bool,
-}
-
-impl<B: Backend> Deep<B> {
-    fn new(device: &B::Device, regions: bool) -> Self {
-        let widths: Vec<usize> = std::iter::once(INPUT)
-            .chain([HIDDEN; LAYERS - 1])
-            .chain([OUTPUT])
-            .collect();
-        Deep {
-            layers: widths
-                .windows(2)
-                .enumerate()
-                .map(|(i, w)| linear(w[0], w[1], 10 + 2 * i as u64, device))
-                .collect(),
-            regions,
-        }
-    }
-
-    fn forward(&self, mut x: Tensor<B, 2>) -> Tensor<B, 2> {
-        let last = self.layers.len() - 1;
-        for (i, layer) in self.layers.iter().enumerate() {
-            let step = |x: Tensor<B, 2>| {
-                let y = layer.forward(x);
-                if i < last { y.tanh() } else { y }
-            };
-            x = if self.regions {
-                checkpoint(|| step(x))
-            } else {
-                step(x)
-            };
-        }
-        x
-    }
-}
-
-fn mse<B: Backend>(model: &Deep<B>, (x, y): Batch<B>) -> Tensor<B, 1> {
-    (model.forward(x) - y).powi_scalar(2).mean()
-}
+use common::cubecl::{Deep, TOLERANCE, deep_mse as mse, largest, own_autotune_cache};
+use common::mlp::{LR, STEPS, batch, split, tensors};
 
 fn sgd<B: AutodiffBackend>() -> impl Optimizer<Deep<B>, B> {
     SgdConfig::new()
@@ -159,15 +105,10 @@ type Trained = Vec<Vec<u32>>;
 
 /// A child: `task` is `name*runs,name*runs,…`, each training `name` names run `runs` times in
 /// this process (the first of the first tunes cubecl's kernels, the later ones find them
-/// tuned); each run's parameters as bits. Its autotune cache is a directory of its own, empty:
-/// cubecl keeps its tuning results on disk (under `target/autotune` of the nearest
-/// `Cargo.toml`), and a process that finds them tunes nothing.
+/// tuned); each run's parameters as bits. Its autotune cache is a directory of its own, empty
+/// (`own_autotune_cache`).
 fn child(task: &str) -> Vec<Vec<Trained>> {
-    let cache = std::env::temp_dir().join(format!("data-parallel-autotune-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&cache);
-    let mut config = CubeClRuntimeConfig::default();
-    config.autotune.cache = CacheConfig::File(cache.clone());
-    CubeClRuntimeConfig::set(config);
+    let cache = own_autotune_cache("data-parallel");
     let trained = task
         .split(',')
         .map(|item| {
@@ -208,14 +149,6 @@ fn floats(bits: Trained) -> Vec<Vec<f32>> {
     bits.into_iter()
         .map(|t| t.into_iter().map(f32::from_bits).collect())
         .collect()
-}
-
-/// The largest difference between two sets of parameters.
-fn largest(a: &[Vec<f32>], b: &[Vec<f32>]) -> f32 {
-    a.iter()
-        .zip(b)
-        .flat_map(|(a, b)| a.iter().zip(b).map(|(a, b)| (a - b).abs()))
-        .fold(0.0, f32::max)
 }
 
 fn main() {

@@ -1,6 +1,7 @@
 //! What the data-parallel tests share: the two backends trained, and the small model.
 #![allow(dead_code)]
 
+pub mod cubecl;
 pub mod mlp;
 
 use burn::backend::{Autodiff, NdArray};
