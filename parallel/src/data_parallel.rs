@@ -1,8 +1,8 @@
 //! `DataParallel`: the caller's handle on the workers, and the two-phase step.
 
 use std::collections::HashSet;
-use std::sync::Arc;
 use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use burn::collective::{AllReduceStrategy, PeerId, reset_collective};
@@ -164,6 +164,7 @@ where
 
         let (reply_sender, replies) = mpsc::channel();
         let mut workers = Workers::new(replies);
+        let copying = Arc::new(Mutex::new(()));
         for (i, device) in devices.iter().enumerate() {
             let (commands, receiver) = mpsc::channel();
             let setup = Setup {
@@ -175,6 +176,7 @@ where
                 padding,
                 timeout: config.timeout(),
                 nodes: nodes.clone(),
+                copying: copying.clone(),
             };
             let thread = worker::spawn(i, setup, receiver, reply_sender.clone())
                 .map_err(|source| ParallelError::Spawn { worker: i, source })?;

@@ -11,8 +11,8 @@
 
 use std::any::Any;
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::Arc;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -183,6 +183,8 @@ pub(crate) struct Setup<B: AutodiffBackend, M: AutodiffModule<B>, O> {
     pub timeout: Duration,
     /// Several nodes: the rendezvous's news, and the devices over every node.
     pub nodes: Option<(Arc<Watch>, usize)>,
+    /// Held by the worker copying its replica (one of a `DataParallel`'s workers at a time).
+    pub copying: Arc<Mutex<()>>,
 }
 
 /// Starts worker `index`; it reports `Ready` (or why not), then serves commands until its
@@ -285,9 +287,19 @@ where
         // `from_inner` gives the replica its own running statistics (a clone would share
         // BatchNorm's `RunningState` with the other replicas) with the same `ParamId`s.
         // Buffers of its own (owned.rs): the clones the workers start from share every buffer.
-        let model = M::from_inner(setup.inner).fork(&setup.device);
-        let model = owned::module(model, &setup.device);
-        let optimizer = owned::optimizer::<B, M, O>(setup.optimizer, &setup.device);
+        //
+        // One worker at a time: every worker reads the tensors all of them share, and burn-fusion
+        // (0.21) lets go of a tensor before its read is queued (`FusionTensor::into_data`): a
+        // second thread's read then finds itself the last holder, reads with the right to free
+        // the buffer, and the first thread's read panics ("Should have handle for tensor").
+        let (model, optimizer) = {
+            let _turn = setup.copying.lock().unwrap_or_else(PoisonError::into_inner);
+            let model = M::from_inner(setup.inner).fork(&setup.device);
+            (
+                owned::module(model, &setup.device),
+                owned::optimizer::<B, M, O>(setup.optimizer, &setup.device),
+            )
+        };
         let layout = Layout::new(visit::entries(&model), setup.bucket_bytes, setup.padding);
         let starts = visit::buffers(&layout, &model.valid());
         let (watch, total_devices) = match setup.nodes {

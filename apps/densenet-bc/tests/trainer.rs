@@ -49,8 +49,10 @@ fn train_ok(args: &[&str], report: &Path) -> Report {
         output.status.success(),
         "train {all:?} failed\nstdout:\n{stdout}\nstderr:\n{stderr}"
     );
+    // A device's meter adds a Reserved column before the time.
     assert!(
-        stdout.contains("| Method | # devices | Batch | Memory | Time per step |"),
+        stdout.contains("| Method | # devices | Batch | Memory |")
+            && stdout.contains("| Time per step |"),
         "{stdout}"
     );
     serde_json::from_slice(&std::fs::read(report).unwrap()).expect("a JSON report")
@@ -240,6 +242,41 @@ fn a_data_parallel_run_resumes_as_it_would_have_gone_on() {
 /// Every tensor of the model saved after `epoch` (parameters and BatchNorm statistics), in the
 /// module's order. Compared as values: the files differ anyway, parameter ids being random per
 /// process.
+/// On a cubecl runtime (wgpu; Mesa's lavapipe in CI), two workers on one device listed twice
+/// give the same figures and weights run after run (issue 45: the replicas raced on buffers they
+/// shared).
+#[test]
+fn wgpu_devices_train_the_same_run_every_run() {
+    let Some(_device) = bench_kit::wgpu::claim() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let run = |name: &str| {
+        let save = dir.path().join(name);
+        let owned = tiny(&[
+            "--data",
+            "synthetic",
+            "--epochs",
+            "1",
+            "--devices",
+            "wgpu,wgpu",
+            "--checkpoint",
+            "regions",
+            "--save",
+            save.to_str().unwrap(),
+        ]);
+        let report = train_ok(&args(&owned), &dir.path().join(format!("{name}.json")));
+        (report, saved_weights(&save, 1))
+    };
+    let (first, weights) = run("first");
+    assert_eq!(first.devices, ["wgpu", "wgpu"]);
+    for name in ["second", "third"] {
+        let (other, other_weights) = run(name);
+        assert_eq!(results(&other), results(&first), "{name} run's figures");
+        assert!(other_weights == weights, "the {name} run's weights differ");
+    }
+}
+
 fn saved_weights(save: &Path, epoch: usize) -> Vec<Vec<f32>> {
     type B = Flex;
     struct Collect(Vec<Vec<f32>>);

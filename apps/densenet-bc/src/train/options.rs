@@ -46,8 +46,9 @@ pub struct TrainOptions {
     #[arg(long, default_value_t = 64, value_parser = positive())]
     pub batch_size: usize,
 
-    /// The devices, comma-separated: cpu, or cuda:0,cuda:1,… (CUDA needs the `cuda` feature).
-    /// Several devices train data-parallel.
+    /// The devices, comma-separated: cpu, cuda:0,cuda:1,… (the `cuda` feature), or wgpu (the
+    /// default adapter), wgpu:0,wgpu:1,… (discrete GPUs; the `wgpu` feature). Several devices,
+    /// or one listed several times, train data-parallel.
     #[arg(long, default_value = "cpu", value_name = "LIST")]
     pub devices: String,
 
@@ -301,6 +302,9 @@ pub enum DeviceSpec {
     Cpu,
     /// A CUDA GPU, by index.
     Cuda(usize),
+    /// A wgpu adapter (Vulkan, Metal, DirectX; Mesa's lavapipe on a CPU): `None` for the
+    /// default one, or a discrete GPU by index.
+    Wgpu(Option<usize>),
 }
 
 impl std::fmt::Display for DeviceSpec {
@@ -308,11 +312,14 @@ impl std::fmt::Display for DeviceSpec {
         match self {
             DeviceSpec::Cpu => write!(f, "cpu"),
             DeviceSpec::Cuda(index) => write!(f, "cuda:{index}"),
+            DeviceSpec::Wgpu(None) => write!(f, "wgpu"),
+            DeviceSpec::Wgpu(Some(index)) => write!(f, "wgpu:{index}"),
         }
     }
 }
 
-/// Parses `--devices`: `cpu`, `cuda` (= `cuda:0`), `cuda:N`, comma-separated.
+/// Parses `--devices`: `cpu`, `cuda` (= `cuda:0`), `cuda:N`, `wgpu` (the default adapter),
+/// `wgpu:N`, comma-separated, all of one kind.
 pub fn parse_devices(list: &str) -> Result<Vec<DeviceSpec>, String> {
     let devices = list
         .split(',')
@@ -321,11 +328,20 @@ pub fn parse_devices(list: &str) -> Result<Vec<DeviceSpec>, String> {
             match item.split_once(':') {
                 None if item == "cpu" => Ok(DeviceSpec::Cpu),
                 None if item == "cuda" => Ok(DeviceSpec::Cuda(0)),
+                None if item == "wgpu" => Ok(DeviceSpec::Wgpu(None)),
                 Some(("cuda", index)) => index.parse().map(DeviceSpec::Cuda).map_err(|_| {
                     format!("`{item}` in --devices: the CUDA index must be a number, as in cuda:0")
                 }),
+                Some(("wgpu", index)) => index
+                    .parse()
+                    .map(|index| DeviceSpec::Wgpu(Some(index)))
+                    .map_err(|_| {
+                        format!(
+                            "`{item}` in --devices: the wgpu index must be a number, as in wgpu:0"
+                        )
+                    }),
                 _ => Err(format!(
-                    "`{item}` in --devices is not a device: use cpu, or cuda:0,cuda:1,…"
+                    "`{item}` in --devices is not a device: use cpu, cuda:0,cuda:1,… or wgpu"
                 )),
             }
         })
@@ -336,7 +352,8 @@ pub fn parse_devices(list: &str) -> Result<Vec<DeviceSpec>, String> {
         .any(|d| std::mem::discriminant(d) != std::mem::discriminant(&first))
     {
         return Err(format!(
-            "--devices {list} mixes kinds of device; give only cpu or only cuda:N devices"
+            "--devices {list} mixes kinds of device; give only cpu, only cuda:N or only wgpu \
+             devices"
         ));
     }
     Ok(devices)
@@ -357,6 +374,16 @@ mod tests {
         assert!(parse_devices("gpu").unwrap_err().contains("`gpu`"));
         assert!(parse_devices("cuda:x").unwrap_err().contains("number"));
         assert!(parse_devices("cpu,cuda:0").unwrap_err().contains("mixes"));
+        assert_eq!(
+            parse_devices("wgpu,wgpu").unwrap(),
+            vec![DeviceSpec::Wgpu(None); 2]
+        );
+        assert_eq!(
+            parse_devices("wgpu:1").unwrap(),
+            vec![DeviceSpec::Wgpu(Some(1))]
+        );
+        assert!(parse_devices("wgpu:x").unwrap_err().contains("number"));
+        assert!(parse_devices("wgpu,cpu").unwrap_err().contains("mixes"));
         assert!(parse_devices("").is_err());
     }
 

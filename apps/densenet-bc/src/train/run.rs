@@ -64,6 +64,7 @@ pub fn run(options: &TrainOptions, out: &mut dyn Write) -> anyhow::Result<Report
     match devices[0] {
         DeviceSpec::Cpu => on_cpu(options, devices.len(), outputs),
         DeviceSpec::Cuda(_) => on_cuda(options, &devices, outputs),
+        DeviceSpec::Wgpu(_) => on_wgpu(options, &devices, outputs),
     }
 }
 
@@ -143,7 +144,7 @@ fn on_cuda(
         .iter()
         .map(|d| match d {
             DeviceSpec::Cuda(index) => CudaDevice::new(*index),
-            DeviceSpec::Cpu => unreachable!("parse_devices refuses mixed lists"),
+            _ => unreachable!("parse_devices refuses mixed lists"),
         })
         .collect();
     let meter = Meter::device(devices[0].clone()).expect("cubecl counts CUDA bytes");
@@ -153,6 +154,31 @@ fn on_cuda(
 #[cfg(not(feature = "cuda"))]
 fn on_cuda(_: &TrainOptions, _: &[DeviceSpec], _: Outputs) -> anyhow::Result<Report> {
     bail!("this build has no CUDA backend: build with `--features cuda`")
+}
+
+/// Burn's wgpu backend with fusion and autotune, as Burn's default features give it.
+#[cfg(feature = "wgpu")]
+fn on_wgpu(
+    options: &TrainOptions,
+    devices: &[DeviceSpec],
+    outputs: Outputs,
+) -> anyhow::Result<Report> {
+    use burn::backend::wgpu::WgpuDevice;
+    let devices: Vec<WgpuDevice> = devices
+        .iter()
+        .map(|d| match d {
+            DeviceSpec::Wgpu(None) => WgpuDevice::DefaultDevice,
+            DeviceSpec::Wgpu(Some(index)) => WgpuDevice::DiscreteGpu(*index),
+            _ => unreachable!("parse_devices refuses mixed lists"),
+        })
+        .collect();
+    let meter = Meter::device(devices[0].clone()).expect("cubecl counts wgpu bytes");
+    run_on::<burn::backend::Wgpu>(options, &devices, meter, outputs)
+}
+
+#[cfg(not(feature = "wgpu"))]
+fn on_wgpu(_: &TrainOptions, _: &[DeviceSpec], _: Outputs) -> anyhow::Result<Report> {
+    bail!("this build has no wgpu backend: build with `--features wgpu`")
 }
 
 /// The learning rate of `epoch` (from 0): the reference's schedule, `lr` divided by 10 at 50%
