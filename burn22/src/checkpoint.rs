@@ -268,6 +268,27 @@ impl Region {
             nested_seeds: opened.nested_seeds(),
         };
         let (param_ids, param_values) = used.trainable();
+        if tensors
+            .iter()
+            .chain(&param_values)
+            .any(params::is_distributed)
+        {
+            // Burn 0.22.1 ends every backward, a recompute's nested one too, with the
+            // collective sync; its sync server counts that as a device finishing its step and
+            // resets mid-pass, and the step's final sync then waits forever
+            // (burn-autodiff-0.22.1 tensor.rs:326). Burn 0.23 skips the sync of a backward that
+            // registered nothing.
+            panic!(
+                "checkpoint region {}: its parameters or inputs are distributed (Burn's data \
+                 parallelism, `ExecutionStrategy::ddp`, all-reduces their gradients), and on Burn \
+                 0.22.1 a region's recompute would end its nested backward with the collective \
+                 sync, which the sync server takes for a device finishing its step: training \
+                 would hang. Under `ExecutionStrategy::ddp`, run this model without regions; \
+                 Burn's multi-device strategy without collectives, `ExecutionStrategy::multi`, \
+                 takes them",
+                self.name
+            );
+        }
         if region::check_first(&self.name) {
             // The body again, as its recompute will run it (replayed seeds, fresh running
             // statistics), compared with its forward: once per name and thread.
@@ -345,7 +366,9 @@ impl Region {
 /// `module` must hold every parameter the region uses (as fairscale's `checkpoint_wrapper`
 /// wraps a module): the region's gradient flows to `inputs` and to `module`'s trainable
 /// parameters, and to nothing else. A tracked tensor the closure captures instead is refused
-/// with a panic, since it would silently get no gradient.
+/// with a panic, since it would silently get no gradient. So is a region over tensors Burn's data
+/// parallelism (`ExecutionStrategy::ddp`) all-reduces: on Burn 0.22.1 its recompute would hang the
+/// step (docs/burn-0.22.md, "Not yet here").
 ///
 /// Inside the region, layers see a training device: dropout draws its masks (the recompute
 /// draws the same ones: a module holding a dropout makes the region [seeded](Region::seeded))

@@ -2,11 +2,12 @@
 //! (untracked, lazily initialised ones initialised at their first use, as without a region), and
 //! tells which trainable parameters the body used; the recompute runs on the module with those
 //! parameters replaced by its leaves. Also what a module says about a region before it runs: does
-//! it hold a parameter with autodiff, does it hold a layer that draws random numbers.
+//! it hold a parameter with autodiff, does it hold a layer that draws random numbers; and whether
+//! a tensor is one Burn's data parallelism all-reduces.
 
 use std::collections::HashMap;
 
-use burn::backend::DispatchTensor;
+use burn::backend::{DispatchTensor, DispatchTensorKind};
 use burn::module::{Flag, Module, ModuleMapper, ModuleVisitor, Param, ParamId};
 use burn::tensor::{Device, Tensor};
 
@@ -141,6 +142,15 @@ pub(crate) fn initialise(module: &impl Module) {
     }
 
     module.visit(&mut Touch);
+}
+
+/// Whether `tensor` is marked for Burn's data parallelism: `ExecutionStrategy::ddp` marks every
+/// parameter of a worker's model (`Tensor::set_distributed`) and all-reduces its gradient at its
+/// last use in backward.
+pub(crate) fn is_distributed(tensor: &DispatchTensor) -> bool {
+    // Burn's `is_distributed` panics on a tensor without autodiff.
+    matches!(tensor.kind, DispatchTensorKind::Autodiff(_))
+        && Tensor::<1>::from_dispatch(tensor.clone()).is_distributed()
 }
 
 /// Whether `module` holds a float parameter on a device with autodiff (initialised or not): its

@@ -11,7 +11,8 @@ mod common;
 
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
-use burn::module::Module;
+use burn::module::{Module, ParamId};
+use burn::nn::LinearConfig;
 use burn::nn::PaddingConfig2d;
 use burn::nn::conv::{Conv2d, Conv2dConfig};
 use burn::nn::pool::{AvgPool2d, AvgPool2dConfig};
@@ -19,7 +20,7 @@ use burn::tensor::{Device, DeviceKind, Distribution, Tensor, TensorData};
 use burn_checkpoint_22::memory::{Meter, StepReport};
 use burn_checkpoint_22::planner::Treatment;
 use burn_checkpoint_22::planner::{Plan, Profile, TREATMENTS};
-use burn_checkpoint_22::{Region, Segments, checkpoint_sequential};
+use burn_checkpoint_22::{Region, Segments, checkpoint, checkpoint_fn, checkpoint_sequential};
 use burn_checkpoint_22_test_kit::initialised;
 use common::{Block, param_grads};
 
@@ -242,4 +243,61 @@ fn the_report_and_the_planner_read_the_devices_pools() {
     }
     let json = serde_json::to_string(&fitted.plan).unwrap();
     assert_eq!(serde_json::from_str::<Plan>(&json).unwrap(), fitted.plan);
+}
+
+/// Marks every parameter distributed, as burn-train's data parallelism (`ExecutionStrategy::ddp`)
+/// does to each worker's model (only CubeCL and Remote tensors can be: Flex has no collectives).
+struct Distribute;
+
+impl burn::module::ModuleMapper for Distribute {
+    fn map_float<const D: usize>(
+        &mut self,
+        param: burn::module::Param<Tensor<D>>,
+    ) -> burn::module::Param<Tensor<D>> {
+        let id = param.id;
+        param.map(|tensor| tensor.set_distributed(id))
+    }
+}
+
+/// What a closure panicked with.
+fn panic_message(run: impl FnOnce()) -> String {
+    let payload = std::panic::catch_unwind(std::panic::AssertUnwindSafe(run))
+        .expect_err("the region is refused");
+    payload
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_default()
+}
+
+/// On Burn 0.22.1, a region over parameters (or inputs) Burn's data parallelism all-reduces
+/// would hang the step: its recompute's nested backward ends with the collective sync. It is
+/// refused at the region, with what to do instead; the same region over plain parameters runs.
+#[test]
+fn a_region_over_distributed_tensors_is_refused_not_a_hang() {
+    let Some((_guard, device)) = claim() else {
+        return;
+    };
+    let linear = LinearConfig::new(4, 4).init(&device);
+    let x = Tensor::<2>::ones([2, 4], &device);
+    let y = checkpoint(&linear, x.clone(), |linear, x| linear.forward(x));
+    assert!(linear.weight.val().grad(&y.sum().backward()).is_some());
+
+    let distributed = linear.map(&mut Distribute);
+    assert!(distributed.weight.val().is_distributed());
+    let message = panic_message(|| {
+        checkpoint(&distributed, x.clone(), |linear, x| linear.forward(x));
+    });
+    assert!(
+        message.contains("distributed") && message.contains("ExecutionStrategy::ddp"),
+        "{message}"
+    );
+
+    let input = Tensor::<2>::ones([2, 4], &device)
+        .require_grad()
+        .set_distributed(ParamId::new());
+    let message = panic_message(|| {
+        checkpoint_fn(input, |x| x.exp());
+    });
+    assert!(message.contains("would hang"), "{message}");
 }
