@@ -1,0 +1,236 @@
+//! Checkpoint regions in Burn 0.22's own training loop: a model with a region per block, trained
+//! by burn-train's `Learner` and `SupervisedTraining` as Burn users train, its losses recorded.
+//! The tests train it with and without regions and compare bit for bit.
+//!
+//! ```
+//! use burn::tensor::Device;
+//! use burn_checkpoint_22_train::{Mlp, Run};
+//!
+//! let device = Device::flex().autodiff();
+//! let model = Mlp::new(&device, true);
+//! let run = Run::default().train(model);
+//! assert_eq!(run.train_losses.len(), 2 * 8); // 2 epochs of 8 batches
+//! ```
+
+use std::sync::{Arc, Mutex};
+
+use burn::data::dataloader::batcher::Batcher;
+use burn::data::dataloader::{DataLoader, DataLoaderBuilder};
+use burn::data::dataset::InMemDataset;
+use burn::module::{Module, ModuleVisitor, Param};
+use burn::nn::loss::{MseLoss, Reduction};
+use burn::nn::{Linear, LinearConfig};
+use burn::optim::SgdConfig;
+use burn::tensor::activation::relu;
+use burn::tensor::{Device, Tensor, TensorData};
+use burn::train::logger::InMemoryMetricLogger;
+use burn::train::metric::LossMetric;
+use burn::train::{
+    InferenceStep, Learner, RegressionOutput, SupervisedTraining, TrainOutput, TrainStep,
+};
+use burn_checkpoint_22::checkpoint;
+
+const INPUT: usize = 16;
+const HIDDEN: usize = 64;
+const OUTPUT: usize = 4;
+const ITEMS: usize = 256;
+const BATCH: usize = 32;
+
+/// The losses of the run in progress, in the order the steps ran (burn-train's steps take `&self`).
+static TRAIN_LOSSES: Mutex<Vec<f32>> = Mutex::new(Vec::new());
+static VALID_LOSSES: Mutex<Vec<f32>> = Mutex::new(Vec::new());
+/// One run at a time: the losses are the process's.
+static ONE_RUN: Mutex<()> = Mutex::new(());
+
+/// A residual block: `x + down(relu(up(x)))`.
+#[derive(Module, Debug)]
+pub struct Block {
+    up: Linear,
+    down: Linear,
+}
+
+impl Block {
+    fn forward(&self, x: Tensor<2>) -> Tensor<2> {
+        x.clone() + self.down.forward(relu(self.up.forward(x)))
+    }
+}
+
+/// Four residual blocks and a linear head; with `regions`, each block is a checkpoint region.
+#[derive(Module, Debug)]
+pub struct Mlp {
+    blocks: Vec<Block>,
+    head: Linear,
+    regions: bool,
+}
+
+impl Mlp {
+    /// Parameters drawn from `device`'s generator (seed it for the same ones), all drawn now:
+    /// a clone of a lazily initialised parameter would draw its own.
+    pub fn new(device: &Device, regions: bool) -> Self {
+        let linear = |from, to| LinearConfig::new(from, to).init(device);
+        let model = Mlp {
+            blocks: (0..4)
+                .map(|_| Block {
+                    up: linear(INPUT, HIDDEN),
+                    down: linear(HIDDEN, INPUT),
+                })
+                .collect(),
+            head: linear(INPUT, OUTPUT),
+            regions,
+        };
+        parameters(&model);
+        model
+    }
+
+    /// The same parameters, with or without regions.
+    pub fn with_regions(self, regions: bool) -> Self {
+        Mlp { regions, ..self }
+    }
+
+    fn forward(&self, mut x: Tensor<2>) -> Tensor<2> {
+        for block in &self.blocks {
+            x = if self.regions {
+                checkpoint(block, x, |block, x| block.forward(x))
+            } else {
+                block.forward(x)
+            };
+        }
+        self.head.forward(x)
+    }
+
+    fn regression(&self, batch: Rows) -> RegressionOutput {
+        let output = self.forward(batch.x);
+        let loss = MseLoss::new().forward(output.clone(), batch.y.clone(), Reduction::Mean);
+        RegressionOutput::new(loss, output, batch.y)
+    }
+}
+
+impl TrainStep for Mlp {
+    type Input = Rows;
+    type Output = RegressionOutput;
+
+    fn step(&self, batch: Rows) -> TrainOutput<RegressionOutput> {
+        let output = self.regression(batch);
+        record(&TRAIN_LOSSES, &output.loss);
+        TrainOutput::new(self, output.loss.backward(), output)
+    }
+}
+
+impl InferenceStep for Mlp {
+    type Input = Rows;
+    type Output = RegressionOutput;
+
+    fn step(&self, batch: Rows) -> RegressionOutput {
+        let output = self.regression(batch);
+        record(&VALID_LOSSES, &output.loss);
+        output
+    }
+}
+
+fn record(losses: &Mutex<Vec<f32>>, loss: &Tensor<1>) {
+    let value = loss.clone().into_scalar::<f32>();
+    losses.lock().unwrap_or_else(|e| e.into_inner()).push(value);
+}
+
+/// A batch of rows and their targets.
+#[derive(Clone, Debug)]
+pub struct Rows {
+    x: Tensor<2>,
+    y: Tensor<2>,
+}
+
+struct RowBatcher;
+
+impl Batcher<(Vec<f32>, Vec<f32>), Rows> for RowBatcher {
+    fn batch(&self, items: Vec<(Vec<f32>, Vec<f32>)>, device: &Device) -> Rows {
+        let n = items.len();
+        let x = items.iter().flat_map(|i| i.0.clone()).collect::<Vec<_>>();
+        let y = items.iter().flat_map(|i| i.1.clone()).collect::<Vec<_>>();
+        Rows {
+            x: Tensor::from_data(TensorData::new(x, [n, INPUT]), device),
+            y: Tensor::from_data(TensorData::new(y, [n, OUTPUT]), device),
+        }
+    }
+}
+
+/// Deterministic rows (no generator): `offset` tells the training split from the validation one.
+fn rows(offset: usize) -> Arc<dyn DataLoader<Rows>> {
+    let items = (0..ITEMS)
+        .map(|i| {
+            let t = (i + offset) as f32;
+            (
+                (0..INPUT).map(|j| (t * 0.37 + j as f32).sin()).collect(),
+                (0..OUTPUT).map(|j| (t * 0.11 - j as f32).cos()).collect(),
+            )
+        })
+        .collect();
+    DataLoaderBuilder::new(RowBatcher)
+        .batch_size(BATCH)
+        .build(InMemDataset::new(items))
+}
+
+/// How a run trains: SGD, 2 epochs, no shuffling, one loader thread.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Run {
+    /// Burn's own checkpointing (`SupervisedTraining::gradient_checkpointing`); the model must
+    /// then be built on `Device::flex().autodiff().gradient_checkpointing()`.
+    pub gradient_checkpointing: bool,
+}
+
+/// What a run gave.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Trained {
+    /// Each training step's loss, in order.
+    pub train_losses: Vec<f32>,
+    /// Each validation step's loss, in order (the model without autodiff: regions are their
+    /// bodies there).
+    pub valid_losses: Vec<f32>,
+    /// The trained parameters, in visiting order.
+    pub parameters: Vec<Vec<f32>>,
+}
+
+impl Run {
+    /// Trains `model` through burn-train's `Learner` and `SupervisedTraining`.
+    pub fn train(self, model: Mlp) -> Trained {
+        let _one = ONE_RUN.lock().unwrap_or_else(|e| e.into_inner());
+        TRAIN_LOSSES
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
+        VALID_LOSSES
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
+        // burn-train's artifact directory (checkpoints, logs): nothing is kept.
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let mut training = SupervisedTraining::new(dir.path(), rows(0), rows(ITEMS))
+            .num_epochs(2)
+            .metrics((LossMetric::new(),))
+            .with_metric_logger(InMemoryMetricLogger::new())
+            .with_application_logger(None);
+        if self.gradient_checkpointing {
+            training = training.gradient_checkpointing();
+        }
+        let result = training.launch(Learner::new(model, SgdConfig::new().init(), 1e-2));
+        assert!(result.error.is_none(), "{:?}", result.error);
+        Trained {
+            train_losses: TRAIN_LOSSES.lock().unwrap().clone(),
+            valid_losses: VALID_LOSSES.lock().unwrap().clone(),
+            parameters: parameters(&result.model),
+        }
+    }
+}
+
+/// Every float parameter of `model`, in visiting order (reading initialises lazy ones).
+pub fn parameters(model: &impl Module) -> Vec<Vec<f32>> {
+    struct Values(Vec<Vec<f32>>);
+    impl ModuleVisitor for Values {
+        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+            let data = param.val().into_data().convert::<f32>();
+            self.0.push(data.try_to_vec::<f32>().expect("f32 values"));
+        }
+    }
+    let mut values = Values(Vec::new());
+    model.visit(&mut values);
+    values.0
+}
