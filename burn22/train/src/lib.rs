@@ -26,7 +26,8 @@ use burn::tensor::{Device, Tensor, TensorData};
 use burn::train::logger::InMemoryMetricLogger;
 use burn::train::metric::LossMetric;
 use burn::train::{
-    InferenceStep, Learner, RegressionOutput, SupervisedTraining, TrainOutput, TrainStep,
+    ExecutionStrategy, InferenceStep, Learner, MultiDeviceOptim, RegressionOutput,
+    SupervisedTraining, TrainOutput, TrainStep, TrainingStrategy,
 };
 use burn_checkpoint_22::checkpoint;
 
@@ -175,6 +176,9 @@ pub struct Run {
     /// Burn's own checkpointing (`SupervisedTraining::gradient_checkpointing`); the model must
     /// then be built on `Device::flex().autodiff().gradient_checkpointing()`.
     pub gradient_checkpointing: bool,
+    /// burn-train's multi-device strategy over two Flex devices (one thread each, gradients
+    /// summed on the first, no collective); the steps' losses then arrive in thread order.
+    pub two_devices: bool,
 }
 
 /// What a run gave.
@@ -210,6 +214,14 @@ impl Run {
             .with_application_logger(None);
         if self.gradient_checkpointing {
             training = training.gradient_checkpointing();
+        }
+        if self.two_devices {
+            training = training.with_training_strategy(TrainingStrategy::Default(
+                ExecutionStrategy::MultiDevice(
+                    vec![Device::flex(), Device::flex()],
+                    MultiDeviceOptim::OptimMainDevice,
+                ),
+            ));
         }
         let result = training.launch(Learner::new(model, SgdConfig::new().init(), 1e-2));
         assert!(result.error.is_none(), "{:?}", result.error);

@@ -1,6 +1,6 @@
 //! Regions in burn-train's `Learner`: losses (training and validation) and trained weights bit
 //! for bit those of the same run without regions, with Burn's own gradient checkpointing on the
-//! Learner and without.
+//! Learner and without, on one device and with burn-train's multi-device strategy.
 
 use std::sync::Mutex;
 
@@ -44,6 +44,7 @@ fn regions_train_through_the_learner_bit_for_bit() {
 fn regions_under_the_learners_gradient_checkpointing_bit_for_bit() {
     let balanced = Run {
         gradient_checkpointing: true,
+        ..Run::default()
     };
     let device = Device::flex().autodiff().gradient_checkpointing();
     let (plain, regions) = both(&device, balanced);
@@ -51,4 +52,19 @@ fn regions_under_the_learners_gradient_checkpointing_bit_for_bit() {
     // Burn's checkpointing changes what is kept, not a bit of the result.
     let (without, _) = both(&Device::flex().autodiff(), Run::default());
     assert_same(&without, &plain);
+}
+
+#[test]
+fn regions_under_the_learners_multi_device_strategy_bit_for_bit() {
+    let two = Run {
+        two_devices: true,
+        ..Run::default()
+    };
+    let (mut plain, mut regions) = both(&Device::flex().autodiff(), two);
+    // The workers record their losses in the order their threads run.
+    for trained in [&mut plain, &mut regions] {
+        trained.train_losses.sort_by(f32::total_cmp);
+        trained.valid_losses.sort_by(f32::total_cmp);
+    }
+    assert_same(&plain, &regions);
 }
