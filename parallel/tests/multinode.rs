@@ -21,7 +21,7 @@ use burn::tensor::Tensor;
 use burn::tensor::backend::AutodiffBackend;
 use burn_checkpoint_parallel::{DataParallel, DataParallelConfig, Nodes, run_orchestrator};
 use common::Ckpt;
-use common::cubecl::{Deep, TOLERANCE, deep_mse, largest, own_autotune_cache};
+use common::cubecl::{Deep, Spread, TOLERANCE, deep_mse, own_autotune_cache};
 use common::mlp::{BATCH, Batch, LR, Mlp, STEPS, assert_close, batch, mse, shards, tensors};
 use serde::{Deserialize, Serialize};
 
@@ -577,26 +577,23 @@ fn two_nodes_on_wgpu_end_the_same_every_run() {
         sgd::<OnWgpu, Deep<OnWgpu>>(),
         None,
     );
-    let first = &trained[0];
-    let differing: Vec<f32> = trained[1..]
-        .iter()
-        .filter(|t| *t != first)
-        .map(|t| largest(t, first))
-        .collect();
-    let from_reference = trained
-        .iter()
-        .map(|t| largest(t, &reference))
-        .fold(0.0, f32::max);
+    let spread = Spread::of(&trained, &reference);
     println!(
         "wgpu, {runs} runs of {NODES} nodes x {WORKERS} workers: {} of {} nodes' parameters differ \
-         from the first (largest {:e}); at most {from_reference:e} from the whole-batch reference",
-        differing.len(),
+         from the first (largest {:e}); at most {:e} from the whole-batch reference",
+        spread.differing.len(),
         trained.len(),
-        differing.iter().copied().fold(0.0, f32::max),
+        spread.worst(),
+        spread.from_reference,
     );
-    assert!(differing.is_empty(), "runs differ: {differing:?}");
     assert!(
-        from_reference <= TOLERANCE,
-        "{from_reference:e} from the whole-batch reference"
+        spread.differing.is_empty(),
+        "runs differ: {:?}",
+        spread.differing
+    );
+    assert!(
+        spread.from_reference <= TOLERANCE,
+        "{:e} from the whole-batch reference",
+        spread.from_reference
     );
 }

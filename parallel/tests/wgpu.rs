@@ -21,7 +21,7 @@ use burn::optim::{GradientsParams, Optimizer, SgdConfig};
 use burn::tensor::backend::AutodiffBackend;
 use burn_checkpoint::Checkpointed;
 use burn_checkpoint_parallel::{AllReduceStrategy, DataParallel, DataParallelConfig};
-use common::cubecl::{Deep, TOLERANCE, deep_mse as mse, largest, own_autotune_cache};
+use common::cubecl::{Deep, Spread, TOLERANCE, deep_mse as mse, own_autotune_cache};
 use common::mlp::{LR, STEPS, batch, split, tensors};
 
 fn sgd<B: AutodiffBackend>() -> impl Optimizer<Deep<B>, B> {
@@ -209,17 +209,9 @@ fn main() {
         );
         for (index, (name, _)) in variants.iter().enumerate() {
             let trained = item(index + 1);
-            let first = &trained[0];
-            let differing: Vec<f32> = trained[1..]
-                .iter()
-                .filter(|t| *t != first)
-                .map(|t| largest(t, first))
-                .collect();
-            let worst = differing.iter().copied().fold(0.0, f32::max);
-            let from_reference = trained
-                .iter()
-                .map(|t| largest(t, reference))
-                .fold(0.0, f32::max);
+            let spread = Spread::of(&trained, reference);
+            let (differing, worst, from_reference) =
+                (&spread.differing, spread.worst(), spread.from_reference);
             println!(
                 "{name}: {} runs in {processes} processes, {} differ from the first (largest \
                  {worst:e}); at most {from_reference:e} from the whole-batch reference",

@@ -82,9 +82,39 @@ pub fn own_autotune_cache(name: &str) -> PathBuf {
 }
 
 /// The largest difference between two sets of parameters.
-pub fn largest(a: &[Vec<f32>], b: &[Vec<f32>]) -> f32 {
+fn largest(a: &[Vec<f32>], b: &[Vec<f32>]) -> f32 {
     a.iter()
         .zip(b)
         .flat_map(|(a, b)| a.iter().zip(b).map(|(a, b)| (a - b).abs()))
         .fold(0.0, f32::max)
+}
+
+/// How the runs of one training compare with the first run, and with a reference.
+pub struct Spread {
+    /// The largest difference from the first run of each run that differs from it.
+    pub differing: Vec<f32>,
+    /// The largest difference of any run from the reference.
+    pub from_reference: f32,
+}
+
+impl Spread {
+    pub fn of(trained: &[Vec<Vec<f32>>], reference: &[Vec<f32>]) -> Spread {
+        let first = &trained[0];
+        Spread {
+            differing: trained[1..]
+                .iter()
+                .filter(|t| *t != first)
+                .map(|t| largest(t, first))
+                .collect(),
+            from_reference: trained
+                .iter()
+                .map(|t| largest(t, reference))
+                .fold(0.0, f32::max),
+        }
+    }
+
+    /// The largest difference of a run from the first.
+    pub fn worst(&self) -> f32 {
+        self.differing.iter().copied().fold(0.0, f32::max)
+    }
 }
