@@ -24,7 +24,7 @@ use burn::train::{
     ClassificationOutput, InferenceStep, Learner, SupervisedTraining, TrainOutput, TrainStep,
 };
 use burn_checkpoint::Checkpointed;
-use densenet_bc::data::{DataSource, ImageBatcher, ImageItem};
+use densenet_bc::data::{DataSource, ImageBatcher, ImageDataset, ImageItem};
 use densenet_bc::{Cut, DenseNet, DenseNetConfig};
 
 /// The only line that differs from a plain burn-train program (`Autodiff<Flex>`).
@@ -99,10 +99,18 @@ fn main() {
     let train = DataLoaderBuilder::<B, _, _>::new(batcher.clone())
         .batch_size(32)
         .shuffle(1)
-        .build(PartialDataset::new(splits.train.clone(), 0, 32 * 20));
+        .build(PartialDataset::new(
+            ImageDataset(splits.train.clone()),
+            0,
+            32 * 20,
+        ));
     let valid = DataLoaderBuilder::<<B as AutodiffBackend>::InnerBackend, _, _>::new(batcher)
         .batch_size(64)
-        .build(PartialDataset::new(splits.valid.clone(), 0, 64 * 4));
+        .build(PartialDataset::new(
+            ImageDataset(splits.valid.clone()),
+            0,
+            64 * 4,
+        ));
 
     let net = DenseNetConfig::new(10)
         .with_growth_rate(8)

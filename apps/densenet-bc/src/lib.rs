@@ -23,8 +23,11 @@
 mod model;
 
 pub mod data;
-pub mod seeds;
 pub mod train;
+
+/// The seeds every random choice of a run derives from (image-data's, shared with the trainer
+/// for Burn 0.22).
+pub use image_data::seeds;
 
 pub use model::{
     BLOCK_REGION, BOTTLENECK_REGION, Cut, DenseBlock, DenseLayer, DenseNet, DenseNetConfig,

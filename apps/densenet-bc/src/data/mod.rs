@@ -1,156 +1,37 @@
-//! The trainer's data: Fashion-MNIST (IDX files), CIFAR-10 (binary version) and synthetic
-//! CIFAR-shaped images, as burn-dataset `Dataset`s of byte images, with the CIFAR augmentation
-//! and a batcher for burn's `DataLoader`.
+//! The trainer's data: image-data's Fashion-MNIST, CIFAR-10 and synthetic images (shared with
+//! the trainer for Burn 0.22) as burn-dataset `Dataset`s, and a batcher for burn's `DataLoader`.
 
-mod augment;
 mod batcher;
-pub mod cifar;
-mod error;
-pub mod fashion_mnist;
-pub mod idx;
-mod images;
-pub mod synthetic;
 
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use burn::data::dataset::Dataset;
-use serde::{Deserialize, Serialize};
 
-pub use augment::{Augmented, crop_and_flip};
 pub use batcher::{HostBatch, ImageBatcher};
-pub use error::{DataError, FASHION_MNIST_INSTALL};
-pub use images::{ImageItem, ImageSet, Normalisation};
+pub use image_data::{
+    Augmented, DataError, DataSource, FASHION_MNIST_INSTALL, ImageItem, ImageSet, Images,
+    Normalisation, Splits, cifar, crop_and_flip, fashion_mnist, idx, load, synthetic,
+};
 
-/// Where the trainer's images come from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
-#[serde(rename_all = "kebab-case")]
-pub enum DataSource {
-    /// Fashion-MNIST, 1×28×28, from Debian's `dataset-fashion-mnist` (or `--data-dir`).
-    FashionMnist,
-    /// CIFAR-10, 3×32×32, binary version, from `--data-dir`; trained with random crops and flips.
-    Cifar10,
-    /// Random CIFAR-shaped images: for measuring memory and time, nothing to learn.
-    Synthetic,
-}
-
-impl DataSource {
-    /// The name used on the command line and in reports.
-    pub fn name(self) -> &'static str {
-        match self {
-            DataSource::FashionMnist => "fashion-mnist",
-            DataSource::Cifar10 => "cifar10",
-            DataSource::Synthetic => "synthetic",
-        }
-    }
-}
-
-/// A training and a validation split, and what a model and a batcher need to know about them.
+/// image-data's images as a burn-dataset `Dataset` (the trait is Burn's, the images are not).
+///
+/// ```
+/// use std::sync::Arc;
+/// use burn::data::dataset::Dataset;
+/// use densenet_bc::data::{ImageDataset, ImageSet};
+///
+/// let images = ImageDataset(Arc::new(ImageSet::new([1, 1, 1], vec![7], vec![2])));
+/// assert_eq!(images.get(0).unwrap().label, 2);
+/// ```
 #[derive(Clone)]
-pub struct Splits {
-    /// The training images (before augmentation).
-    pub train: Arc<dyn Dataset<ImageItem>>,
-    /// The validation images (the data set's test split).
-    pub valid: Arc<dyn Dataset<ImageItem>>,
-    /// Channels, height, width.
-    pub shape: [usize; 3],
-    /// Number of classes.
-    pub classes: usize,
-    /// Per-channel normalisation.
-    pub normalisation: Normalisation,
-    /// Whether training images get random crops (padding 4) and flips.
-    pub augment: bool,
-}
+pub struct ImageDataset(pub Arc<dyn Images>);
 
-/// Checks that `dir` is a readable directory: a missing path, a file and an unreadable
-/// directory each get their own error, naming the path and what was `expected` there.
-fn check_directory(
-    what: &'static str,
-    dir: &Path,
-    expected: String,
-    hint: String,
-) -> Result<(), DataError> {
-    match std::fs::metadata(dir) {
-        Err(source) if source.kind() == std::io::ErrorKind::NotFound => Err(DataError::Missing {
-            what,
-            path: dir.to_path_buf(),
-            expected,
-            hint,
-        }),
-        Err(source) => Err(DataError::Unreadable {
-            path: dir.to_path_buf(),
-            expected,
-            source,
-        }),
-        Ok(meta) if !meta.is_dir() => Err(DataError::NotADirectory {
-            what,
-            path: dir.to_path_buf(),
-            expected,
-            hint,
-        }),
-        Ok(_) => std::fs::read_dir(dir)
-            .map(drop)
-            .map_err(|source| DataError::Unreadable {
-                path: dir.to_path_buf(),
-                expected,
-                source,
-            }),
+impl Dataset<ImageItem> for ImageDataset {
+    fn get(&self, index: usize) -> Option<ImageItem> {
+        self.0.get(index)
     }
-}
 
-/// Reads (or, for synthetic data, describes) `source`'s splits. `dir` overrides the default
-/// location; CIFAR-10 has none and needs it. Synthetic images are drawn from `seed`.
-pub fn load(source: DataSource, dir: Option<&Path>, seed: u64) -> Result<Splits, DataError> {
-    match source {
-        DataSource::FashionMnist => {
-            let dir = dir.map_or_else(
-                || PathBuf::from(fashion_mnist::DEFAULT_DIR),
-                Path::to_path_buf,
-            );
-            let (train, valid) = fashion_mnist::load(&dir)?;
-            Ok(Splits {
-                shape: train.shape(),
-                train: Arc::new(train),
-                valid: Arc::new(valid),
-                classes: 10,
-                normalisation: fashion_mnist::normalisation(),
-                augment: false,
-            })
-        }
-        DataSource::Cifar10 => {
-            let dir = dir.ok_or_else(|| {
-                DataError::Usage(format!(
-                    "CIFAR-10 needs --data-dir: the directory holding {} and {} (the binary \
-                     version, https://www.cs.toronto.edu/~kriz/cifar-10-binary.tar.gz, extracted)",
-                    cifar::TRAIN_FILES.join(", "),
-                    cifar::TEST_FILE
-                ))
-            })?;
-            let (train, valid) = cifar::load(dir)?;
-            Ok(Splits {
-                shape: train.shape(),
-                train: Arc::new(train),
-                valid: Arc::new(valid),
-                classes: 10,
-                normalisation: cifar::normalisation(),
-                augment: true,
-            })
-        }
-        DataSource::Synthetic => {
-            if let Some(dir) = dir {
-                return Err(DataError::Usage(format!(
-                    "synthetic data reads no files, but --data-dir {} was given",
-                    dir.display()
-                )));
-            }
-            Ok(Splits {
-                train: Arc::new(synthetic::SyntheticImages::new(synthetic::TRAIN_LEN, seed)),
-                valid: Arc::new(synthetic::SyntheticImages::new(synthetic::VALID_LEN, !seed)),
-                shape: synthetic::SHAPE,
-                classes: 10,
-                normalisation: synthetic::normalisation(),
-                augment: false,
-            })
-        }
+    fn len(&self) -> usize {
+        self.0.len()
     }
 }

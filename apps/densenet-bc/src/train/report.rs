@@ -2,6 +2,7 @@
 //! (Method | # devices | Batch | Memory | Time per step) plus accuracy, as markdown and JSON.
 
 use anyhow::Context;
+use bench_kit_core::table::{MethodRow, markdown};
 use burn_checkpoint::planner::{Plan, Profile};
 use serde::{Deserialize, Serialize};
 
@@ -80,25 +81,17 @@ pub struct Report {
 }
 
 impl Report {
-    /// The table, in markdown.
+    /// The table, in markdown (bench-kit-core's, as the trainer for Burn 0.22 prints it).
     pub fn markdown(&self) -> String {
-        use burn_checkpoint_core::memory::mib;
-        // A device's reserved bytes beside the bytes in use; the host has none.
-        let (head, rule, reserved) = match self.reserved_bytes {
-            Some(bytes) => (" Reserved |", "---|", format!(" {:.1} MiB |", mib(bytes))),
-            None => ("", "", String::new()),
-        };
-        format!(
-            "| Method | # devices | Batch | Memory |{head} Time per step | Valid accuracy |\n\
-             |---|---|---|---|{rule}---|---|\n\
-             | {} | {} | {} | {:.1} MiB |{reserved} {:.3} s | {:.2}% |\n",
-            self.method,
-            self.device_count,
-            self.batch_size,
-            mib(self.peak_step_bytes),
-            self.median_step_seconds,
-            100.0 * self.valid_accuracy
-        )
+        markdown(&[MethodRow {
+            method: self.method.clone(),
+            devices: self.device_count,
+            batch: self.batch_size,
+            peak_step_bytes: self.peak_step_bytes,
+            reserved_bytes: self.reserved_bytes,
+            median_step_seconds: self.median_step_seconds,
+            valid_accuracy: self.valid_accuracy,
+        }])
     }
 
     /// What the trainer prints at the end: the table and how its figures were measured.

@@ -7,7 +7,6 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use burn::data::dataloader::{DataLoader, DataLoaderBuilder};
-use burn::data::dataset::Dataset;
 use burn::data::dataset::transform::{PartialDataset, ShuffledDataset};
 use burn::tensor::backend::Backend;
 
@@ -20,7 +19,7 @@ use super::report::{EpochReport, Report};
 use super::runner::StepRunner;
 use super::save::{self, RunSettings, STATE_FILE, SavedState, SavedWeights};
 use crate::DenseNetConfig;
-use crate::data::{self, Augmented, HostBatch, ImageBatcher, ImageItem, Splits};
+use crate::data::{self, Augmented, HostBatch, ImageBatcher, ImageDataset, Images, Splits};
 use crate::seeds::{Purpose, derive};
 use burn_checkpoint::memory::Meter;
 
@@ -181,18 +180,8 @@ fn on_wgpu(_: &TrainOptions, _: &[DeviceSpec], _: Outputs) -> anyhow::Result<Rep
     bail!("this build has no wgpu backend: build with `--features wgpu`")
 }
 
-/// The learning rate of `epoch` (from 0): the reference's schedule, `lr` divided by 10 at 50%
-/// and again at 75% of the epochs.
-pub fn learning_rate(lr: f64, epoch: usize, epochs: usize) -> f64 {
-    let progress = epoch as f64 / epochs as f64;
-    if progress < 0.5 {
-        lr
-    } else if progress < 0.75 {
-        lr / 10.0
-    } else {
-        lr / 100.0
-    }
-}
+/// The learning rate of `epoch` (from 0): bench-kit-core's, the schedule both trainers follow.
+pub use bench_kit_core::schedule::learning_rate;
 
 /// Training steps per epoch: whole batches only (every step has the same shape), at most
 /// `--limit`.
@@ -216,7 +205,7 @@ fn train_loader<I: Backend>(
     epoch: usize,
     steps: usize,
 ) -> Arc<dyn DataLoader<I, HostBatch>> {
-    let images: Arc<dyn Dataset<ImageItem>> = if splits.augment {
+    let images: Arc<dyn Images> = if splits.augment {
         let seed = derive(options.seed, Purpose::Augment, epoch);
         Arc::new(Augmented::new(
             splits.train.clone(),
@@ -227,6 +216,7 @@ fn train_loader<I: Backend>(
     } else {
         splits.train.clone()
     };
+    let images = ImageDataset(images);
     let shuffled = ShuffledDataset::new(images, derive(options.seed, Purpose::Shuffle, epoch));
     let part = PartialDataset::new(shuffled, 0, steps * options.batch_size);
     DataLoaderBuilder::new(batcher.clone())
@@ -248,11 +238,11 @@ fn valid_loader<I: Backend>(
             .num_workers(options.workers)
     };
     match options.valid_limit {
-        None => builder().build(splits.valid.clone()),
+        None => builder().build(ImageDataset(splits.valid.clone())),
         Some(batches) => {
             let images = (batches * options.batch_size).min(splits.valid.len());
             let seed = derive(options.seed, Purpose::Validation, 0);
-            let shuffled = ShuffledDataset::new(splits.valid.clone(), seed);
+            let shuffled = ShuffledDataset::new(ImageDataset(splits.valid.clone()), seed);
             builder().build(PartialDataset::new(shuffled, 0, images))
         }
     }

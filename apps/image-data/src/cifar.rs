@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{DataError, ImageSet, Normalisation};
+use crate::{DataError, ImageSet, Normalisation};
 
 /// The training files, in order, and the test file.
 pub const TRAIN_FILES: [&str; 5] = [
@@ -56,7 +56,7 @@ fn locate(dir: &Path) -> Result<PathBuf, DataError> {
     if !dir.join(TEST_FILE).exists() && nested.join(TEST_FILE).exists() {
         return Ok(nested);
     }
-    super::check_directory(
+    crate::check_directory(
         "CIFAR-10",
         dir,
         format!(

@@ -2,10 +2,8 @@
 //! memory and time measurements, whose cost does not depend on what the pixels show. Nothing
 //! is learnable in them (labels are as random as pixels).
 
-use burn::data::dataset::Dataset;
-
-use super::{ImageItem, Normalisation};
 use crate::seeds::{SplitMix, mix};
+use crate::{ImageItem, Images, Normalisation};
 
 /// Images in the synthetic training split (CIFAR-10's size).
 pub const TRAIN_LEN: usize = 50_000;
@@ -36,7 +34,7 @@ pub fn normalisation() -> Normalisation {
     }
 }
 
-impl Dataset<ImageItem> for SyntheticImages {
+impl Images for SyntheticImages {
     fn get(&self, index: usize) -> Option<ImageItem> {
         if index >= self.len {
             return None;

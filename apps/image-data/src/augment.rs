@@ -5,9 +5,8 @@
 //! generator shared between loader threads: the same epoch seed gives the same crops whatever
 //! thread loads the item, and a resumed run sees the same crops as an uninterrupted one.
 
-use burn::data::dataset::Dataset;
-
-use super::ImageItem;
+use crate::ImageItem;
+use crate::images::Images;
 use crate::seeds::{SplitMix, mix};
 
 /// A dataset whose images are randomly cropped (with padding) and flipped.
@@ -59,7 +58,7 @@ pub fn crop_and_flip(
     out
 }
 
-impl<D: Dataset<ImageItem>> Dataset<ImageItem> for Augmented<D> {
+impl<D: Images> Images for Augmented<D> {
     fn get(&self, index: usize) -> Option<ImageItem> {
         let item = self.inner.get(index)?;
         let mut rng = SplitMix::new(mix(self.seed, index as u64));

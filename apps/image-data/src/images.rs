@@ -1,6 +1,39 @@
 //! Images held in memory as bytes, and the per-channel normalisation applied when batching.
 
-use burn::data::dataset::Dataset;
+use std::sync::Arc;
+
+/// Images to read by index: what a trainer wraps in its Burn's `Dataset` (Burn 0.21's returns an
+/// `Option`, 0.22's a `Result`).
+///
+/// ```
+/// use image_data::{ImageSet, Images};
+///
+/// let images = ImageSet::new([1, 1, 1], vec![7, 9], vec![0, 1]);
+/// assert_eq!(images.get(1).unwrap().pixels, vec![9]);
+/// assert!(images.get(2).is_none());
+/// ```
+pub trait Images: Send + Sync {
+    /// Image `index`, or `None` past the end.
+    fn get(&self, index: usize) -> Option<ImageItem>;
+
+    /// How many images there are.
+    fn len(&self) -> usize;
+
+    /// Whether there are none.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl<T: Images + ?Sized> Images for Arc<T> {
+    fn get(&self, index: usize) -> Option<ImageItem> {
+        self.as_ref().get(index)
+    }
+
+    fn len(&self) -> usize {
+        self.as_ref().len()
+    }
+}
 
 /// One image: its pixels (channels × height × width bytes, row-major) and its class.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -50,7 +83,7 @@ impl ImageSet {
     }
 }
 
-impl Dataset<ImageItem> for ImageSet {
+impl Images for ImageSet {
     fn get(&self, index: usize) -> Option<ImageItem> {
         let size = self.shape.iter().product::<usize>();
         let label = *self.labels.get(index)?;

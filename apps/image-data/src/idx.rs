@@ -9,7 +9,7 @@ use std::path::Path;
 
 use flate2::read::GzDecoder;
 
-use super::DataError;
+use crate::DataError;
 
 /// The type code of unsigned-byte data, the only one image and label files use.
 const UNSIGNED_BYTE: u8 = 0x08;

@@ -3,8 +3,8 @@
 
 use std::path::{Path, PathBuf};
 
-use super::idx::read_idx;
-use super::{DataError, FASHION_MNIST_INSTALL, ImageSet, Normalisation};
+use crate::idx::read_idx;
+use crate::{DataError, FASHION_MNIST_INSTALL, ImageSet, Normalisation};
 
 /// Where Debian's `dataset-fashion-mnist` package puts the files.
 pub const DEFAULT_DIR: &str = "/usr/share/datasets/fashion-mnist";
@@ -42,7 +42,7 @@ fn hint(dir: &Path) -> String {
 /// The training (60 000) and test (10 000) sets in `dir`. Each file may also be present
 /// uncompressed, without `.gz`.
 pub fn load(dir: &Path) -> Result<(ImageSet, ImageSet), DataError> {
-    super::check_directory(
+    crate::check_directory(
         "Fashion-MNIST",
         dir,
         format!("a directory holding {}", FILES.join(", ")),

@@ -5,10 +5,9 @@
 use std::io::Write;
 use std::path::Path;
 
-use burn::data::dataset::Dataset;
-use densenet_bc::data::{DataError, DataSource, cifar, fashion_mnist, load};
 use flate2::Compression;
 use flate2::write::GzEncoder;
+use image_data::{DataError, DataSource, Images, cifar, fashion_mnist, load};
 
 fn idx(dims: &[u32], data: &[u8]) -> Vec<u8> {
     let mut bytes = vec![0, 0, 0x08, dims.len() as u8];
