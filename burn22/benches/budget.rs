@@ -15,16 +15,15 @@
 //! ```
 
 // The tests' helpers: `initialised`, so that every method's copy holds the same weights.
-mod models;
 
 use bench_kit_core::gpt::GptShape;
 use bench_kit_core::sweep::{self, Hand, StepFn};
 use burn::tensor::{Device, Int, Tensor, TensorData};
 use burn_checkpoint_22::memory::{CountingAllocator, Meter};
 use burn_checkpoint_22::planner::TREATMENTS;
-use burn_checkpoint_22_test_kit::initialised;
+use burn_checkpoint_22_models::initialised;
+use burn_checkpoint_22_models::{Cut, densenet, gpt};
 use clap::{Parser, ValueEnum};
-use models::{Cut, densenet, gpt};
 
 #[global_allocator]
 static ALLOCATOR: CountingAllocator = CountingAllocator;
@@ -108,7 +107,13 @@ impl Method {
 fn densenet_step(args: &Args, method: Method, images: &TensorData) -> StepFn<'static> {
     let device = method.device();
     device.seed(1);
-    let model = initialised(densenet::DenseNet::new(args.depth, args.growth, &device));
+    let model = initialised(densenet::DenseNet::new(
+        args.depth,
+        args.growth,
+        3,
+        10,
+        &device,
+    ));
     let images = images.clone();
     Box::new(move || {
         let images = Tensor::<4>::from_data(images.clone(), &device);

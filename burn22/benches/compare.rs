@@ -8,17 +8,16 @@
 //! allocator's peak above the step's start (forward, loss, backward); time the median step.
 
 // The tests' helpers: `initialised`, so that every method's copy holds the same weights.
-mod models;
 
 use std::time::{Duration, Instant};
 
 use bench_kit_core::gpt::GptShape;
 use burn::tensor::Device;
 use burn_checkpoint_22::memory::{CountingAllocator, Meter};
-use burn_checkpoint_22_test_kit::initialised;
+use burn_checkpoint_22_models::initialised;
+use burn_checkpoint_22_models::{Cut, densenet, gpt};
 use burn_checkpoint_core::memory::mib;
 use clap::{Parser, ValueEnum};
-use models::{Cut, densenet, gpt};
 
 #[global_allocator]
 static ALLOCATOR: CountingAllocator = CountingAllocator;
@@ -140,7 +139,13 @@ fn densenet(args: &Args, batch: usize) -> Vec<Row> {
         .map(|method| {
             let device = method.device();
             device.seed(1);
-            initialised(densenet::DenseNet::new(args.depth, args.growth, &device))
+            initialised(densenet::DenseNet::new(
+                args.depth,
+                args.growth,
+                3,
+                10,
+                &device,
+            ))
         })
         .collect();
     let name = format!(

@@ -14,7 +14,7 @@ use burn::tensor::{Device, Distribution, Tensor, TensorData};
 use burn_checkpoint_22::memory::{CountingAllocator, Meter, OffloadedBytes, StepReport};
 use burn_checkpoint_22::planner::{FitError, Plan, PlanError, Profile, TREATMENTS, Treatment};
 use burn_checkpoint_22::{Region, checkpoint, checkpoint_fn};
-use burn_checkpoint_22_test_kit::initialised;
+use burn_checkpoint_22_models::initialised;
 use common::{Block, param_grads};
 
 #[global_allocator]

@@ -219,7 +219,7 @@ fn burns_layers_stack_as_they_are() {
     let device = device();
     device.seed(12);
     let layers: Vec<Linear> = (0..4)
-        .map(|_| burn_checkpoint_22_test_kit::initialised(LinearConfig::new(6, 6).init(&device)))
+        .map(|_| burn_checkpoint_22_models::initialised(LinearConfig::new(6, 6).init(&device)))
         .collect();
     let x = Tensor::<2>::random([3, 6], Distribution::Default, &device).require_grad();
 

@@ -10,7 +10,7 @@ use std::sync::{Mutex, MutexGuard};
 use burn::nn::{BatchNorm, BatchNormConfig, Dropout, DropoutConfig, Linear, LinearConfig};
 use burn::tensor::{Device, Distribution, Tensor};
 use burn_checkpoint_22::{checkpoint, region_seed};
-use burn_checkpoint_22_test_kit::initialised;
+use burn_checkpoint_22_models::initialised;
 use common::{device, grad_of, param_grads};
 
 /// The device's generator, one test at a time.

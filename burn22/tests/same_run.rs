@@ -18,7 +18,7 @@ use burn::tensor::activation::gelu;
 use burn::tensor::{Device, Distribution, Gradients, Tensor};
 use burn_checkpoint_22::planner::{Plan, Treatment};
 use burn_checkpoint_22::{Region, checkpoint, checkpoint_fn, region_seed};
-use burn_checkpoint_22_test_kit::initialised;
+use burn_checkpoint_22_models::initialised;
 
 /// The device's generator, one test at a time.
 fn generator() -> MutexGuard<'static, ()> {

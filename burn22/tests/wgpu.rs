@@ -21,7 +21,7 @@ use burn_checkpoint_22::memory::{Meter, StepReport};
 use burn_checkpoint_22::planner::Treatment;
 use burn_checkpoint_22::planner::{Plan, Profile, TREATMENTS};
 use burn_checkpoint_22::{Region, Segments, checkpoint, checkpoint_fn, checkpoint_sequential};
-use burn_checkpoint_22_test_kit::initialised;
+use burn_checkpoint_22_models::initialised;
 use common::{Block, param_grads};
 
 /// The wgpu device for one test at a time, or `None` without a Vulkan adapter. One at a time:

@@ -8,7 +8,7 @@ use burn::nn::{BatchNorm, BatchNormConfig, Linear, LinearConfig, PaddingConfig2d
 use burn::tensor::{Device, Distribution, Tensor};
 use burn_checkpoint_22::Region;
 
-use super::Cut;
+use crate::Cut;
 
 /// One bottleneck layer: BN, ReLU, 1×1 conv to 4k channels, BN, ReLU, 3×3 conv to k channels.
 #[derive(Module, Debug)]
@@ -66,11 +66,18 @@ pub struct DenseNet {
 }
 
 impl DenseNet {
-    /// DenseNet-BC-`depth` with growth rate `growth`, for 3-channel images and 10 classes.
-    pub fn new(depth: usize, growth: usize, device: &Device) -> Self {
+    /// DenseNet-BC-`depth` (6n + 4: three dense blocks of n layers) with growth rate `growth`,
+    /// for images of `input_channels` channels and `classes` classes.
+    pub fn new(
+        depth: usize,
+        growth: usize,
+        input_channels: usize,
+        classes: usize,
+        device: &Device,
+    ) -> Self {
         let layers = (depth - 4) / 6;
         let mut channels = 2 * growth;
-        let stem = Conv2dConfig::new([3, channels], [3, 3])
+        let stem = Conv2dConfig::new([input_channels, channels], [3, 3])
             .with_padding(PaddingConfig2d::Explicit(1, 1, 1, 1))
             .with_bias(false)
             .init(device);
@@ -101,7 +108,7 @@ impl DenseNet {
             transitions,
             norm: BatchNormConfig::new(channels).init(device),
             pool: AdaptiveAvgPool2dConfig::new([1, 1]).init(),
-            classifier: LinearConfig::new(channels, 10).init(device),
+            classifier: LinearConfig::new(channels, classes).init(device),
             relu: Relu::new(),
         }
     }
@@ -118,8 +125,8 @@ impl DenseNet {
         if offload { region.offloaded() } else { region }
     }
 
-    /// Class logits `[batch, 10]`; the dense layers `cut` names are regions.
-    fn forward(&self, images: Tensor<4>, cut: Cut) -> Tensor<2> {
+    /// Class logits `[batch, classes]`; the dense layers `cut` names are regions.
+    pub fn forward(&self, images: Tensor<4>, cut: Cut) -> Tensor<2> {
         let mut x = self.stem.forward(images);
         let mut layers = 0..;
         for (index, block) in self.blocks.iter().enumerate() {

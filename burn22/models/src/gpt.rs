@@ -13,7 +13,7 @@ use burn::nn::{
 use burn::tensor::{Device, Distribution, Int, Tensor};
 use burn_checkpoint_22::checkpoint;
 
-use super::Cut;
+use crate::Cut;
 
 /// A pre-LayerNorm transformer block.
 #[derive(Module, Debug)]

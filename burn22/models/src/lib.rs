@@ -1,11 +1,25 @@
-//! The benchmarks' models on Burn 0.22, and where their regions go ([`Cut`]).
+//! DenseNet-BC and a GPT on Burn 0.22, and where their regions go ([`Cut`]): the models
+//! burn-checkpoint-22's benchmarks measure and its trainer (`burn22/train`) trains.
+//!
+//! ```
+//! use burn::tensor::{Device, Tensor};
+//! use burn_checkpoint_22_models::Cut;
+//! use burn_checkpoint_22_models::densenet::DenseNet;
+//!
+//! let device = Device::flex().autodiff();
+//! // DenseNet-BC-10 (one layer per block) for 1-channel images and 10 classes.
+//! let model = DenseNet::new(10, 4, 1, 10, &device);
+//! let logits = model.forward(Tensor::zeros([2, 1, 28, 28], &device), Cut::Each);
+//! assert_eq!(logits.dims(), [2, 10]);
+//! ```
+
+use burn::module::{Module, ModuleVisitor, Param};
+use burn::tensor::Tensor;
 
 pub mod densenet;
 pub mod gpt;
 
 /// Which of a model's units (DenseNet's dense layers, the GPT's blocks) are regions.
-// `compare` uses two of the cuts, `budget` all.
-#[allow(dead_code)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Cut {
     /// None: plain autodiff.
@@ -29,4 +43,28 @@ impl Cut {
             Cut::EverySecond => index.is_multiple_of(2).then_some(false),
         }
     }
+}
+
+/// Initialises a module's lazy parameters now (Burn draws them from the generator at their
+/// first use otherwise), so that a measured step does not count them.
+///
+/// ```
+/// use burn::nn::LinearConfig;
+/// use burn::tensor::Device;
+/// use burn_checkpoint_22_models::initialised;
+///
+/// let linear = initialised(LinearConfig::new(4, 4).init(&Device::flex()));
+/// assert_eq!(linear.weight.val().dims(), [4, 4]);
+/// ```
+pub fn initialised<M: Module>(module: M) -> M {
+    struct Touch;
+
+    impl ModuleVisitor for Touch {
+        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+            let _ = param.val();
+        }
+    }
+
+    module.visit(&mut Touch);
+    module
 }

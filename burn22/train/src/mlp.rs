@@ -1,10 +1,11 @@
-//! Checkpoint regions in Burn 0.22's own training loop: a model with a region per block, trained
-//! by burn-train's `Learner` and `SupervisedTraining` as Burn users train, its losses recorded.
-//! The tests train it with and without regions and compare bit for bit.
+//! A small model with a region per block, trained by burn-train's `Learner` and
+//! `SupervisedTraining` as Burn users train, its losses recorded: the tests train it with and
+//! without regions, under each of burn-train's strategies that take regions, and compare bit for
+//! bit.
 //!
 //! ```
 //! use burn::tensor::Device;
-//! use burn_checkpoint_22_train::{Mlp, Run};
+//! use burn_checkpoint_22_train::mlp::{Mlp, Run};
 //!
 //! let device = Device::flex().autodiff();
 //! let model = Mlp::new(&device, true);
@@ -17,7 +18,7 @@ use std::sync::{Arc, Mutex};
 use burn::data::dataloader::batcher::Batcher;
 use burn::data::dataloader::{DataLoader, DataLoaderBuilder};
 use burn::data::dataset::InMemDataset;
-use burn::module::{Module, ModuleVisitor, Param};
+use burn::module::Module;
 use burn::nn::loss::{MseLoss, Reduction};
 use burn::nn::{Linear, LinearConfig};
 use burn::optim::SgdConfig;
@@ -30,6 +31,8 @@ use burn::train::{
     SupervisedTraining, TrainOutput, TrainStep, TrainingStrategy,
 };
 use burn_checkpoint_22::checkpoint;
+
+use crate::parameters;
 
 const INPUT: usize = 16;
 const HIDDEN: usize = 64;
@@ -231,18 +234,4 @@ impl Run {
             parameters: parameters(&result.model),
         }
     }
-}
-
-/// Every float parameter of `model`, in visiting order (reading initialises lazy ones).
-pub fn parameters(model: &impl Module) -> Vec<Vec<f32>> {
-    struct Values(Vec<Vec<f32>>);
-    impl ModuleVisitor for Values {
-        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
-            let data = param.val().into_data().convert::<f32>();
-            self.0.push(data.try_to_vec::<f32>().expect("f32 values"));
-        }
-    }
-    let mut values = Values(Vec::new());
-    model.visit(&mut values);
-    values.0
 }

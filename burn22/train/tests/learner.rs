@@ -5,7 +5,7 @@
 use std::sync::Mutex;
 
 use burn::tensor::Device;
-use burn_checkpoint_22_train::{Mlp, Run, Trained};
+use burn_checkpoint_22_train::mlp::{Mlp, Run, Trained};
 
 /// The same model, trained with and without a region per block.
 fn both(device: &Device, run: Run) -> (Trained, Trained) {

@@ -1,0 +1,76 @@
+//! The trainer for Burn 0.22 users, through burn-train's Learner: every method trains the same
+//! weights from the same seed, bit for bit, run after run; bad settings are refused with what
+//! to write instead.
+
+use burn_checkpoint_22::memory::{CountingAllocator, Meter};
+use burn_checkpoint_22_train::trainer::{Options, Trained};
+use clap::Parser;
+
+#[global_allocator]
+static ALLOCATOR: CountingAllocator = CountingAllocator;
+
+/// DenseNet-BC-10 on synthetic CIFAR-shaped images, two epochs of three steps.
+fn options(extra: &[&str]) -> Options {
+    let mut args = vec![
+        "train22",
+        "--data",
+        "synthetic",
+        "--depth",
+        "10",
+        "--growth",
+        "4",
+        "--batch-size",
+        "8",
+        "--limit",
+        "3",
+        "--valid-limit",
+        "2",
+        "--epochs",
+        "2",
+    ];
+    args.extend_from_slice(extra);
+    Options::try_parse_from(args).expect("valid options")
+}
+
+fn train(extra: &[&str]) -> Vec<Trained> {
+    options(extra).train_all(&Meter::Host).expect("trains")
+}
+
+#[test]
+fn every_method_trains_the_same_weights_run_after_run() {
+    let methods = train(&["--checkpoint", "none,balanced,regions"]);
+    let names: Vec<_> = methods.iter().map(|t| t.row.method.as_str()).collect();
+    assert_eq!(names, ["none", "balanced", "regions"]);
+    let plain = &methods[0];
+    assert_eq!(plain.step_peaks.len(), 6, "2 epochs of 3 steps");
+    assert!(plain.step_peaks.iter().all(|&peak| peak > 0), "measured");
+    for other in &methods[1..] {
+        assert!(
+            other.parameters == plain.parameters,
+            "{}: trained weights differ from none's",
+            other.row.method
+        );
+        assert_eq!(other.row.valid_accuracy, plain.row.valid_accuracy);
+    }
+    let again = train(&["--checkpoint", "regions"]);
+    assert!(again[0].parameters == methods[2].parameters, "run to run");
+    // Training moved the weights: a seed alone would pass the comparisons above.
+    let other_seed = train(&["--checkpoint", "none", "--seed", "2"]);
+    assert!(other_seed[0].parameters != plain.parameters);
+}
+
+#[test]
+fn bad_settings_say_what_to_write() {
+    let error = |extra: &[&str]| match options(extra).train_all(&Meter::Host) {
+        Ok(_) => panic!("{extra:?} should be refused"),
+        Err(e) => e.to_string(),
+    };
+    assert!(error(&["--depth", "11"]).contains("6n + 4"));
+    assert!(error(&["--lr", "0"]).contains("above 0"));
+    assert!(error(&["--momentum", "1"]).contains("below 1"));
+    assert!(error(&["--batch-size", "100000"]).contains("more than the"));
+    let cifar = Options::try_parse_from(["train22", "--data", "cifar10"]).unwrap();
+    let message = cifar.train_all(&Meter::Host).err().unwrap().to_string();
+    assert!(message.contains("--data-dir"), "{message}");
+    assert!(Options::try_parse_from(["train22", "--checkpoint", "all"]).is_err());
+}
