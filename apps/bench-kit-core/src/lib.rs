@@ -1,7 +1,7 @@
 //! What the benchmarks of both burn-checkpoint crates share, with no Burn in it (as
 //! `burn-checkpoint-core` is to the libraries): [`figure`] writes a chart as SVG and PNG,
 //! [`output`] a table and its rows as JSON, [`table`] the trainers' table of methods and
-//! [`schedule`] their learning rates, [`gpt`] is the GPT's shape every GPT benchmark
+//! [`schedule`] their learning rates, [`args`] their argument parsers, [`gpt`] is the GPT's shape every GPT benchmark
 //! takes, [`sweep`] runs the budget planner over a range of budgets against hand-made cuts,
 //! every step measured with the [`Meter`](burn_checkpoint_core::memory::Meter) it is given
 //! (host or device).
@@ -9,6 +9,7 @@
 //! The Burn 0.21 applications reach it through `bench-kit`, which re-exports it; the Burn 0.22
 //! crate's `compare` benchmark uses it directly.
 
+pub mod args;
 pub mod figure;
 pub mod gpt;
 pub mod output;

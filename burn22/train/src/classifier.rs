@@ -10,6 +10,7 @@ use burn::nn::loss::CrossEntropyLossConfig;
 use burn::tensor::Tensor;
 use burn::train::{ClassificationOutput, InferenceStep, TrainOutput, TrainStep};
 use burn_checkpoint_22::memory::Meter;
+use burn_checkpoint_22::planner::Plan;
 use burn_checkpoint_22_models::Cut;
 use burn_checkpoint_22_models::densenet::DenseNet;
 
@@ -53,11 +54,14 @@ impl Probe {
     }
 }
 
-/// DenseNet-BC, its dense layers regions when `regions`, and the probe its steps record in.
+/// DenseNet-BC, its dense layers regions when `regions`, the budget planner's plan its training
+/// steps run under, if any, and the probe its steps record in.
 #[derive(Module, Debug)]
 pub struct Classifier {
     model: DenseNet,
     regions: bool,
+    #[module(skip)]
+    plan: Option<Plan>,
     #[module(skip)]
     probe: Probe,
 }
@@ -69,7 +73,16 @@ impl Classifier {
         Classifier {
             model,
             regions,
+            plan: None,
             probe,
+        }
+    }
+
+    /// The same, its training steps run under `plan` (which regions keep, recompute or offload).
+    pub fn with_plan(self, plan: Plan) -> Self {
+        Classifier {
+            plan: Some(plan),
+            ..self
         }
     }
 
@@ -78,7 +91,8 @@ impl Classifier {
         &self.model
     }
 
-    fn classify(&self, batch: ImageBatch) -> ClassificationOutput {
+    /// The logits of `batch` and their cross-entropy loss.
+    pub fn classify(&self, batch: ImageBatch) -> ClassificationOutput {
         let cut = if self.regions { Cut::Each } else { Cut::None };
         let logits = self.model.forward(batch.images, cut);
         let loss = CrossEntropyLossConfig::new()
@@ -95,8 +109,15 @@ impl TrainStep for Classifier {
     fn step(&self, batch: ImageBatch) -> TrainOutput<ClassificationOutput> {
         let measure = self.probe.meter.start();
         let start = Instant::now();
-        let output = self.classify(batch);
-        let grads = output.loss.backward();
+        let forward_backward = || {
+            let output = self.classify(batch);
+            let grads = output.loss.backward();
+            (output, grads)
+        };
+        let (output, grads) = match &self.plan {
+            Some(plan) => plan.run(forward_backward),
+            None => forward_backward(),
+        };
         let time = start.elapsed();
         let peak = measure.finish();
         let mut probed = self.probe.lock();

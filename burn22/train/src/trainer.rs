@@ -2,12 +2,16 @@
 //! and `SupervisedTraining`, once per checkpoint method asked for, every method from the same
 //! seed, and the table of memory, time per step and accuracy at the end.
 
+use std::convert::Infallible;
 use std::path::PathBuf;
 
 use anyhow::{Context, bail, ensure};
-use bench_kit_core::schedule::learning_rate;
+use bench_kit_core::args::{byte_size, learning_rate, momentum, positive, weight_decay};
+use bench_kit_core::schedule;
 use bench_kit_core::table::MethodRow;
+
 use burn::data::dataloader::DataLoaderBuilder;
+use burn::data::dataloader::batcher::Batcher;
 use burn::data::dataset::transform::PartialDataset;
 use burn::lr_scheduler::LrSchedulerConfig;
 use burn::lr_scheduler::module_lr_scheduler::ModuleLrScheduler;
@@ -19,14 +23,16 @@ use burn::tensor::Device;
 use burn::train::metric::{AccuracyMetric, LossMetric};
 use burn::train::{Learner, SupervisedTraining};
 use burn_checkpoint_22::memory::Meter;
+use burn_checkpoint_22::planner::{Plan, Profile, TREATMENTS};
 use burn_checkpoint_22_models::densenet::DenseNet;
 use burn_checkpoint_22_models::initialised;
+use burn_checkpoint_core::memory::mib;
 use clap::{Parser, ValueEnum};
 use image_data::seeds::{Purpose, derive};
 use image_data::{DataSource, Images, Splits};
 
 use crate::classifier::{Classifier, Probe};
-use crate::images::{ImageBatcher, ImageDataset};
+use crate::images::{ImageBatch, ImageBatcher, ImageDataset};
 use crate::parameters;
 
 /// Trains DenseNet-BC on Burn 0.22 through burn-train's Learner, with Burn's own checkpointing
@@ -54,23 +60,23 @@ pub struct Options {
     pub checkpoint: Vec<Method>,
 
     /// Images per training step and per validation batch.
-    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..))]
-    pub batch_size: u64,
+    #[arg(long, default_value_t = 64, value_parser = positive())]
+    pub batch_size: usize,
 
     /// Epochs to train.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
-    pub epochs: u64,
+    #[arg(long, default_value_t = 1, value_parser = positive())]
+    pub epochs: usize,
 
     /// Initial learning rate, above 0 (divided by 10 at 50% and at 75% of the epochs).
-    #[arg(long, default_value_t = 0.1)]
+    #[arg(long, default_value_t = 0.1, value_parser = learning_rate)]
     pub lr: f64,
 
     /// SGD momentum (Nesterov), from 0 (off) to below 1.
-    #[arg(long, default_value_t = 0.9)]
+    #[arg(long, default_value_t = 0.9, value_parser = momentum)]
     pub momentum: f64,
 
     /// L2 weight decay, 0 (off) or more.
-    #[arg(long, default_value_t = 1e-4)]
+    #[arg(long, default_value_t = 1e-4, value_parser = weight_decay)]
     pub weight_decay: f64,
 
     /// DenseNet-BC depth, 6n + 4 (10, 16, 22, 40, 100, …): three dense blocks of n layers.
@@ -78,20 +84,34 @@ pub struct Options {
     pub depth: usize,
 
     /// Channels each dense layer adds (k).
-    #[arg(long, default_value_t = 12, value_parser = clap::value_parser!(u64).range(1..))]
-    pub growth: u64,
+    #[arg(long, default_value_t = 12, value_parser = positive())]
+    pub growth: usize,
 
     /// Seed of the initial weights and the shuffling.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
 
     /// Training batches per epoch (the first ones of the training split), for quick runs.
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
-    pub limit: Option<u64>,
+    #[arg(long, value_name = "N", value_parser = positive())]
+    pub limit: Option<usize>,
 
     /// Validation batches per evaluation (the first ones of the test split); default: all.
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
-    pub valid_limit: Option<u64>,
+    #[arg(long, value_name = "N", value_parser = positive())]
+    pub valid_limit: Option<usize>,
+
+    /// Before training with regions, profile a step region by region on a copy of the model
+    /// (every dense layer's region kept, then recomputed) and print the memory report.
+    #[arg(long)]
+    pub memory_report: bool,
+
+    /// Fit each training step with regions in SIZE (6GiB, 512MiB, 1.5GB, or bytes): the budget
+    /// planner chooses, for each dense layer's region, keep or recompute at the least recompute
+    /// time, from steps profiled on a copy of the model, checks the plan on a step, and every
+    /// training step runs under it; an error says the smallest peak reachable if SIZE cannot be
+    /// met. SIZE is the step's peak above what it starts with (the table's Memory). Needs
+    /// regions in --checkpoint.
+    #[arg(long, value_name = "SIZE", value_parser = byte_size)]
+    pub memory_budget: Option<u64>,
 
     /// Where burn-train writes its logs, metrics and checkpoints (one folder per method);
     /// default: a temporary folder, removed at the end.
@@ -149,26 +169,17 @@ impl Options {
     /// Refuses settings that would not train.
     pub fn check(&self) -> anyhow::Result<()> {
         ensure!(
-            self.lr.is_finite() && self.lr > 0.0,
-            "--lr {}: the learning rate must be a number above 0",
-            self.lr
-        );
-        ensure!(
-            (0.0..1.0).contains(&self.momentum),
-            "--momentum {}: from 0 (off) to below 1 (at 1 the velocity never decays)",
-            self.momentum
-        );
-        ensure!(
-            self.weight_decay.is_finite() && self.weight_decay >= 0.0,
-            "--weight-decay {}: 0 (off) or more",
-            self.weight_decay
-        );
-        ensure!(
             self.depth >= 10 && (self.depth - 4).is_multiple_of(6),
             "--depth {}: DenseNet-BC's depth is 6n + 4 with n ≥ 1 (10, 16, 22, 40, 100, …)",
             self.depth
         );
         ensure!(!self.checkpoint.is_empty(), "--checkpoint: name a method");
+        ensure!(
+            self.checkpoint.contains(&Method::Regions)
+                || !(self.memory_report || self.memory_budget.is_some()),
+            "--memory-report and --memory-budget are about regions: add regions to --checkpoint \
+             (e.g. --checkpoint regions)"
+        );
         Ok(())
     }
 
@@ -196,9 +207,9 @@ impl Options {
         artifact_dir: PathBuf,
         meter: &Meter,
     ) -> anyhow::Result<Trained> {
-        let batch = self.batch_size as usize;
+        let batch = self.batch_size;
         let train_images = match self.limit {
-            Some(limit) => (limit as usize * batch).min(splits.train.len()),
+            Some(limit) => (limit * batch).min(splits.train.len()),
             None => splits.train.len(),
         };
         let steps = train_images / batch;
@@ -209,7 +220,7 @@ impl Options {
             );
         }
         let valid_images = match self.valid_limit {
-            Some(limit) => (limit as usize * batch).min(splits.valid.len()),
+            Some(limit) => (limit * batch).min(splits.valid.len()),
             None => splits.valid.len(),
         };
         let batcher = ImageBatcher::new(splits.shape, &splits.normalisation);
@@ -221,7 +232,7 @@ impl Options {
                 0,
                 steps * batch,
             ));
-        let valid = DataLoaderBuilder::new(batcher)
+        let valid = DataLoaderBuilder::new(batcher.clone())
             .batch_size(batch)
             .build(PartialDataset::new(
                 ImageDataset(splits.valid.clone()),
@@ -233,16 +244,34 @@ impl Options {
         if method.burn_checkpointing() {
             device = device.gradient_checkpointing();
         }
-        device.seed(derive(self.seed, Purpose::Init, 0));
-        let network = initialised(DenseNet::new(
-            self.depth,
-            self.growth as usize,
-            splits.shape[0],
-            splits.classes,
-            &device,
-        ));
+        // Every method (and the planner's copy) starts from the same weights.
+        let network = || {
+            device.seed(derive(self.seed, Purpose::Init, 0));
+            initialised(DenseNet::new(
+                self.depth,
+                self.growth,
+                splits.shape[0],
+                splits.classes,
+                &device,
+            ))
+        };
+        let plan = if method.regions() {
+            // A copy of its own (batch norm's running statistics included): the profiled steps
+            // leave the trained model as it was.
+            let copy = Classifier::new(network(), true, Probe::new(meter.clone()));
+            let first = (0..batch)
+                .map(|index| splits.train.get(index).expect("batch ≤ training images"))
+                .collect();
+            self.plan(&copy, batcher.batch(first, &device), meter)?
+        } else {
+            None
+        };
         let probe = Probe::new(meter.clone());
-        let model = Classifier::new(network, method.regions(), probe.clone());
+        let mut model = Classifier::new(network(), method.regions(), probe.clone());
+        let planned = plan.is_some();
+        if let Some(plan) = plan {
+            model = model.with_plan(plan);
+        }
 
         let optimizer = SgdConfig::new()
             .with_momentum((self.momentum > 0.0).then(|| {
@@ -255,7 +284,7 @@ impl Options {
                 (self.weight_decay > 0.0).then(|| WeightDecayConfig::new(self.weight_decay as f32)),
             )
             .init();
-        let epochs = self.epochs as usize;
+        let epochs = self.epochs;
         let mut training = SupervisedTraining::new(&artifact_dir, train, valid)
             .num_epochs(epochs)
             .metrics((AccuracyMetric::new(), LossMetric::new()))
@@ -290,7 +319,12 @@ impl Options {
         let peak = probed.step_peaks[skip..].iter().copied().max().unwrap_or(0);
         Ok(Trained {
             row: MethodRow {
-                method: method.name().to_string(),
+                method: match (planned, self.memory_budget) {
+                    (true, Some(bytes)) => {
+                        format!("regions, planned for {:.1} MiB", mib(bytes as usize))
+                    }
+                    _ => method.name().to_string(),
+                },
                 devices: 1,
                 batch,
                 peak_step_bytes: peak as usize,
@@ -303,14 +337,50 @@ impl Options {
         })
     }
 
+    /// With `--memory-report` or `--memory-budget`: `copy`'s step on `batch` profiled region by
+    /// region (the report printed), and the plan that fits the budget, checked on a step.
+    fn plan(
+        &self,
+        copy: &Classifier,
+        batch: ImageBatch,
+        meter: &Meter,
+    ) -> anyhow::Result<Option<Plan>> {
+        if !self.memory_report && self.memory_budget.is_none() {
+            return Ok(None);
+        }
+        let mut step = || {
+            let output = copy.classify(batch.clone());
+            drop(output.loss.backward());
+            Ok::<(), Infallible>(())
+        };
+        let profile = Profile::try_measure(meter.clone(), TREATMENTS, &mut step)
+            .context("profiling a step")?;
+        if self.memory_report {
+            println!("{profile}");
+        }
+        let Some(budget) = self.memory_budget else {
+            return Ok(None);
+        };
+        let fitted = profile
+            .fit(meter.clone(), budget, &mut step)
+            .with_context(|| format!("--memory-budget {:.1} MiB", mib(budget as usize)))?;
+        println!(
+            "plan for {:.1} MiB: {} (checked: a step's peak {:.1} MiB)",
+            mib(budget as usize),
+            fitted.plan,
+            mib(fitted.measured_peak_bytes as usize)
+        );
+        Ok(Some(fitted.plan))
+    }
+
     /// The reference's schedule as burn-train's scheduler: one constant rate per stretch of
     /// epochs, `steps` optimizer steps an epoch.
     fn schedule(&self, steps: usize) -> anyhow::Result<ModuleLrScheduler> {
-        let epochs = self.epochs as usize;
+        let epochs = self.epochs;
         let (mut rates, mut milestones) = (Vec::new(), Vec::new());
         let mut current = None;
         for epoch in 0..epochs {
-            let lr = learning_rate(self.lr, epoch, epochs);
+            let lr = schedule::learning_rate(self.lr, epoch, epochs);
             if current != Some(lr) {
                 if epoch > 0 {
                     milestones.push(epoch * steps);

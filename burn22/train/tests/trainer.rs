@@ -2,12 +2,17 @@
 //! weights from the same seed, bit for bit, run after run; bad settings are refused with what
 //! to write instead.
 
+use std::sync::Mutex;
+
 use burn_checkpoint_22::memory::{CountingAllocator, Meter};
 use burn_checkpoint_22_train::trainer::{Options, Trained};
 use clap::Parser;
 
 #[global_allocator]
 static ALLOCATOR: CountingAllocator = CountingAllocator;
+
+/// One allocator counts every thread, and a step's measure resets its peak: the tests take turns.
+static SERIAL: Mutex<()> = Mutex::new(());
 
 /// DenseNet-BC-10 on synthetic CIFAR-shaped images, two epochs of three steps.
 fn options(extra: &[&str]) -> Options {
@@ -33,7 +38,12 @@ fn options(extra: &[&str]) -> Options {
 }
 
 fn train(extra: &[&str]) -> Vec<Trained> {
-    options(extra).train_all(&Meter::Host).expect("trains")
+    try_train(extra).expect("trains")
+}
+
+fn try_train(extra: &[&str]) -> anyhow::Result<Vec<Trained>> {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    options(extra).train_all(&Meter::Host)
 }
 
 #[test]
@@ -60,17 +70,50 @@ fn every_method_trains_the_same_weights_run_after_run() {
 }
 
 #[test]
+fn a_budget_plan_trains_the_same_weights_and_an_unmeetable_one_says_the_floor() {
+    let plain = train(&["--checkpoint", "none"]);
+    let planned = train(&[
+        "--checkpoint",
+        "regions",
+        "--memory-budget",
+        "1GiB",
+        "--memory-report",
+    ]);
+    assert_eq!(planned[0].row.method, "regions, planned for 1024.0 MiB");
+    assert!(
+        planned[0].parameters == plain[0].parameters,
+        "the plan changes no bit"
+    );
+    let error = try_train(&["--checkpoint", "regions", "--memory-budget", "1KiB"])
+        .err()
+        .expect("1 KiB cannot be met");
+    let message = format!("{error:#}");
+    assert!(
+        message.contains("cannot be met: the smallest peak"),
+        "{message}"
+    );
+}
+
+#[test]
 fn bad_settings_say_what_to_write() {
-    let error = |extra: &[&str]| match options(extra).train_all(&Meter::Host) {
+    let error = |extra: &[&str]| match try_train(extra) {
         Ok(_) => panic!("{extra:?} should be refused"),
         Err(e) => e.to_string(),
     };
     assert!(error(&["--depth", "11"]).contains("6n + 4"));
-    assert!(error(&["--lr", "0"]).contains("above 0"));
-    assert!(error(&["--momentum", "1"]).contains("below 1"));
+    assert!(error(&["--checkpoint", "none", "--memory-report"]).contains("add regions"));
     assert!(error(&["--batch-size", "100000"]).contains("more than the"));
     let cifar = Options::try_parse_from(["train22", "--data", "cifar10"]).unwrap();
     let message = cifar.train_all(&Meter::Host).err().unwrap().to_string();
     assert!(message.contains("--data-dir"), "{message}");
-    assert!(Options::try_parse_from(["train22", "--checkpoint", "all"]).is_err());
+    let parse_error = |args: &[&str]| {
+        let mut all = vec!["train22"];
+        all.extend_from_slice(args);
+        Options::try_parse_from(all).unwrap_err().to_string()
+    };
+    assert!(parse_error(&["--checkpoint", "all"]).contains("possible values"));
+    assert!(parse_error(&["--lr", "0"]).contains("above 0"));
+    assert!(parse_error(&["--momentum", "1"]).contains("below 1"));
+    assert!(parse_error(&["--batch-size", "0"]).contains("--batch-size"));
+    assert!(parse_error(&["--memory-budget", "6 gigs"]).contains("not a unit"));
 }

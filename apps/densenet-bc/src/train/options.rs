@@ -2,6 +2,7 @@
 
 use std::path::PathBuf;
 
+use bench_kit_core::args::{byte_size, learning_rate, momentum, positive, weight_decay};
 use burn_checkpoint_parallel::NodeArgs;
 use clap::Parser;
 use serde::{Deserialize, Serialize};
@@ -146,95 +147,6 @@ pub struct TrainOptions {
     /// nodes' devices.
     #[command(flatten)]
     pub cluster: NodeArgs,
-}
-
-/// A parser of counts that must be at least 1.
-fn positive() -> clap::builder::RangedU64ValueParser<usize> {
-    clap::builder::RangedU64ValueParser::<usize>::new().range(1..)
-}
-
-/// A size in bytes: a number with an optional unit, binary (KiB, MiB, GiB, TiB) or decimal
-/// (kB, MB, GB, TB), any case; `B` or nothing for bytes.
-pub fn byte_size(text: &str) -> Result<u64, String> {
-    let text = text.trim();
-    let split = text
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(text.len());
-    let (number, unit) = text.split_at(split);
-    let value: f64 = number
-        .parse()
-        .map_err(|_| format!("`{text}` is not a size: give a number and a unit, as in 6GiB"))?;
-    let scale: f64 = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 1.0,
-        "kib" => 1024.0,
-        "mib" => 1024.0 * 1024.0,
-        "gib" => 1024.0 * 1024.0 * 1024.0,
-        "tib" => 1024.0f64.powi(4),
-        "kb" => 1e3,
-        "mb" => 1e6,
-        "gb" => 1e9,
-        "tb" => 1e12,
-        other => {
-            return Err(format!(
-                "`{other}` in `{text}` is not a unit: use KiB, MiB, GiB (or kB, MB, GB)"
-            ));
-        }
-    };
-    let bytes = value * scale;
-    if bytes >= 1.0 && bytes < u64::MAX as f64 {
-        Ok(bytes.round() as u64)
-    } else {
-        Err(format!("`{text}` is not a size of at least one byte"))
-    }
-}
-
-/// A finite number, or why `text` is not one.
-fn finite(text: &str) -> Result<f64, String> {
-    let value: f64 = text
-        .trim()
-        .parse()
-        .map_err(|_| format!("`{text}` is not a number"))?;
-    if value.is_finite() {
-        Ok(value)
-    } else {
-        Err(format!("{value} is not a finite number"))
-    }
-}
-
-/// `--lr`: finite and above 0 (0 would not train, a negative rate climbs the loss).
-fn learning_rate(text: &str) -> Result<f64, String> {
-    let lr = finite(text)?;
-    if lr > 0.0 {
-        Ok(lr)
-    } else {
-        Err(format!(
-            "the learning rate must be above 0 (a rate of {lr} does not descend the loss)"
-        ))
-    }
-}
-
-/// `--momentum`: in [0, 1); at 1 or above the velocity never decays and SGD diverges.
-fn momentum(text: &str) -> Result<f64, String> {
-    let momentum = finite(text)?;
-    if (0.0..1.0).contains(&momentum) {
-        Ok(momentum)
-    } else {
-        Err(format!(
-            "momentum must be at least 0 (0 turns it off) and below 1, not {momentum}"
-        ))
-    }
-}
-
-/// `--weight-decay`: 0 (off) or more; a negative decay would grow the weights.
-fn weight_decay(text: &str) -> Result<f64, String> {
-    let decay = finite(text)?;
-    if decay >= 0.0 {
-        Ok(decay)
-    } else {
-        Err(format!(
-            "weight decay must be at least 0 (0 turns it off), not {decay}"
-        ))
-    }
 }
 
 impl TrainOptions {
@@ -389,14 +301,6 @@ mod tests {
 
     #[test]
     fn sizes_read_as_bytes() {
-        assert_eq!(byte_size("6GiB"), Ok(6 << 30));
-        assert_eq!(byte_size("90MiB"), Ok(90 << 20));
-        assert_eq!(byte_size("1.5 gib"), Ok(3 << 29));
-        assert_eq!(byte_size("2GB"), Ok(2_000_000_000));
-        assert_eq!(byte_size("4096"), Ok(4096));
-        assert!(byte_size("6 gigs").unwrap_err().contains("not a unit"));
-        assert!(byte_size("GiB").unwrap_err().contains("not a size"));
-        assert!(byte_size("0MiB").unwrap_err().contains("at least one byte"));
         let options = TrainOptions::try_parse_from(["train", "--memory-budget", "512MiB"]).unwrap();
         assert_eq!(options.memory_budget, Some(512 << 20));
         let options = TrainOptions::try_parse_from(["train", "--memory-report"]).unwrap();
