@@ -20,16 +20,30 @@ pub mod trainer;
 use burn::module::{Module, ModuleVisitor, Param};
 use burn::tensor::Tensor;
 
-/// Every float parameter of `model`, in visiting order (reading initialises lazy ones).
-pub fn parameters(model: &impl Module) -> Vec<Vec<f32>> {
-    struct Values(Vec<Vec<f32>>);
+/// Every float parameter of `model` (running statistics included), named by its path
+/// (`model.blocks.0.0.norm1.running_mean`), in visiting order; reading initialises lazy ones.
+pub fn parameters(model: &impl Module) -> Vec<(String, Vec<f32>)> {
+    #[derive(Default)]
+    struct Values {
+        path: Vec<String>,
+        values: Vec<(String, Vec<f32>)>,
+    }
     impl ModuleVisitor for Values {
+        fn enter_module(&mut self, name: &str, _container_type: &str) {
+            self.path.push(name.to_string());
+        }
+
+        fn exit_module(&mut self, _name: &str, _container_type: &str) {
+            self.path.pop();
+        }
+
         fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
             let data = param.val().into_data().convert::<f32>();
-            self.0.push(data.try_to_vec::<f32>().expect("f32 values"));
+            let values = data.try_to_vec::<f32>().expect("f32 values");
+            self.values.push((self.path.join("."), values));
         }
     }
-    let mut values = Values(Vec::new());
+    let mut values = Values::default();
     model.visit(&mut values);
-    values.0
+    values.values
 }

@@ -192,8 +192,8 @@ pub struct Trained {
     /// Each validation step's loss, in order (the model without autodiff: regions are their
     /// bodies there).
     pub valid_losses: Vec<f32>,
-    /// The trained parameters, in visiting order.
-    pub parameters: Vec<Vec<f32>>,
+    /// The trained parameters, named, in visiting order.
+    pub parameters: Vec<(String, Vec<f32>)>,
 }
 
 impl Run {

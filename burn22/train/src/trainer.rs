@@ -21,7 +21,9 @@ use burn::optim::decay::WeightDecayConfig;
 use burn::optim::momentum::MomentumConfig;
 use burn::tensor::Device;
 use burn::train::metric::{AccuracyMetric, LossMetric};
-use burn::train::{Learner, SupervisedTraining};
+use burn::train::{
+    ExecutionStrategy, Learner, MultiDeviceOptim, SupervisedTraining, TrainingStrategy,
+};
 use burn_checkpoint_22::memory::Meter;
 use burn_checkpoint_22::planner::{Plan, Profile, TREATMENTS};
 use burn_checkpoint_22_models::densenet::DenseNet;
@@ -62,6 +64,13 @@ pub struct Options {
     /// Images per training step and per validation batch.
     #[arg(long, default_value_t = 64, value_parser = positive())]
     pub batch_size: usize,
+
+    /// CPU devices to train on: with more than 1, burn-train's multi-device strategy (each
+    /// device a share of the training images and a batch of its own per step, the gradients
+    /// summed on the first, one optimizer update). Memory is then the host's, all devices'
+    /// steps together.
+    #[arg(long, default_value_t = 1, value_parser = positive())]
+    pub devices: usize,
 
     /// Epochs to train.
     #[arg(long, default_value_t = 1, value_parser = positive())]
@@ -159,8 +168,8 @@ impl Method {
 pub struct Trained {
     /// The table's row.
     pub row: MethodRow,
-    /// The trained parameters, in visiting order.
-    pub parameters: Vec<Vec<f32>>,
+    /// The trained parameters (running statistics included), named, in visiting order.
+    pub parameters: Vec<(String, Vec<f32>)>,
     /// Each training step's peak memory, in bytes.
     pub step_peaks: Vec<u64>,
 }
@@ -187,6 +196,14 @@ impl Options {
     pub fn train_all(&self, meter: &Meter) -> anyhow::Result<Vec<Trained>> {
         self.check()?;
         let splits = image_data::load(self.data, self.data_dir.as_deref(), self.seed)?;
+        if self.devices > 1 && self.checkpoint.contains(&Method::Regions) {
+            eprintln!(
+                "note: on several devices, batch norm's running statistics inside regions can \
+                 differ in their last bits from run to run (the weights do not): Burn 0.22's \
+                 RunningState averages the workers' pending updates whenever a copy is made, and \
+                 a region's recompute needs one (docs/burn-0.22.md)"
+            );
+        }
         let artifacts = match &self.artifact_dir {
             Some(dir) => Artifacts::Kept(dir.clone()),
             None => Artifacts::Temporary(tempfile::tempdir().context("a temporary folder")?),
@@ -212,10 +229,12 @@ impl Options {
             Some(limit) => (limit * batch).min(splits.train.len()),
             None => splits.train.len(),
         };
-        let steps = train_images / batch;
+        // Whole batches only, the same number on every device: each step has the same shape.
+        let steps = train_images / batch / self.devices * self.devices;
         if steps == 0 {
             bail!(
-                "--batch-size {batch}: more than the {} training images",
+                "--batch-size {batch} on {} device(s): more than the {} training images",
+                self.devices,
                 splits.train.len()
             );
         }
@@ -293,7 +312,19 @@ impl Options {
         if method.burn_checkpointing() {
             training = training.gradient_checkpointing();
         }
-        let result = training.launch(Learner::new(model, optimizer, self.schedule(steps)?));
+        if self.devices > 1 {
+            training = training.with_training_strategy(TrainingStrategy::Default(
+                ExecutionStrategy::MultiDevice(
+                    vec![Device::flex(); self.devices],
+                    MultiDeviceOptim::OptimMainDevice,
+                ),
+            ));
+        }
+        let result = training.launch(Learner::new(
+            model,
+            optimizer,
+            self.schedule(steps / self.devices)?,
+        ));
         if let Some(error) = result.error {
             bail!(
                 "training with --checkpoint {} failed: {error:?}",
@@ -325,7 +356,7 @@ impl Options {
                     }
                     _ => method.name().to_string(),
                 },
-                devices: 1,
+                devices: self.devices,
                 batch,
                 peak_step_bytes: peak as usize,
                 reserved_bytes: None,
@@ -374,7 +405,7 @@ impl Options {
     }
 
     /// The reference's schedule as burn-train's scheduler: one constant rate per stretch of
-    /// epochs, `steps` optimizer steps an epoch.
+    /// epochs, `steps` optimizer updates an epoch.
     fn schedule(&self, steps: usize) -> anyhow::Result<ModuleLrScheduler> {
         let epochs = self.epochs;
         let (mut rates, mut milestones) = (Vec::new(), Vec::new());

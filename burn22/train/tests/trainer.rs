@@ -69,6 +69,42 @@ fn every_method_trains_the_same_weights_run_after_run() {
     assert!(other_seed[0].parameters != plain.parameters);
 }
 
+/// The trainable parameters: batch norm's running statistics left out.
+fn trainable(trained: &Trained) -> Vec<&(String, Vec<f32>)> {
+    let statistic = |name: &str| name.ends_with("running_mean") || name.ends_with("running_var");
+    trained
+        .parameters
+        .iter()
+        .filter(|(name, _)| !statistic(name))
+        .collect()
+}
+
+#[test]
+fn regions_train_the_same_weights_on_two_devices() {
+    let two = ["--devices", "2", "--limit", "4"];
+    let plain = train(&[&["--checkpoint", "none"][..], &two].concat());
+    for _ in 0..2 {
+        let regions = train(&[&["--checkpoint", "regions"][..], &two].concat());
+        assert_eq!(regions[0].row.devices, 2);
+        assert_eq!(
+            regions[0].step_peaks.len(),
+            8,
+            "2 epochs of 4 steps, 2 a device"
+        );
+        assert!(trainable(&regions[0]) == trainable(&plain[0]));
+    }
+    // Burn's own run is the same run after run, running statistics included: the workers take
+    // their steps in lockstep. (With regions those statistics can differ in their last bits:
+    // docs/burn-0.22.md, "Batch norm under burn-train's multi-device strategy".)
+    let again = train(&[&["--checkpoint", "none"][..], &two].concat());
+    assert!(again[0].parameters == plain[0].parameters);
+    let one = train(&["--checkpoint", "none", "--limit", "4"]);
+    assert!(
+        trainable(&one[0]) != trainable(&plain[0]),
+        "two devices: half the updates"
+    );
+}
+
 #[test]
 fn a_budget_plan_trains_the_same_weights_and_an_unmeetable_one_says_the_floor() {
     let plain = train(&["--checkpoint", "none"]);
