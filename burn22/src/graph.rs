@@ -3,10 +3,11 @@
 //! The region's forward has run by the time its node is built (`checkpoint.rs`: the body on
 //! untracked autodiff tensors: layers see a training device, nothing is recorded). The graph
 //! gets:
-//! - a chain of *join* nodes whose parents are the region's tensors (inputs and parameters), so
-//!   that every tensor keeps its place in Burn's traversal order and its count of consumers
-//!   (which Burn's data parallelism reads to know when a gradient is complete);
-//! - the *region* node, child of the last join (or, for a region over one tensor, of that tensor
+//! - a *join* node whose parents are the region's tensors (inputs and parameters; beyond 32, a
+//!   chain of joins), so that every tensor keeps its place in Burn's traversal order and its count
+//!   of consumers (which Burn's data parallelism reads to know when a gradient is complete), and
+//!   gets its gradient's terms in plain autodiff's order;
+//! - the *region* node, child of the join (or, for a region over one tensor, of that tensor
 //!   itself), holding the body and the inner primitives of its tensors (a parameter's primitive
 //!   shares the parameter's buffer);
 //! - with several outputs, one *pick* node per output, child of the region node.
@@ -31,7 +32,7 @@ use burn::backend::autodiff::NodeId;
 use burn::backend::autodiff::checkpoint::base::Checkpointer;
 use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
 use burn::backend::autodiff::grads::Gradients;
-use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
+use burn::backend::autodiff::ops::{Backward, NodeGuard, Ops, OpsKind};
 use burn::backend::ops::FloatTensorOps;
 use burn::backend::tensor::FloatTensor;
 use burn::backend::{
@@ -123,18 +124,18 @@ struct Join;
 
 /// A join's backward state: where the gradients are, which tensor (or join) each parent is, and
 /// what the tensors are.
-type JoinState<B> = (
+type JoinState<B, const N: usize> = (
     Arc<Stash<B>>,
-    [Slot; 2],
+    [Slot; N],
     Arc<Vec<TensorMeta>>,
     <B as burn::backend::BackendTypes>::Device,
     DType,
 );
 
-impl<B: Backend> Backward<B, 2> for Join {
-    type State = JoinState<B>;
+impl<B: Backend, const N: usize> Backward<B, N> for Join {
+    type State = JoinState<B, N>;
 
-    fn backward(self, ops: Ops<Self::State, 2>, grads: &mut Gradients, _: &mut Checkpointer) {
+    fn backward(self, ops: Ops<Self::State, N>, grads: &mut Gradients, _: &mut Checkpointer) {
         let (stash, slots, metas, device, dtype) = ops.state;
         // A join's own gradient is a placeholder: the region put the real ones in the stash.
         let _ = grads.consume::<B>(&ops.node);
@@ -533,8 +534,18 @@ where
         .collect()
 }
 
-/// Chains the region's tensors into join nodes; returns the last join (or the only tensor) and
-/// which of the two it is.
+/// The most parents one join has: a region over more tensors chains joins of this many.
+const JOIN_WIDTH: usize = 32;
+
+/// Joins the region's tensors into one node (or, over more than [`JOIN_WIDTH`] tensors, a chain
+/// of joins); returns the last join (or the only tensor) and which of the two it is.
+///
+/// One node over all of them, as the op of plain autodiff that reads them all (a `cat`): Burn runs
+/// a backward depth by depth, a node one deeper than its deepest parent, and within one depth in
+/// the order of its graph walk. A chain of two-parent joins put the first joins at the depth of
+/// other consumers of their tensors, which then got their gradient's terms in another order than
+/// in plain autodiff, and a sum differing in its last bits (DenseNet-BC, where each layer's output
+/// goes to every later layer of its block).
 fn join_all<B: Backend, C: CheckpointStrategy>(
     tensors: Vec<FloatTensor<Autodiff<B, C>>>,
     stash: &Arc<Stash<B>>,
@@ -544,27 +555,59 @@ fn join_all<B: Backend, C: CheckpointStrategy>(
     let (_, first) = tensors.next().expect("at least one tensor");
     let mut acc = first;
     let mut acc_slot = Slot::Tensor(0);
-    for (index, tensor) in tensors {
+    loop {
+        let group: Vec<_> = tensors.by_ref().take(JOIN_WIDTH - 1).collect();
+        if group.is_empty() {
+            return (acc, acc_slot);
+        }
         let (device, dtype) = (acc.primitive().device(), acc.primitive().dtype());
+        let slots: Vec<Slot> = std::iter::once(acc_slot)
+            .chain(group.iter().map(|(index, _)| Slot::Tensor(*index)))
+            .collect();
+        let nodes: Vec<NodeGuard> = std::iter::once(acc.node())
+            .chain(group.iter().map(|(_, tensor)| tensor.node()))
+            .collect();
         let out = placeholder::<B>(&device, dtype);
-        let state = (
-            stash.clone(),
-            [acc_slot, Slot::Tensor(index)],
-            metas.clone(),
-            device,
-            dtype,
+        acc = join::<B, C>(
+            nodes,
+            slots,
+            (stash.clone(), metas.clone(), device, dtype),
+            out,
         );
-        acc = match Join
-            .prepare::<C>([acc.node(), tensor.node()])
-            .compute_bound()
-            .stateful()
-        {
-            OpsKind::Tracked(prep) => prep.finish(state, out),
-            OpsKind::UnTracked(prep) => prep.finish(out),
-        };
         acc_slot = Slot::Join;
     }
-    (acc, acc_slot)
+}
+
+/// One join node over `nodes` (2 to [`JOIN_WIDTH`]): Burn's ops take their parents as an array
+/// of a size known when compiling, so each size is its own instance.
+fn join<B: Backend, C: CheckpointStrategy>(
+    nodes: Vec<NodeGuard>,
+    slots: Vec<Slot>,
+    (stash, metas, device, dtype): (Arc<Stash<B>>, Arc<Vec<TensorMeta>>, B::Device, DType),
+    out: FloatTensor<B>,
+) -> FloatTensor<Autodiff<B, C>> {
+    fn sized<B: Backend, C: CheckpointStrategy, const N: usize>(
+        nodes: Vec<NodeGuard>,
+        slots: Vec<Slot>,
+        (stash, metas, device, dtype): (Arc<Stash<B>>, Arc<Vec<TensorMeta>>, B::Device, DType),
+        out: FloatTensor<B>,
+    ) -> FloatTensor<Autodiff<B, C>> {
+        let nodes: [NodeGuard; N] = nodes.try_into().unwrap_or_else(|_| unreachable!());
+        let slots: [Slot; N] = slots.try_into().unwrap_or_else(|_| unreachable!());
+        match Join.prepare::<C>(nodes).compute_bound().stateful() {
+            OpsKind::Tracked(prep) => prep.finish((stash, slots, metas, device, dtype), out),
+            OpsKind::UnTracked(prep) => prep.finish(out),
+        }
+    }
+    macro_rules! by_size {
+        ($($n:literal)*) => {
+            match nodes.len() {
+                $($n => sized::<B, C, $n>(nodes, slots, (stash, metas, device, dtype), out),)*
+                n => unreachable!("a join over {n} nodes (2 to {JOIN_WIDTH})"),
+            }
+        };
+    }
+    by_size!(2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32)
 }
 
 /// The node a kept seeded region's outputs pass through (the identity): its backward seeds the

@@ -4,6 +4,8 @@ mod common;
 
 use burn::tensor::{Distribution, Tensor};
 use burn_checkpoint_22::{Segments, checkpoint, checkpoint_fn, checkpoint_sequential};
+use burn_checkpoint_22_models::densenet::DenseNet;
+use burn_checkpoint_22_models::{Cut, initialised};
 use common::{Mlp, Stack, assert_close, device, grad_of, param_grads};
 
 #[test]
@@ -24,6 +26,36 @@ fn a_region_per_block_gives_the_gradients_of_plain_autodiff() {
     assert_eq!(plain.len(), 12);
     assert!(plain.iter().all(Option::is_some));
     assert_eq!(plain, param_grads(&stack, &region_grads));
+}
+
+/// DenseNet-BC: every layer's output goes to every later layer of its block, so a tensor is an
+/// input of several regions and gets its gradient's terms from each. They add in plain autodiff's
+/// order only if each region hands its inputs their gradients one depth below its deepest input,
+/// as plain autodiff's `cat` does (a chain of two-tensor joins handed them out at other depths:
+/// the sums differed in their last bits from three layers per block on).
+#[test]
+fn dense_layers_as_regions_give_the_gradients_of_plain_autodiff() {
+    let device = device();
+    for depth in [22, 40] {
+        device.seed(3);
+        let model = initialised(DenseNet::new(depth, 4, 3, 10, &device));
+        let images = Tensor::<4>::random([2, 3, 8, 8], Distribution::Default, &device);
+        let grads = |cut| {
+            let loss = model.forward(images.clone(), cut).powf_scalar(2.0).mean();
+            param_grads(&model, &loss.backward())
+        };
+        let plain = grads(Cut::None);
+        // Every weight's (batch norm's running statistics have none).
+        assert_eq!(plain.iter().flatten().count(), 6 * (depth - 4) / 2 + 3 * 2 + 2 + 3);
+        assert!(
+            grads(Cut::Each) == plain,
+            "DenseNet-BC-{depth}, every layer a region"
+        );
+        assert!(
+            grads(Cut::EverySecond) == plain,
+            "DenseNet-BC-{depth}, every second layer"
+        );
+    }
 }
 
 #[test]

@@ -29,10 +29,17 @@ pub struct Probed {
 
 /// Where a model's steps record what they measured; clones share one record (burn-train clones
 /// the model it trains).
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Probe {
     meter: Meter,
     probed: Arc<Mutex<Probed>>,
+}
+
+// burn-train's summary prints the model: one word, not every step's figures.
+impl std::fmt::Debug for Probe {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Probe")
+    }
 }
 
 impl Probe {

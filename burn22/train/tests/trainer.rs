@@ -14,14 +14,15 @@ static ALLOCATOR: CountingAllocator = CountingAllocator;
 /// One allocator counts every thread, and a step's measure resets its peak: the tests take turns.
 static SERIAL: Mutex<()> = Mutex::new(());
 
-/// DenseNet-BC-10 on synthetic CIFAR-shaped images, two epochs of three steps.
+/// DenseNet-BC-22 (three layers a block: each layer's output is an input of two later layers'
+/// regions) on synthetic CIFAR-shaped images, two epochs of three steps.
 fn options(extra: &[&str]) -> Options {
     let mut args = vec![
         "train22",
         "--data",
         "synthetic",
         "--depth",
-        "10",
+        "22",
         "--growth",
         "4",
         "--batch-size",
