@@ -578,18 +578,27 @@ fn join_all<B: Backend, C: CheckpointStrategy>(
     }
 }
 
+/// What every join of a region shares: where the gradients are, what the tensors are, and where
+/// they live.
+type JoinShared<B> = (
+    Arc<Stash<B>>,
+    Arc<Vec<TensorMeta>>,
+    <B as burn::backend::BackendTypes>::Device,
+    DType,
+);
+
 /// One join node over `nodes` (2 to [`JOIN_WIDTH`]): Burn's ops take their parents as an array
 /// of a size known when compiling, so each size is its own instance.
 fn join<B: Backend, C: CheckpointStrategy>(
     nodes: Vec<NodeGuard>,
     slots: Vec<Slot>,
-    (stash, metas, device, dtype): (Arc<Stash<B>>, Arc<Vec<TensorMeta>>, B::Device, DType),
+    (stash, metas, device, dtype): JoinShared<B>,
     out: FloatTensor<B>,
 ) -> FloatTensor<Autodiff<B, C>> {
     fn sized<B: Backend, C: CheckpointStrategy, const N: usize>(
         nodes: Vec<NodeGuard>,
         slots: Vec<Slot>,
-        (stash, metas, device, dtype): (Arc<Stash<B>>, Arc<Vec<TensorMeta>>, B::Device, DType),
+        (stash, metas, device, dtype): JoinShared<B>,
         out: FloatTensor<B>,
     ) -> FloatTensor<Autodiff<B, C>> {
         let nodes: [NodeGuard; N] = nodes.try_into().unwrap_or_else(|_| unreachable!());

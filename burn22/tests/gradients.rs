@@ -46,7 +46,10 @@ fn dense_layers_as_regions_give_the_gradients_of_plain_autodiff() {
         };
         let plain = grads(Cut::None);
         // Every weight's (batch norm's running statistics have none).
-        assert_eq!(plain.iter().flatten().count(), 6 * (depth - 4) / 2 + 3 * 2 + 2 + 3);
+        assert_eq!(
+            plain.iter().flatten().count(),
+            6 * (depth - 4) / 2 + 3 * 2 + 2 + 3
+        );
         assert!(
             grads(Cut::Each) == plain,
             "DenseNet-BC-{depth}, every layer a region"
