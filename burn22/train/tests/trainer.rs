@@ -122,8 +122,7 @@ fn a_budget_plan_trains_the_same_weights_and_an_unmeetable_one_says_the_floor() 
         "the plan changes no bit"
     );
     let error = try_train(&["--checkpoint", "regions", "--memory-budget", "1KiB"])
-        .err()
-        .expect("1 KiB cannot be met");
+        .expect_err("1 KiB cannot be met");
     let message = format!("{error:#}");
     assert!(
         message.contains("cannot be met: the smallest peak"),
@@ -141,7 +140,7 @@ fn bad_settings_say_what_to_write() {
     assert!(error(&["--checkpoint", "none", "--memory-report"]).contains("add regions"));
     assert!(error(&["--batch-size", "100000"]).contains("more than the"));
     let cifar = Options::try_parse_from(["train22", "--data", "cifar10"]).unwrap();
-    let message = cifar.train_all(&Meter::Host).err().unwrap().to_string();
+    let message = cifar.train_all(&Meter::Host).unwrap_err().to_string();
     assert!(message.contains("--data-dir"), "{message}");
     let parse_error = |args: &[&str]| {
         let mut all = vec!["train22"];
