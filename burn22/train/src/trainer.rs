@@ -94,7 +94,7 @@ pub struct Options {
 
     /// Channels each dense layer adds (k).
     #[arg(long, default_value_t = 12, value_parser = positive())]
-    pub growth: usize,
+    pub growth_rate: usize,
 
     /// Seed of the initial weights and the shuffling.
     #[arg(long, default_value_t = 1)]
@@ -268,7 +268,7 @@ impl Options {
             device.seed(derive(self.seed, Purpose::Init, 0));
             initialised(DenseNet::new(
                 self.depth,
-                self.growth,
+                self.growth_rate,
                 splits.shape[0],
                 splits.classes,
                 &device,

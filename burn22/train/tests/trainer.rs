@@ -23,7 +23,7 @@ fn options(extra: &[&str]) -> Options {
         "synthetic",
         "--depth",
         "22",
-        "--growth",
+        "--growth-rate",
         "4",
         "--batch-size",
         "8",
