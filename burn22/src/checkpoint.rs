@@ -268,16 +268,17 @@ impl Region {
             nested_seeds: opened.nested_seeds(),
         };
         let (param_ids, param_values) = used.trainable();
-        if tensors
-            .iter()
-            .chain(&param_values)
-            .any(params::is_distributed)
+        if !crate::REGIONS_UNDER_DDP
+            && tensors
+                .iter()
+                .chain(&param_values)
+                .any(params::is_distributed)
         {
             // Burn 0.22.1 ends every backward, a recompute's nested one too, with the
             // collective sync; its sync server counts that as a device finishing its step and
             // resets mid-pass, and the step's final sync then waits forever
             // (burn-autodiff-0.22.1 tensor.rs:326). Burn 0.23 skips the sync of a backward that
-            // registered nothing.
+            // registered nothing (burn-autodiff-0.23.0-pre.1 tensor.rs:313-338).
             panic!(
                 "checkpoint region {}: its parameters or inputs are distributed (Burn's data \
                  parallelism, `ExecutionStrategy::ddp`, all-reduces their gradients), and on Burn \

@@ -21,7 +21,7 @@ use crate::graph::{self, NodeSpec};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kind {
     Flex,
-    #[cfg(any(feature = "cuda", feature = "wgpu"))]
+    #[cfg(feature = "cubecl")]
     Cube,
 }
 
@@ -29,15 +29,16 @@ fn kind_of(kind: &DispatchTensorKind) -> Kind {
     match kind {
         DispatchTensorKind::Autodiff(inner) => kind_of(inner),
         DispatchTensorKind::Flex(_) => Kind::Flex,
-        #[cfg(any(feature = "cuda", feature = "wgpu"))]
+        #[cfg(feature = "cubecl")]
         DispatchTensorKind::Cube(_) => Kind::Cube,
         #[allow(unreachable_patterns)]
         other => panic!(
             "checkpoint regions run on the Flex backend{}; this tensor is on {other:?}",
-            if cfg!(any(feature = "cuda", feature = "wgpu")) {
+            if cfg!(feature = "cubecl") {
                 " and CubeCL"
             } else {
-                ""
+                " (for CubeCL's, turn on burn-checkpoint-22's `wgpu` or `cuda` feature, or \
+                 `cubecl` beside Burn features of your own)"
             }
         ),
     }
@@ -62,9 +63,9 @@ fn route<T: OnBackend>(
     match (kind_of(kind), strategy) {
         (Kind::Flex, Disabled) => task.on::<burn::backend::Flex, NoCheckpointing>(),
         (Kind::Flex, Balanced) => task.on::<burn::backend::Flex, BalancedCheckpointing>(),
-        #[cfg(any(feature = "cuda", feature = "wgpu"))]
+        #[cfg(feature = "cubecl")]
         (Kind::Cube, Disabled) => task.on::<burn::backend::Cube, NoCheckpointing>(),
-        #[cfg(any(feature = "cuda", feature = "wgpu"))]
+        #[cfg(feature = "cubecl")]
         (Kind::Cube, Balanced) => task.on::<burn::backend::Cube, BalancedCheckpointing>(),
     }
 }

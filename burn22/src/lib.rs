@@ -40,6 +40,25 @@ pub use seed::region_seed;
 pub use sequential::{Layer, checkpoint_sequential};
 pub use tensors::RegionTensors;
 
+/// Whether regions take part in Burn's data parallelism (burn-train's `ExecutionStrategy::ddp`,
+/// which all-reduces each parameter's gradient during backward) on the Burn this crate is built
+/// on. `false` on Burn 0.22: there every backward, a region's recompute too, ends with the
+/// collective sync, which the sync server takes for a device finishing its step, so a region over
+/// distributed parameters (or inputs) panics with what to do instead rather than hang the step.
+/// `true` from Burn 0.23, which skips the sync of a backward that registered nothing: regions
+/// then train under data parallelism as without (docs/burn-0.22.md, "Data parallelism").
+///
+/// ```
+/// // The strategy a trainer may offer for a model with regions.
+/// let strategy = if burn_checkpoint_22::REGIONS_UNDER_DDP {
+///     "ddp" // ExecutionStrategy::ddp: an all-reduce per parameter during backward
+/// } else {
+///     "multi" // ExecutionStrategy::multi: gradients summed on the first device after backward
+/// };
+/// assert!(matches!(strategy, "ddp" | "multi"));
+/// ```
+pub const REGIONS_UNDER_DDP: bool = !cfg!(burn_backward_always_syncs);
+
 #[doc(hidden)]
 pub mod __private {
     pub use burn_checkpoint_core::method_region_name;

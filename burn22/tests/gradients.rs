@@ -2,9 +2,10 @@
 
 mod common;
 
-use burn::tensor::{Distribution, Tensor};
+use burn::tensor::{Distribution, Int, Tensor};
 use burn_checkpoint_22::{Segments, checkpoint, checkpoint_fn, checkpoint_sequential};
 use burn_checkpoint_22_models::densenet::DenseNet;
+use burn_checkpoint_22_models::gpt::Gpt;
 use burn_checkpoint_22_models::{Cut, initialised};
 use common::{Mlp, Stack, assert_close, device, grad_of, param_grads};
 
@@ -269,4 +270,20 @@ fn burns_layers_stack_as_they_are() {
     for layer in &layers {
         assert_eq!(param_grads(layer, &plain_grads), param_grads(layer, &grads));
     }
+}
+
+/// The GPT (pre-LayerNorm blocks of causal self-attention and a GELU MLP, the token and
+/// position embeddings before them), its attention without dropout: a region per block gives
+/// plain autodiff's gradients. (With dropout the regions are seeded: other masks, by design.)
+#[test]
+fn gpt_blocks_as_regions_give_the_gradients_of_plain_autodiff() {
+    let device = device();
+    device.seed(5);
+    let model = initialised(Gpt::new(64, 32, 2, 2, 16, 0.0, &device));
+    let tokens = Tensor::<2, Int>::random([2, 17], Distribution::Uniform(0.0, 64.0), &device);
+    let grads = |cut| param_grads(&model, &model.loss(tokens.clone(), cut).backward());
+    let plain = grads(Cut::None);
+    assert_eq!(plain.iter().flatten().count(), 2 + 2 * 16 + 3);
+    assert!(grads(Cut::Each) == plain, "every block a region");
+    assert!(grads(Cut::EverySecond) == plain, "every second block");
 }

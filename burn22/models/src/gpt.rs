@@ -57,6 +57,8 @@ pub fn model(shape: &GptShape, device: &Device) -> Gpt {
         shape.blocks,
         shape.heads,
         shape.seq,
+        // burn-nn's default for attention.
+        0.1,
         device,
     )
 }
@@ -83,13 +85,16 @@ pub struct Gpt {
 
 impl Gpt {
     /// `blocks` blocks of width `d_model` with `heads` heads, over `vocab` tokens and `context`
-    /// positions.
+    /// positions; `dropout` is the attention's (burn-nn's default: 0.1). A dropout above 0 makes
+    /// each block's region seeded: its masks, and so the run, differ from the same model without
+    /// regions (docs/burn-0.22.md, "What a region guarantees").
     pub fn new(
         vocab: usize,
         d_model: usize,
         blocks: usize,
         heads: usize,
         context: usize,
+        dropout: f64,
         device: &Device,
     ) -> Self {
         Self {
@@ -98,7 +103,9 @@ impl Gpt {
             blocks: (0..blocks)
                 .map(|_| Block {
                     norm1: LayerNormConfig::new(d_model).init(device),
-                    attention: MultiHeadAttentionConfig::new(d_model, heads).init(device),
+                    attention: MultiHeadAttentionConfig::new(d_model, heads)
+                        .with_dropout(dropout)
+                        .init(device),
                     norm2: LayerNormConfig::new(d_model).init(device),
                     up: LinearConfig::new(d_model, 4 * d_model).init(device),
                     down: LinearConfig::new(4 * d_model, d_model).init(device),
@@ -112,13 +119,25 @@ impl Gpt {
         }
     }
 
-    /// Mean next-token cross-entropy over `tokens` `[batch, seq + 1]` ([`Shape::tokens`]); the
-    /// blocks `cut` names are regions.
+    /// Mean next-token cross-entropy over `tokens` `[batch, seq + 1]` ([`tokens`]); the blocks
+    /// `cut` names are regions.
     pub fn loss(&self, tokens: Tensor<2, Int>, cut: Cut) -> Tensor<1> {
         let [batch, length] = tokens.dims();
         let targets = tokens.clone().slice([0..batch, 1..length]);
-        let tokens = tokens.slice([0..batch, 0..length - 1]);
-        let seq = length - 1;
+        let logits = self.logits(tokens.slice([0..batch, 0..length - 1]), cut);
+        let [batch, seq, vocab] = logits.dims();
+        CrossEntropyLossConfig::new()
+            .init(&logits.device())
+            .forward(
+                logits.reshape([batch * seq, vocab]),
+                targets.reshape([batch * seq]),
+            )
+    }
+
+    /// The next-token logits `[batch, seq, vocab]` of `tokens` `[batch, seq]` (seq at most the
+    /// model's context); the blocks `cut` names are regions.
+    pub fn logits(&self, tokens: Tensor<2, Int>, cut: Cut) -> Tensor<3> {
+        let [batch, seq] = tokens.dims();
         let device = tokens.device();
         let positions = Tensor::<1, Int>::arange(0..seq as i64, &device)
             .reshape([1, seq])
@@ -131,11 +150,6 @@ impl Gpt {
                 None => block.forward(x),
             };
         }
-        let logits = self.head.forward(self.norm.forward(x));
-        let [batch, seq, vocab] = logits.dims();
-        CrossEntropyLossConfig::new().init(&device).forward(
-            logits.reshape([batch * seq, vocab]),
-            targets.reshape([batch * seq]),
-        )
+        self.head.forward(self.norm.forward(x))
     }
 }

@@ -1,20 +1,57 @@
-//! DenseNet-BC as burn-train trains it: a `TrainStep` and an `InferenceStep` over image batches,
-//! each dense layer a region when asked, and a [`Probe`] that records each training step's peak
+//! The trainer's networks as burn-train trains them: DenseNet-BC classifying images and the GPT
+//! predicting each next byte of a text, one `TrainStep` and `InferenceStep` for both, each dense
+//! layer or block a region when asked, and a [`Probe`] that records each training step's peak
 //! memory and time and the validation's right answers, for the trainer's table.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use burn::data::dataloader::batcher::Batcher;
 use burn::module::Module;
 use burn::nn::loss::CrossEntropyLossConfig;
-use burn::tensor::Tensor;
+use burn::tensor::{Device, Int, Tensor};
 use burn::train::{ClassificationOutput, InferenceStep, TrainOutput, TrainStep};
 use burn_checkpoint_22::memory::Meter;
 use burn_checkpoint_22::planner::Plan;
 use burn_checkpoint_22_models::Cut;
 use burn_checkpoint_22_models::densenet::DenseNet;
+use burn_checkpoint_22_models::gpt::Gpt;
+use image_data::ImageItem;
 
-use crate::images::ImageBatch;
+use crate::images::{ImageBatch, ImageBatcher};
+use crate::text::{TokenBatch, TokenBatcher};
+
+/// The network trained: each answers its own kind of [`Batch`].
+// One network a run, built once: the size of the larger variant costs nothing.
+#[allow(clippy::large_enum_variant)]
+#[derive(Module, Debug)]
+pub enum Network {
+    /// DenseNet-BC on images; its dense layers are the regions.
+    DenseNet(DenseNet),
+    /// The GPT on text, a byte a token; its blocks are the regions.
+    Gpt(Gpt),
+}
+
+/// A batch of what the network learns from.
+#[derive(Clone, Debug)]
+pub enum Batch {
+    /// Images and their classes, for DenseNet-BC.
+    Images(ImageBatch),
+    /// Tokens and the tokens after them, for the GPT.
+    Tokens(TokenBatch),
+}
+
+impl Batcher<ImageItem, Batch> for ImageBatcher {
+    fn batch(&self, items: Vec<ImageItem>, device: &Device) -> Batch {
+        Batch::Images(Batcher::<_, ImageBatch>::batch(self, items, device))
+    }
+}
+
+impl Batcher<Vec<u8>, Batch> for TokenBatcher {
+    fn batch(&self, windows: Vec<Vec<u8>>, device: &Device) -> Batch {
+        Batch::Tokens(Batcher::<_, TokenBatch>::batch(self, windows, device))
+    }
+}
 
 /// What a run's steps measured.
 #[derive(Debug, Clone, Default)]
@@ -23,7 +60,8 @@ pub struct Probed {
     pub step_peaks: Vec<u64>,
     /// Each training step's time (forward, loss, backward; the optimizer's update is burn-train's).
     pub step_times: Vec<Duration>,
-    /// Each validation batch's images classified right, and its images, in order.
+    /// Each validation batch's predictions right (images classified, next bytes predicted), and
+    /// its predictions, in order.
     pub valid: Vec<(usize, usize)>,
 }
 
@@ -61,11 +99,11 @@ impl Probe {
     }
 }
 
-/// DenseNet-BC, its dense layers regions when `regions`, the budget planner's plan its training
-/// steps run under, if any, and the probe its steps record in.
+/// A network, its dense layers or blocks regions when `regions`, the budget planner's plan its
+/// training steps run under, if any, and the probe its steps record in.
 #[derive(Module, Debug)]
 pub struct Classifier {
-    model: DenseNet,
+    model: Network,
     regions: bool,
     #[module(skip)]
     plan: Option<Plan>,
@@ -76,7 +114,7 @@ pub struct Classifier {
 impl Classifier {
     /// `model` trained with a region per dense layer when `regions`, its steps recorded in
     /// `probe`.
-    pub fn new(model: DenseNet, regions: bool, probe: Probe) -> Self {
+    pub fn new(model: Network, regions: bool, probe: Probe) -> Self {
         Classifier {
             model,
             regions,
@@ -94,26 +132,44 @@ impl Classifier {
     }
 
     /// The network.
-    pub fn model(&self) -> &DenseNet {
+    pub fn model(&self) -> &Network {
         &self.model
     }
 
-    /// The logits of `batch` and their cross-entropy loss.
-    pub fn classify(&self, batch: ImageBatch) -> ClassificationOutput {
+    /// The logits of `batch` (one row per prediction: per image, per next byte) and their
+    /// cross-entropy loss.
+    ///
+    /// # Panics
+    ///
+    /// If `batch` is not the network's kind (the trainer pairs them).
+    pub fn classify(&self, batch: Batch) -> ClassificationOutput {
         let cut = if self.regions { Cut::Each } else { Cut::None };
-        let logits = self.model.forward(batch.images, cut);
+        let (logits, targets): (Tensor<2>, Tensor<1, Int>) = match (&self.model, batch) {
+            (Network::DenseNet(model), Batch::Images(batch)) => {
+                (model.forward(batch.images, cut), batch.labels)
+            }
+            (Network::Gpt(model), Batch::Tokens(batch)) => {
+                let logits = model.logits(batch.inputs, cut);
+                let [rows, seq, vocab] = logits.dims();
+                (
+                    logits.reshape([rows * seq, vocab]),
+                    batch.targets.reshape([rows * seq]),
+                )
+            }
+            (model, _) => panic!("{} given a batch of another kind", model.name()),
+        };
         let loss = CrossEntropyLossConfig::new()
             .init(&logits.device())
-            .forward(logits.clone(), batch.labels.clone());
-        ClassificationOutput::new(loss, logits, batch.labels)
+            .forward(logits.clone(), targets.clone());
+        ClassificationOutput::new(loss, logits, targets)
     }
 }
 
 impl TrainStep for Classifier {
-    type Input = ImageBatch;
+    type Input = Batch;
     type Output = ClassificationOutput;
 
-    fn step(&self, batch: ImageBatch) -> TrainOutput<ClassificationOutput> {
+    fn step(&self, batch: Batch) -> TrainOutput<ClassificationOutput> {
         let measure = self.probe.meter.start();
         let start = Instant::now();
         let forward_backward = || {
@@ -136,16 +192,26 @@ impl TrainStep for Classifier {
 }
 
 impl InferenceStep for Classifier {
-    type Input = ImageBatch;
+    type Input = Batch;
     type Output = ClassificationOutput;
 
-    fn step(&self, batch: ImageBatch) -> ClassificationOutput {
+    fn step(&self, batch: Batch) -> ClassificationOutput {
         let output = self.classify(batch);
         let predicted = output.output.clone().argmax(1).flatten::<1>(0, 1);
         let right: Tensor<1, burn::tensor::Bool> = predicted.equal(output.targets.clone());
         let right = right.int().sum().into_scalar::<i64>() as usize;
-        let images = output.targets.dims()[0];
-        self.probe.lock().valid.push((right, images));
+        let predictions = output.targets.dims()[0];
+        self.probe.lock().valid.push((right, predictions));
         output
+    }
+}
+
+impl Network {
+    /// The network's name in messages.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Network::DenseNet(_) => "DenseNet-BC",
+            Network::Gpt(_) => "the GPT",
+        }
     }
 }

@@ -51,13 +51,13 @@ pub struct ImageBatch {
 /// ```
 /// use burn::data::dataloader::batcher::Batcher;
 /// use burn::tensor::Device;
-/// use burn_checkpoint_22_train::images::ImageBatcher;
+/// use burn_checkpoint_22_train::images::{ImageBatch, ImageBatcher};
 /// use image_data::{ImageItem, Normalisation};
 ///
 /// let unit = Normalisation { mean: vec![0.5], std: vec![0.5] };
 /// let batcher = ImageBatcher::new([1, 1, 2], &unit);
 /// let item = ImageItem { pixels: vec![0, 255], label: 4 };
-/// let batch = batcher.batch(vec![item], &Device::flex());
+/// let batch: ImageBatch = batcher.batch(vec![item], &Device::flex());
 /// assert_eq!(batch.images.dims(), [1, 1, 1, 2]);
 /// ```
 #[derive(Clone, Debug)]

@@ -15,6 +15,7 @@
 pub mod classifier;
 pub mod images;
 pub mod mlp;
+pub mod text;
 pub mod trainer;
 
 use burn::module::{Module, ModuleVisitor, Param};

@@ -23,6 +23,7 @@ use burn::nn::loss::{MseLoss, Reduction};
 use burn::nn::{Linear, LinearConfig};
 use burn::optim::SgdConfig;
 use burn::tensor::activation::relu;
+use burn::tensor::distributed::{DistributedConfig, ReduceOperation};
 use burn::tensor::{Device, Tensor, TensorData};
 use burn::train::logger::InMemoryMetricLogger;
 use burn::train::metric::LossMetric;
@@ -174,14 +175,41 @@ fn rows(offset: usize) -> Arc<dyn DataLoader<Rows>> {
 }
 
 /// How a run trains: SGD, 2 epochs, no shuffling, one loader thread.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone)]
 pub struct Run {
     /// Burn's own checkpointing (`SupervisedTraining::gradient_checkpointing`); the model must
-    /// then be built on `Device::flex().autodiff().gradient_checkpointing()`.
+    /// then be built on `device.autodiff().gradient_checkpointing()`.
     pub gradient_checkpointing: bool,
-    /// burn-train's multi-device strategy over two Flex devices (one thread each, gradients
-    /// summed on the first, no collective); the steps' losses then arrive in thread order.
-    pub two_devices: bool,
+    /// burn-train's strategy.
+    pub strategy: Strategy,
+    /// The devices the two-device strategies train on, without autodiff (burn-train adds it);
+    /// build the model on the first's `autodiff()`. [`Strategy::Single`] trains on the model's.
+    pub devices: Vec<Device>,
+}
+
+impl Default for Run {
+    fn default() -> Self {
+        Run {
+            gradient_checkpointing: false,
+            strategy: Strategy::Single,
+            devices: vec![Device::flex()],
+        }
+    }
+}
+
+/// Which of burn-train's execution strategies a run trains under.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Strategy {
+    /// One device.
+    Single,
+    /// burn-train's multi-device strategy (one thread a device, the gradients summed on the
+    /// first after backward, no collective); the steps' losses then arrive in thread order.
+    Multi,
+    /// burn-train's data parallelism (`ExecutionStrategy::ddp`): one thread a device, each
+    /// parameter's gradient all-reduced (mean) at its last use in backward. Needs a backend
+    /// with collectives (CubeCL's, Remote), and Burn 0.23 for regions
+    /// ([`burn_checkpoint_22::REGIONS_UNDER_DDP`]).
+    Ddp,
 }
 
 /// What a run gave.
@@ -218,13 +246,23 @@ impl Run {
         if self.gradient_checkpointing {
             training = training.gradient_checkpointing();
         }
-        if self.two_devices {
-            training = training.with_training_strategy(TrainingStrategy::Default(
-                ExecutionStrategy::MultiDevice(
-                    vec![Device::flex(), Device::flex()],
-                    MultiDeviceOptim::OptimMainDevice,
-                ),
-            ));
+        let devices = self.devices;
+        match self.strategy {
+            // burn-train's default: the model's device.
+            Strategy::Single => {}
+            Strategy::Multi => {
+                training = training.with_training_strategy(TrainingStrategy::Default(
+                    ExecutionStrategy::MultiDevice(devices, MultiDeviceOptim::OptimMainDevice),
+                ));
+            }
+            Strategy::Ddp => {
+                let mean = DistributedConfig {
+                    all_reduce_op: ReduceOperation::Mean,
+                };
+                training = training.with_training_strategy(TrainingStrategy::Default(
+                    ExecutionStrategy::ddp(devices, mean),
+                ));
+            }
         }
         let result = training.launch(Learner::new(model, SgdConfig::new().init(), 1e-2));
         assert!(result.error.is_none(), "{:?}", result.error);

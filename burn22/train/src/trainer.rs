@@ -1,17 +1,19 @@
-//! The trainer for Burn 0.22 users: DenseNet-BC on real images through burn-train's `Learner`
-//! and `SupervisedTraining`, once per checkpoint method asked for, every method from the same
-//! seed, and the table of memory, time per step and accuracy at the end.
+//! The trainer for Burn 0.22 users: DenseNet-BC on real images (or the GPT on a text) through
+//! burn-train's `Learner` and `SupervisedTraining`, once per checkpoint method asked for, every
+//! method from the same seed, and the table of memory, time per step and accuracy at the end.
 
 use std::convert::Infallible;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use anyhow::{Context, bail, ensure};
 use bench_kit_core::args::{byte_size, learning_rate, momentum, positive, weight_decay};
 use bench_kit_core::schedule;
 use bench_kit_core::table::MethodRow;
 
-use burn::data::dataloader::DataLoaderBuilder;
 use burn::data::dataloader::batcher::Batcher;
+use burn::data::dataloader::{DataLoader, DataLoaderBuilder};
+use burn::data::dataset::Dataset;
 use burn::data::dataset::transform::PartialDataset;
 use burn::lr_scheduler::LrSchedulerConfig;
 use burn::lr_scheduler::module_lr_scheduler::ModuleLrScheduler;
@@ -27,24 +29,31 @@ use burn::train::{
 use burn_checkpoint_22::memory::Meter;
 use burn_checkpoint_22::planner::{Plan, Profile, TREATMENTS};
 use burn_checkpoint_22_models::densenet::DenseNet;
+use burn_checkpoint_22_models::gpt::Gpt;
 use burn_checkpoint_22_models::initialised;
 use burn_checkpoint_core::memory::mib;
 use clap::{Parser, ValueEnum};
 use image_data::seeds::{Purpose, derive};
 use image_data::{DataSource, Images, Splits};
 
-use crate::classifier::{Classifier, Probe};
-use crate::images::{ImageBatch, ImageBatcher, ImageDataset};
+use crate::classifier::{Batch, Classifier, Network, Probe};
+use crate::images::{ImageBatcher, ImageDataset};
 use crate::parameters;
+use crate::text::{Text, TokenBatcher, VOCAB};
 
-/// Trains DenseNet-BC on Burn 0.22 through burn-train's Learner, with Burn's own checkpointing
-/// and with checkpoint regions, and prints a table of peak step memory, time per step and
-/// accuracy per method. The defaults are the 0.21 trainer's (the reference "memory-efficient
-/// DenseNet" demo: DenseNet-BC-100, growth 12, batch 64, SGD lr 0.1, Nesterov momentum 0.9,
-/// weight decay 1e-4, the rate divided by 10 at 50% and 75% of the epochs).
+/// Trains DenseNet-BC (or a GPT, `--model gpt`) on Burn 0.22 through burn-train's Learner, with
+/// Burn's own checkpointing and with checkpoint regions, and prints a table of peak step memory,
+/// time per step and accuracy per method. The defaults are the 0.21 trainer's (the reference
+/// "memory-efficient DenseNet" demo: DenseNet-BC-100, growth 12, batch 64, SGD lr 0.1, Nesterov
+/// momentum 0.9, weight decay 1e-4, the rate divided by 10 at 50% and 75% of the epochs).
 #[derive(Parser, Debug, Clone)]
 #[command(name = "train22", version, args_override_self = true)]
 pub struct Options {
+    /// The network: densenet (DenseNet-BC on --data's images, a region per dense layer) or gpt
+    /// (a GPT predicting each next byte of --text, a region per block).
+    #[arg(long, value_enum, default_value = "densenet")]
+    pub model: Model,
+
     /// The data set. fashion-mnist: Debian's dataset-fashion-mnist package (or --data-dir);
     /// cifar10: the binary version in --data-dir; synthetic: random CIFAR-shaped images.
     #[arg(long, value_enum, default_value = "fashion-mnist")]
@@ -55,13 +64,18 @@ pub struct Options {
     #[arg(long)]
     pub data_dir: Option<PathBuf>,
 
+    /// The text the GPT learns (--model gpt): any file, its bytes the tokens, the last tenth
+    /// of it the validation split (e.g. /usr/share/common-licenses/GPL-3).
+    #[arg(long, value_name = "FILE")]
+    pub text: Option<PathBuf>,
+
     /// The methods to train, comma-separated, each from the same seed. none: plain autodiff;
     /// balanced: Burn's gradient checkpointing (the Learner's `gradient_checkpointing()`);
-    /// regions: a region per dense layer, on top of balanced.
+    /// regions: a region per dense layer (per block, --model gpt), on top of balanced.
     #[arg(long, value_enum, value_delimiter = ',', default_value = "regions")]
     pub checkpoint: Vec<Method>,
 
-    /// Images per training step and per validation batch.
+    /// Images (text windows, --model gpt) per training step and per validation batch.
     #[arg(long, default_value_t = 64, value_parser = positive())]
     pub batch_size: usize,
 
@@ -96,6 +110,28 @@ pub struct Options {
     #[arg(long, default_value_t = 12, value_parser = positive())]
     pub growth_rate: usize,
 
+    /// GPT blocks (--model gpt).
+    #[arg(long, default_value_t = 4, value_parser = positive())]
+    pub blocks: usize,
+
+    /// GPT width (--model gpt), a multiple of --heads.
+    #[arg(long, default_value_t = 128, value_parser = positive())]
+    pub d_model: usize,
+
+    /// GPT attention heads (--model gpt).
+    #[arg(long, default_value_t = 4, value_parser = positive())]
+    pub heads: usize,
+
+    /// GPT context (--model gpt): bytes each window gives it to predict from.
+    #[arg(long, default_value_t = 128, value_parser = positive())]
+    pub context: usize,
+
+    /// GPT attention dropout (--model gpt), from 0 to below 1. Above 0, every block's region
+    /// reseeds the generator for its masks: regions then train another (equally random) run
+    /// than none and balanced, the same one run after run.
+    #[arg(long, default_value_t = 0.0)]
+    pub dropout: f64,
+
     /// Seed of the initial weights and the shuffling.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
@@ -109,12 +145,12 @@ pub struct Options {
     pub valid_limit: Option<usize>,
 
     /// Before training with regions, profile a step region by region on a copy of the model
-    /// (every dense layer's region kept, then recomputed) and print the memory report.
+    /// (every region kept, then recomputed) and print the memory report.
     #[arg(long)]
     pub memory_report: bool,
 
     /// Fit each training step with regions in SIZE (6GiB, 512MiB, 1.5GB, or bytes): the budget
-    /// planner chooses, for each dense layer's region, keep or recompute at the least recompute
+    /// planner chooses, for each region (dense layer, block), keep or recompute at the least recompute
     /// time, from steps profiled on a copy of the model, checks the plan on a step, and every
     /// training step runs under it; an error says the smallest peak reachable if SIZE cannot be
     /// met. SIZE is the step's peak above what it starts with (the table's Memory). Needs
@@ -132,6 +168,15 @@ pub struct Options {
     pub json: Option<PathBuf>,
 }
 
+/// The network the trainer trains.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Model {
+    /// DenseNet-BC on images.
+    Densenet,
+    /// A GPT on a text's bytes.
+    Gpt,
+}
+
 /// What a training step keeps between forward and backward.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Method {
@@ -139,7 +184,7 @@ pub enum Method {
     None,
     /// Burn's gradient checkpointing (Balanced): cheap, memory-bound ops are recomputed.
     Balanced,
-    /// A region per dense layer on top of Balanced: the dense layers' activations are
+    /// A region per dense layer (GPT block) on top of Balanced: their activations are
     /// recomputed in backward.
     Regions,
 }
@@ -177,11 +222,31 @@ pub struct Trained {
 impl Options {
     /// Refuses settings that would not train.
     pub fn check(&self) -> anyhow::Result<()> {
-        ensure!(
-            self.depth >= 10 && (self.depth - 4).is_multiple_of(6),
-            "--depth {}: DenseNet-BC's depth is 6n + 4 with n ≥ 1 (10, 16, 22, 40, 100, …)",
-            self.depth
-        );
+        match self.model {
+            Model::Densenet => ensure!(
+                self.depth >= 10 && (self.depth - 4).is_multiple_of(6),
+                "--depth {}: DenseNet-BC's depth is 6n + 4 with n ≥ 1 (10, 16, 22, 40, 100, …)",
+                self.depth
+            ),
+            Model::Gpt => {
+                ensure!(
+                    self.text.is_some(),
+                    "--model gpt learns a text: --text FILE (any file; e.g. \
+                     /usr/share/common-licenses/GPL-3)"
+                );
+                ensure!(
+                    (0.0..1.0).contains(&self.dropout),
+                    "--dropout {}: a probability from 0 to below 1",
+                    self.dropout
+                );
+                ensure!(
+                    self.d_model.is_multiple_of(self.heads),
+                    "--d-model {} is not a multiple of --heads {}",
+                    self.d_model,
+                    self.heads
+                );
+            }
+        }
         ensure!(!self.checkpoint.is_empty(), "--checkpoint: name a method");
         ensure!(
             self.checkpoint.contains(&Method::Regions)
@@ -195,8 +260,22 @@ impl Options {
     /// Trains each method of `--checkpoint` in turn, on `meter`'s memory.
     pub fn train_all(&self, meter: &Meter) -> anyhow::Result<Vec<Trained>> {
         self.check()?;
-        let splits = image_data::load(self.data, self.data_dir.as_deref(), self.seed)?;
-        if self.devices > 1 && self.checkpoint.contains(&Method::Regions) {
+        let data = match (self.model, &self.text) {
+            (Model::Gpt, Some(text)) => {
+                let (train, valid) = Text::read(text, self.context)?;
+                Data::Text { train, valid }
+            }
+            _ => Data::Images(image_data::load(
+                self.data,
+                self.data_dir.as_deref(),
+                self.seed,
+            )?),
+        };
+        // Only DenseNet-BC has batch norm.
+        if self.devices > 1
+            && self.checkpoint.contains(&Method::Regions)
+            && self.model == Model::Densenet
+        {
             eprintln!(
                 "note: on several devices, batch norm's running statistics inside regions can \
                  differ in their last bits from run to run (the weights do not): Burn 0.22's \
@@ -212,7 +291,7 @@ impl Options {
             .iter()
             .map(|&method| {
                 let dir = artifacts.path().join(method.name());
-                self.train(method, &splits, dir, meter)
+                self.train(method, &data, dir, meter)
             })
             .collect()
     }
@@ -220,44 +299,30 @@ impl Options {
     fn train(
         &self,
         method: Method,
-        splits: &Splits,
+        data: &Data,
         artifact_dir: PathBuf,
         meter: &Meter,
     ) -> anyhow::Result<Trained> {
         let batch = self.batch_size;
-        let train_images = match self.limit {
-            Some(limit) => (limit * batch).min(splits.train.len()),
-            None => splits.train.len(),
+        let train_items = match self.limit {
+            Some(limit) => (limit * batch).min(data.train_len()),
+            None => data.train_len(),
         };
         // Whole batches only, the same number on every device: each step has the same shape.
-        let steps = train_images / batch / self.devices * self.devices;
+        let steps = train_items / batch / self.devices * self.devices;
         if steps == 0 {
             bail!(
-                "--batch-size {batch} on {} device(s): more than the {} training images",
+                "--batch-size {batch} on {} device(s): more than the {} training {}",
                 self.devices,
-                splits.train.len()
+                data.train_len(),
+                data.items()
             );
         }
-        let valid_images = match self.valid_limit {
-            Some(limit) => (limit * batch).min(splits.valid.len()),
-            None => splits.valid.len(),
+        let valid_items = match self.valid_limit {
+            Some(limit) => (limit * batch).min(data.valid_len()),
+            None => data.valid_len(),
         };
-        let batcher = ImageBatcher::new(splits.shape, &splits.normalisation);
-        let train = DataLoaderBuilder::new(batcher.clone())
-            .batch_size(batch)
-            .shuffle(derive(self.seed, Purpose::Shuffle, 0))
-            .build(PartialDataset::new(
-                ImageDataset(splits.train.clone()),
-                0,
-                steps * batch,
-            ));
-        let valid = DataLoaderBuilder::new(batcher.clone())
-            .batch_size(batch)
-            .build(PartialDataset::new(
-                ImageDataset(splits.valid.clone()),
-                0,
-                valid_images,
-            ));
+        let (train, valid) = data.loaders(batch, steps * batch, valid_items, self.seed);
 
         let mut device = Device::flex().autodiff();
         if method.burn_checkpointing() {
@@ -266,22 +331,30 @@ impl Options {
         // Every method (and the planner's copy) starts from the same weights.
         let network = || {
             device.seed(derive(self.seed, Purpose::Init, 0));
-            initialised(DenseNet::new(
-                self.depth,
-                self.growth_rate,
-                splits.shape[0],
-                splits.classes,
-                &device,
-            ))
+            initialised(match data {
+                Data::Images(splits) => Network::DenseNet(DenseNet::new(
+                    self.depth,
+                    self.growth_rate,
+                    splits.shape[0],
+                    splits.classes,
+                    &device,
+                )),
+                Data::Text { .. } => Network::Gpt(Gpt::new(
+                    VOCAB,
+                    self.d_model,
+                    self.blocks,
+                    self.heads,
+                    self.context,
+                    self.dropout,
+                    &device,
+                )),
+            })
         };
         let plan = if method.regions() {
             // A copy of its own (batch norm's running statistics included): the profiled steps
             // leave the trained model as it was.
             let copy = Classifier::new(network(), true, Probe::new(meter.clone()));
-            let first = (0..batch)
-                .map(|index| splits.train.get(index).expect("batch ≤ training images"))
-                .collect();
-            self.plan(&copy, batcher.batch(first, &device), meter)?
+            self.plan(&copy, data.first(batch, &device), meter)?
         } else {
             None
         };
@@ -334,7 +407,7 @@ impl Options {
 
         let probed = probe.probed();
         // The last validation's batches: burn-train validates after every epoch.
-        let valid_batches = valid_images.div_ceil(batch);
+        let valid_batches = valid_items.div_ceil(batch);
         let last = &probed.valid[probed.valid.len().saturating_sub(valid_batches)..];
         let (right, seen) = last
             .iter()
@@ -370,12 +443,7 @@ impl Options {
 
     /// With `--memory-report` or `--memory-budget`: `copy`'s step on `batch` profiled region by
     /// region (the report printed), and the plan that fits the budget, checked on a step.
-    fn plan(
-        &self,
-        copy: &Classifier,
-        batch: ImageBatch,
-        meter: &Meter,
-    ) -> anyhow::Result<Option<Plan>> {
+    fn plan(&self, copy: &Classifier, batch: Batch, meter: &Meter) -> anyhow::Result<Option<Plan>> {
         if !self.memory_report && self.memory_budget.is_none() {
             return Ok(None);
         }
@@ -437,6 +505,96 @@ impl Artifacts {
         match self {
             Artifacts::Kept(dir) => dir.clone(),
             Artifacts::Temporary(dir) => dir.path().to_path_buf(),
+        }
+    }
+}
+
+/// What the network learns from: images with their classes, or a text's windows.
+enum Data {
+    Images(Splits),
+    Text { train: Text, valid: Text },
+}
+
+impl Data {
+    /// What one item is called in messages.
+    fn items(&self) -> &'static str {
+        match self {
+            Data::Images(_) => "images",
+            Data::Text { .. } => "text windows",
+        }
+    }
+
+    fn train_len(&self) -> usize {
+        match self {
+            Data::Images(splits) => splits.train.len(),
+            Data::Text { train, .. } => train.len(),
+        }
+    }
+
+    fn valid_len(&self) -> usize {
+        match self {
+            Data::Images(splits) => splits.valid.len(),
+            Data::Text { valid, .. } => valid.len(),
+        }
+    }
+
+    /// The training loader over the first `train` items, shuffled from `seed`, and the
+    /// validation loader over the first `valid`, in order.
+    fn loaders(
+        &self,
+        batch: usize,
+        train: usize,
+        valid: usize,
+        seed: u64,
+    ) -> (Arc<dyn DataLoader<Batch>>, Arc<dyn DataLoader<Batch>>) {
+        let shuffle = derive(seed, Purpose::Shuffle, 0);
+        match self {
+            Data::Images(splits) => {
+                let batcher = ImageBatcher::new(splits.shape, &splits.normalisation);
+                let dataset = |images: &Arc<dyn Images>, len| {
+                    PartialDataset::new(ImageDataset(images.clone()), 0, len)
+                };
+                (
+                    DataLoaderBuilder::new(batcher.clone())
+                        .batch_size(batch)
+                        .shuffle(shuffle)
+                        .build(dataset(&splits.train, train)),
+                    DataLoaderBuilder::new(batcher)
+                        .batch_size(batch)
+                        .build(dataset(&splits.valid, valid)),
+                )
+            }
+            Data::Text {
+                train: train_text,
+                valid: valid_text,
+            } => (
+                DataLoaderBuilder::new(TokenBatcher)
+                    .batch_size(batch)
+                    .shuffle(shuffle)
+                    .build(PartialDataset::new(train_text.clone(), 0, train)),
+                DataLoaderBuilder::new(TokenBatcher)
+                    .batch_size(batch)
+                    .build(PartialDataset::new(valid_text.clone(), 0, valid)),
+            ),
+        }
+    }
+
+    /// The first `batch` training items, on `device`: the planner's step.
+    fn first(&self, batch: usize, device: &Device) -> Batch {
+        match self {
+            Data::Images(splits) => {
+                let batcher = ImageBatcher::new(splits.shape, &splits.normalisation);
+                let items = (0..batch)
+                    .map(|index| splits.train.get(index).expect("batch ≤ training images"))
+                    .collect();
+                batcher.batch(items, device)
+            }
+            Data::Text { train, .. } => {
+                let windows = (0..batch)
+                    .map(|index| train.get(index).expect("batch ≤ training windows"))
+                    .collect();
+                TokenBatcher.batch(windows, device)
+            }
         }
     }
 }

@@ -5,7 +5,7 @@
 use std::sync::Mutex;
 
 use burn::tensor::Device;
-use burn_checkpoint_22_train::mlp::{Mlp, Run, Trained};
+use burn_checkpoint_22_train::mlp::{Mlp, Run, Strategy, Trained};
 
 /// The same model, trained with and without a region per block.
 fn both(device: &Device, run: Run) -> (Trained, Trained) {
@@ -14,7 +14,7 @@ fn both(device: &Device, run: Run) -> (Trained, Trained) {
     let _generator = GENERATOR.lock().unwrap_or_else(|e| e.into_inner());
     device.seed(7);
     let model = Mlp::new(device, false);
-    let plain = run.train(model.clone());
+    let plain = run.clone().train(model.clone());
     let regions = run.train(model.with_regions(true));
     (plain, regions)
 }
@@ -57,7 +57,8 @@ fn regions_under_the_learners_gradient_checkpointing_bit_for_bit() {
 #[test]
 fn regions_under_the_learners_multi_device_strategy_bit_for_bit() {
     let two = Run {
-        two_devices: true,
+        strategy: Strategy::Multi,
+        devices: vec![Device::flex(); 2],
         ..Run::default()
     };
     let (mut plain, mut regions) = both(&Device::flex().autodiff(), two);

@@ -70,6 +70,66 @@ fn every_method_trains_the_same_weights_run_after_run() {
     assert!(other_seed[0].parameters != plain.parameters);
 }
 
+/// The GPT (two blocks) on a text: the repository's README, written to a file.
+fn gpt(extra: &[&str]) -> anyhow::Result<Vec<Trained>> {
+    let text = tempfile::NamedTempFile::new().expect("a temporary file");
+    std::fs::write(text.path(), include_bytes!("../../../README.md")).expect("written");
+    let path = text.path().to_str().expect("a UTF-8 path");
+    let mut args = vec![
+        "--model",
+        "gpt",
+        "--text",
+        path,
+        "--blocks",
+        "2",
+        "--d-model",
+        "32",
+        "--heads",
+        "2",
+        "--context",
+        "32",
+    ];
+    args.extend_from_slice(extra);
+    try_train(&args)
+}
+
+#[test]
+fn the_gpt_trains_the_same_weights_with_and_without_regions() {
+    let methods = gpt(&["--checkpoint", "none,balanced,regions"]).expect("trains");
+    let plain = &methods[0];
+    assert_eq!(plain.step_peaks.len(), 6, "2 epochs of 3 steps");
+    assert!(plain.row.valid_accuracy > 0.0, "some next bytes predicted");
+    for other in &methods[1..] {
+        assert!(
+            other.parameters == plain.parameters,
+            "{}: trained weights differ from none's",
+            other.row.method
+        );
+        assert_eq!(other.row.valid_accuracy, plain.row.valid_accuracy);
+    }
+    let planned = gpt(&["--checkpoint", "regions", "--memory-budget", "1GiB"]).expect("trains");
+    assert!(
+        planned[0].parameters == plain.parameters,
+        "the plan changes no bit"
+    );
+    // Dropout in the attention: the regions are seeded, their masks drawn from seeds of their
+    // own, so regions train another run than none, and the same one every time.
+    let dropout = |method| {
+        gpt(&["--checkpoint", method, "--dropout", "0.1"]).expect("trains")[0]
+            .parameters
+            .clone()
+    };
+    let seeded = dropout("regions");
+    assert!(seeded == dropout("regions"), "run to run");
+    assert!(seeded != dropout("none"), "the documented exception");
+    let message = |extra: &[&str]| format!("{:#}", gpt(extra).expect_err("refused"));
+    assert!(message(&["--heads", "3"]).contains("not a multiple of --heads"));
+    assert!(message(&["--dropout", "1"]).contains("below 1"));
+    assert!(message(&["--context", "100000"]).contains("at least 2 are needed"));
+    let no_text = try_train(&["--model", "gpt"]).expect_err("no text");
+    assert!(no_text.to_string().contains("--text FILE"), "{no_text}");
+}
+
 /// The trainable parameters: batch norm's running statistics left out.
 fn trainable(trained: &Trained) -> Vec<&(String, Vec<f32>)> {
     let statistic = |name: &str| name.ends_with("running_mean") || name.ends_with("running_var");
