@@ -47,6 +47,20 @@ fn try_train(extra: &[&str]) -> anyhow::Result<Vec<Trained>> {
     options(extra).train_all(&Meter::Host)
 }
 
+/// Every method after the first trained the first one's weights, to the same accuracy.
+fn assert_like_the_first(methods: &[Trained]) {
+    let (first, others) = methods.split_first().expect("a method");
+    for other in others {
+        assert!(
+            other.parameters == first.parameters,
+            "{}: trained weights differ from {}'s",
+            other.row.method,
+            first.row.method
+        );
+        assert_eq!(other.row.valid_accuracy, first.row.valid_accuracy);
+    }
+}
+
 #[test]
 fn every_method_trains_the_same_weights_run_after_run() {
     let methods = train(&["--checkpoint", "none,balanced,regions"]);
@@ -55,14 +69,7 @@ fn every_method_trains_the_same_weights_run_after_run() {
     let plain = &methods[0];
     assert_eq!(plain.step_peaks.len(), 6, "2 epochs of 3 steps");
     assert!(plain.step_peaks.iter().all(|&peak| peak > 0), "measured");
-    for other in &methods[1..] {
-        assert!(
-            other.parameters == plain.parameters,
-            "{}: trained weights differ from none's",
-            other.row.method
-        );
-        assert_eq!(other.row.valid_accuracy, plain.row.valid_accuracy);
-    }
+    assert_like_the_first(&methods);
     let again = train(&["--checkpoint", "regions"]);
     assert!(again[0].parameters == methods[2].parameters, "run to run");
     // Training moved the weights: a seed alone would pass the comparisons above.
@@ -99,14 +106,7 @@ fn the_gpt_trains_the_same_weights_with_and_without_regions() {
     let plain = &methods[0];
     assert_eq!(plain.step_peaks.len(), 6, "2 epochs of 3 steps");
     assert!(plain.row.valid_accuracy > 0.0, "some next bytes predicted");
-    for other in &methods[1..] {
-        assert!(
-            other.parameters == plain.parameters,
-            "{}: trained weights differ from none's",
-            other.row.method
-        );
-        assert_eq!(other.row.valid_accuracy, plain.row.valid_accuracy);
-    }
+    assert_like_the_first(&methods);
     let planned = gpt(&["--checkpoint", "regions", "--memory-budget", "1GiB"]).expect("trains");
     assert!(
         planned[0].parameters == plain.parameters,
