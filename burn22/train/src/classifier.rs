@@ -112,8 +112,8 @@ pub struct Classifier {
 }
 
 impl Classifier {
-    /// `model` trained with a region per dense layer when `regions`, its steps recorded in
-    /// `probe`.
+    /// `model` trained with a region per dense layer (GPT block) when `regions`, its steps
+    /// recorded in `probe`.
     pub fn new(model: Network, regions: bool, probe: Probe) -> Self {
         Classifier {
             model,

@@ -224,6 +224,23 @@ pub struct Trained {
     pub parameters: Vec<(String, Vec<f32>)>,
 }
 
+impl Trained {
+    /// The same run, its losses sorted: under the two-device strategies the workers record them
+    /// in the order their threads run, so only the sorted lists compare between runs.
+    ///
+    /// ```
+    /// use burn_checkpoint_22_train::mlp::Trained;
+    ///
+    /// let run = Trained { train_losses: vec![2.0, 1.0], valid_losses: vec![], parameters: vec![] };
+    /// assert_eq!(run.sorted().train_losses, [1.0, 2.0]);
+    /// ```
+    pub fn sorted(mut self) -> Self {
+        self.train_losses.sort_by(f32::total_cmp);
+        self.valid_losses.sort_by(f32::total_cmp);
+        self
+    }
+}
+
 impl Run {
     /// Trains `model` through burn-train's `Learner` and `SupervisedTraining`.
     pub fn train(self, model: Mlp) -> Trained {

@@ -260,12 +260,13 @@ impl Options {
     /// Trains each method of `--checkpoint` in turn, on `meter`'s memory.
     pub fn train_all(&self, meter: &Meter) -> anyhow::Result<Vec<Trained>> {
         self.check()?;
-        let data = match (self.model, &self.text) {
-            (Model::Gpt, Some(text)) => {
+        let data = match self.model {
+            Model::Gpt => {
+                let text = self.text.as_deref().expect("check: --model gpt has --text");
                 let (train, valid) = Text::read(text, self.context)?;
                 Data::Text { train, valid }
             }
-            _ => Data::Images(image_data::load(
+            Model::Densenet => Data::Images(image_data::load(
                 self.data,
                 self.data_dir.as_deref(),
                 self.seed,

@@ -8,7 +8,7 @@
 #![cfg(feature = "wgpu")]
 
 use burn::tensor::{Device, DeviceKind};
-use burn_checkpoint_22_train::mlp::{Mlp, Run, Strategy, Trained};
+use burn_checkpoint_22_train::mlp::{Mlp, Run, Strategy};
 use burn_checkpoint_22_train::parameters;
 
 /// Two wgpu devices: wgpu's default one and its CPU one, both Mesa's lavapipe here. Two devices
@@ -25,13 +25,6 @@ fn wgpu() -> [Device; 2] {
         Device::wgpu(DeviceKind::DefaultDevice),
         Device::wgpu(DeviceKind::Cpu),
     ]
-}
-
-/// The two workers record their losses in the order their threads run.
-fn sorted(mut trained: Trained) -> Trained {
-    trained.train_losses.sort_by(f32::total_cmp);
-    trained.valid_losses.sort_by(f32::total_cmp);
-    trained
 }
 
 fn bits(losses: &[f32]) -> Vec<u32> {
@@ -57,9 +50,9 @@ fn regions_under_data_parallelism_train_the_weights_of_plain_autodiff() {
     autodiff.seed(7);
     let model = Mlp::new(&autodiff, false);
     let initial = parameters(&model);
-    let plain = sorted(run.clone().train(model.clone()));
-    let again = sorted(run.clone().train(model.clone()));
-    let regions = sorted(run.train(model.with_regions(true)));
+    let plain = run.clone().train(model.clone()).sorted();
+    let again = run.clone().train(model.clone()).sorted();
+    let regions = run.train(model.with_regions(true)).sorted();
 
     assert_eq!(
         plain.train_losses.len(),
