@@ -17,13 +17,12 @@
 
 use std::time::{Duration, Instant};
 
-use burn::module::{Module, ModuleMapper, ModuleVisitor, Param};
+use burn::module::{Module, ModuleVisitor, Param};
 use burn::nn::conv::{Conv2d, Conv2dConfig};
 use burn::nn::{BatchNorm, BatchNormConfig, PaddingConfig2d, Relu};
-use burn::tensor::GradientCheckpointingStrategy::{Balanced, Disabled};
-use burn::tensor::{Device, Distribution, GradientCheckpointingStrategy, Gradients, Tensor};
-use burn_checkpoint_22::checkpoint;
+use burn::tensor::{Device, Distribution, Gradients, Tensor};
 use burn_checkpoint_22::memory::{CountingAllocator, Meter};
+use burn_checkpoint_22::{Policy, Region, checkpoint};
 use burn_checkpoint_22_models::initialised;
 use burn_checkpoint_core::memory::mib;
 
@@ -60,18 +59,45 @@ impl Layer {
         }
     }
 
-    fn forward(&self, features: Vec<Tensor<4>>, by_ops: bool) -> Tensor<4> {
+    fn forward(&self, features: Vec<Tensor<4>>, norms: Norms) -> Tensor<4> {
         let norm = |bn: &BatchNorm, x: Tensor<4>| {
-            if by_ops {
+            if norms == Norms::ByOps {
                 batch_norm_by_ops(bn, x)
             } else {
                 bn.forward(x)
             }
         };
-        let x = Tensor::cat(features, 1);
-        let x = self.conv1.forward(self.relu.forward(norm(&self.norm1, x)));
-        self.conv2.forward(self.relu.forward(norm(&self.norm2, x)))
+        let x = if norms == Norms::Plain || norms == Norms::ByOps {
+            self.relu
+                .forward(norm(&self.norm1, Tensor::cat(features, 1)))
+        } else {
+            // The concatenation, batch norm and ReLU as one region: inside a SaveComputeBound
+            // region, a memory-bound op whose output backward recomputes.
+            Region::named("norm1").run(&self.norm1, features, |bn, f| {
+                Relu::new().forward(bn.forward(Tensor::cat(f, 1)))
+            })
+        };
+        let x = self.conv1.forward(x);
+        let x = if norms == Norms::BothRegions {
+            Region::named("norm2").run(&self.norm2, x, |bn, x| Relu::new().forward(bn.forward(x)))
+        } else {
+            self.relu.forward(norm(&self.norm2, x))
+        };
+        self.conv2.forward(x)
     }
+}
+
+/// How a layer runs its batch norms.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Norms {
+    /// Burn's `BatchNorm`.
+    Plain,
+    /// From elementwise ops and reductions.
+    ByOps,
+    /// The first (concatenation, batch norm, ReLU) a region of its own.
+    FirstRegion,
+    /// Both a region of their own.
+    BothRegions,
 }
 
 /// Batch norm in training from elementwise ops and reductions (no running statistics): what
@@ -91,40 +117,28 @@ fn batch_norm_by_ops(bn: &BatchNorm, x: Tensor<4>) -> Tensor<4> {
         + bn.beta.val().reshape([1, channels, 1, 1])
 }
 
-/// Every float tensor of a module (batch norm's running statistics included) tagged `strategy`.
-fn tagged<M: Module>(module: M, strategy: GradientCheckpointingStrategy) -> M {
-    struct Tag(GradientCheckpointingStrategy);
-    impl ModuleMapper for Tag {
-        fn map_float<const D: usize>(&mut self, param: Param<Tensor<D>>) -> Param<Tensor<D>> {
-            let strategy = self.0;
-            param.map(|t| {
-                if t.is_autodiff() {
-                    t.with_gradient_checkpointing_strategy(strategy)
-                } else {
-                    t
-                }
-            })
-        }
-    }
-    module.map(&mut Tag(strategy))
-}
-
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Method {
     Plain,
     Balanced,
     Regions,
-    Tagged,
+    SaveComputeBound,
+    SaveComputeBoundNorm1,
+    SaveComputeBoundNorms,
+    BalancedSaveComputeBoundNorm1,
     PlainByOps,
     BalancedByOps,
 }
 
 impl Method {
-    const ALL: [Method; 6] = [
+    const ALL: [Method; 9] = [
         Method::Plain,
         Method::Balanced,
         Method::Regions,
-        Method::Tagged,
+        Method::SaveComputeBound,
+        Method::SaveComputeBoundNorm1,
+        Method::SaveComputeBoundNorms,
+        Method::BalancedSaveComputeBoundNorm1,
         Method::PlainByOps,
         Method::BalancedByOps,
     ];
@@ -133,8 +147,13 @@ impl Method {
         match self {
             Method::Plain => "plain",
             Method::Balanced => "balanced",
-            Method::Regions => "regions",
-            Method::Tagged => "tagged (a region keeps Balanced's)",
+            Method::Regions => "regions (recompute-all)",
+            Method::SaveComputeBound => "save-compute-bound",
+            Method::SaveComputeBoundNorm1 => "save-compute-bound, norm1 a region",
+            Method::SaveComputeBoundNorms => "save-compute-bound, both norms regions",
+            Method::BalancedSaveComputeBoundNorm1 => {
+                "balanced + save-compute-bound, norm1 a region"
+            }
             Method::PlainByOps => "plain, bn by ops",
             Method::BalancedByOps => "balanced, bn by ops",
         }
@@ -143,8 +162,21 @@ impl Method {
     fn device(self) -> Device {
         let device = Device::flex().autodiff();
         match self {
-            Method::Balanced | Method::BalancedByOps => device.gradient_checkpointing(),
+            Method::Balanced | Method::BalancedByOps | Method::BalancedSaveComputeBoundNorm1 => {
+                device.gradient_checkpointing()
+            }
             _ => device,
+        }
+    }
+
+    fn norms(self) -> Norms {
+        match self {
+            Method::PlainByOps | Method::BalancedByOps => Norms::ByOps,
+            Method::SaveComputeBoundNorm1 | Method::BalancedSaveComputeBoundNorm1 => {
+                Norms::FirstRegion
+            }
+            Method::SaveComputeBoundNorms => Norms::BothRegions,
+            _ => Norms::Plain,
         }
     }
 
@@ -168,23 +200,20 @@ fn step(method: Method, layers: &[Layer], batch: usize) -> Gradients {
     );
     let mut features = vec![x];
     for layer in layers {
+        let norms = method.norms();
         let new = match method {
-            Method::Regions => {
-                checkpoint(layer, features.clone(), |layer, f| layer.forward(f, false))
-            }
-            Method::Tagged => {
-                let inputs = features
-                    .iter()
-                    .map(|t| t.clone().with_gradient_checkpointing_strategy(Balanced))
-                    .collect();
-                let layer = tagged(layer.clone(), Balanced);
-                let new = layer.forward(inputs, false);
-                // The running statistics are shared: tag them back for the plain run.
-                drop(tagged(layer, Disabled));
-                new.with_gradient_checkpointing_strategy(Disabled)
-            }
-            Method::PlainByOps | Method::BalancedByOps => layer.forward(features.clone(), true),
-            Method::Plain | Method::Balanced => layer.forward(features.clone(), false),
+            Method::Regions => checkpoint(layer, features.clone(), |layer, f| {
+                layer.forward(f, Norms::Plain)
+            }),
+            Method::SaveComputeBound
+            | Method::SaveComputeBoundNorm1
+            | Method::SaveComputeBoundNorms
+            | Method::BalancedSaveComputeBoundNorm1 => Region::named("layer")
+                .policy(Policy::SaveComputeBound)
+                .run(layer, features.clone(), move |layer, f| {
+                    layer.forward(f, norms)
+                }),
+            _ => layer.forward(features.clone(), norms),
         };
         features.push(new);
     }

@@ -4,7 +4,7 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
-use burn::backend::DispatchAutodiffContext;
+use burn::backend::{DispatchAutodiffContext, DispatchTensor, GradientCheckpointingStrategy};
 use burn::module::Module;
 use burn_checkpoint_core::RegionName;
 
@@ -13,7 +13,9 @@ use crate::check;
 use crate::dispatch;
 use crate::graph::NodeSpec;
 use crate::params;
+use crate::policy::Policy;
 use crate::region::{self, Run};
+use crate::retag;
 use crate::seed::after_recompute;
 use crate::tensors::RegionTensors;
 
@@ -56,6 +58,7 @@ use crate::tensors::RegionTensors;
 #[derive(Clone, Debug)]
 pub struct Region {
     name: RegionName,
+    policy: Policy,
     offload: bool,
     seeded: bool,
 }
@@ -67,6 +70,7 @@ impl Region {
     pub fn new() -> Self {
         Region {
             name: RegionName::caller(),
+            policy: Policy::RecomputeAll,
             offload: false,
             seeded: false,
         }
@@ -76,9 +80,34 @@ impl Region {
     pub fn named(name: impl Into<Cow<'static, str>>) -> Self {
         Region {
             name: RegionName::new(name),
+            policy: Policy::RecomputeAll,
             offload: false,
             seeded: false,
         }
+    }
+
+    /// This region keeping what `policy` says between forward and backward (by default
+    /// [`Policy::RecomputeAll`]).
+    ///
+    /// ```
+    /// use burn::nn::{Linear, LinearConfig};
+    /// use burn::tensor::{Device, Tensor};
+    /// use burn_checkpoint_22::{Policy, Region};
+    ///
+    /// let device = Device::flex().autodiff();
+    /// let linear: Linear = LinearConfig::new(16, 16).init(&device);
+    /// let x = Tensor::<2>::ones([4, 16], &device).require_grad();
+    ///
+    /// // The matmul's output is kept, the activations recomputed: no body run in backward.
+    /// let y = Region::named("mlp")
+    ///     .policy(Policy::SaveComputeBound)
+    ///     .run(&linear, x.clone(), |linear, x| linear.forward(x).tanh().exp());
+    /// let grads = y.sum().backward();
+    /// assert!(x.grad(&grads).is_some());
+    /// ```
+    pub fn policy(mut self, policy: Policy) -> Self {
+        self.policy = policy;
+        self
     }
 
     /// This region with its stored inputs held in host memory between forward and backward
@@ -193,7 +222,13 @@ impl Region {
         );
         let device = params::device_of(&tensors[0]);
         // Open before the seed is drawn: the regions its body opens are nested in it.
-        let mut opened = region::open(self.name.clone(), self.offload);
+        assert!(
+            !(self.offload && self.policy == Policy::SaveComputeBound),
+            "checkpoint region {}: Policy::SaveComputeBound stores nothing for a recompute, so \
+             it has no inputs to offload; drop `.offloaded()` (or use Policy::RecomputeAll)",
+            self.name
+        );
+        let mut opened = region::open(self.name.clone(), self.policy, self.offload);
         let autodiff = tensors
             .iter()
             .any(|t| matches!(t.autodiff, DispatchAutodiffContext::Enabled(_)))
@@ -207,7 +242,10 @@ impl Region {
         }
         // Every treatment draws a seeded region's seed: the masks dropout draws in a region, and
         // every draw after it, do not depend on how a plan runs it.
-        let seeded = self.seeded || params::stochastic(module);
+        // A region whose code keeps its compute-bound outputs runs its body once, as the same
+        // code without it: its draws need no seed of their own, unless a plan runs it.
+        let runs_once = opened.run == Run::SaveComputeBound && !opened.planned;
+        let seeded = (self.seeded || params::stochastic(module)) && !runs_once;
         if seeded {
             // Parameters Burn initialises lazily are drawn now, from the generator as it stands,
             // not from the region's seed: the recompute, which finds them initialised, must draw
@@ -222,17 +260,15 @@ impl Region {
                     return forward(module, inputs);
                 };
                 device.seed(seed);
-                // In backward, the generator is left as a recompute would leave it.
                 let outputs = forward(module, inputs);
-                let layout = outputs.layout();
-                let mut flat = Vec::new();
-                outputs.flatten(&mut flat);
-                let after = after_recompute(seed);
-                let flat = flat
-                    .into_iter()
-                    .map(|t| dispatch::reseed_in_backward(t, after))
-                    .collect::<Vec<_>>();
-                return O::unflatten(&layout, &mut flat.into_iter());
+                return reseeded_in_backward(outputs, seed);
+            }
+            Run::SaveComputeBound => {
+                let outputs = self.run_balanced(module, tensors, &input_layout, &forward, seed);
+                return match seed {
+                    Some(seed) => reseeded_in_backward(outputs, seed),
+                    None => outputs,
+                };
             }
             Run::Region { offload } => offload,
         };
@@ -266,6 +302,7 @@ impl Region {
             offloaded_inputs: if offload { input_count } else { 0 },
             slot: opened.slot,
             nested_seeds: opened.nested_seeds(),
+            memory_bound: opened.memory_bound,
         };
         let (param_ids, param_values) = used.trainable();
         if !crate::REGIONS_UNDER_DDP
@@ -301,6 +338,7 @@ impl Region {
                     .cloned()
                     .map(params::untracked)
                     .collect(),
+                retag::strategy_of(&tensors),
             );
             let inputs = I::unflatten(
                 &input_layout,
@@ -319,8 +357,9 @@ impl Region {
         tensors.extend(param_values);
         let template = module.clone();
         let body = Body(Arc::new(move |mut tensors| {
+            let strategy = retag::strategy_of(&tensors);
             let leaves = tensors.split_off(input_count);
-            let module = params::for_recompute(template.clone(), &param_ids, leaves);
+            let module = params::for_recompute(template.clone(), &param_ids, leaves, strategy);
             let inputs = I::unflatten(&input_layout, &mut tensors.into_iter());
             if let Some(seed) = seed {
                 device.seed(seed);
@@ -337,6 +376,58 @@ impl Region {
         let outputs = dispatch::run(tensors, flat, body, spec);
         drop(opened);
         O::unflatten(&output_layout, &mut outputs.into_iter())
+    }
+
+    /// The body of a [`Policy::SaveComputeBound`] region, run once as Burn's own ops under
+    /// Burn's Balanced checkpointing (its inputs and module tagged Balanced, its outputs tagged
+    /// back to the caller's strategy), the device seeded with `seed` first if it is seeded.
+    fn run_balanced<M, I, O, F>(
+        &self,
+        module: &M,
+        tensors: Vec<DispatchTensor>,
+        input_layout: &I::Layout,
+        forward: &F,
+        seed: Option<u64>,
+    ) -> O
+    where
+        M: Module,
+        I: RegionTensors,
+        O: RegionTensors,
+        F: Fn(&M, I) -> O,
+    {
+        let caller = retag::caller_strategy(&tensors, module);
+        let seed_device = |tensors: &[DispatchTensor]| {
+            if let Some(seed) = seed {
+                params::device_of(&tensors[0]).seed(seed);
+            }
+        };
+        // Under Burn's own `gradient_checkpointing()` everything is Balanced already.
+        let Some(GradientCheckpointingStrategy::Disabled) = caller else {
+            seed_device(&tensors);
+            let inputs = I::unflatten(input_layout, &mut tensors.into_iter());
+            return forward(module, inputs);
+        };
+        let (balanced, restore) = retag::balanced(module, GradientCheckpointingStrategy::Disabled);
+        let tensors: Vec<DispatchTensor> = tensors
+            .into_iter()
+            .map(|t| retag::tagged(t, GradientCheckpointingStrategy::Balanced))
+            .collect();
+        seed_device(&tensors);
+        let outputs = retag::explaining_mismatch(&self.name, || {
+            forward(
+                &balanced,
+                I::unflatten(input_layout, &mut tensors.into_iter()),
+            )
+        });
+        drop(restore);
+        let layout = outputs.layout();
+        let mut flat = Vec::new();
+        outputs.flatten(&mut flat);
+        let flat = flat
+            .into_iter()
+            .map(|t| retag::tagged(t, GradientCheckpointingStrategy::Disabled))
+            .collect::<Vec<_>>();
+        O::unflatten(&layout, &mut flat.into_iter())
     }
 
     /// Runs `forward(inputs)` as this region: see [`checkpoint_fn`].
@@ -446,6 +537,20 @@ where
     F: Fn(I) -> O + Send + Sync + 'static,
 {
     Region::new().run_fn(inputs, forward)
+}
+
+/// A kept seeded region's outputs: in backward, the generator is left as a recompute would
+/// leave it.
+fn reseeded_in_backward<O: RegionTensors>(outputs: O, seed: u64) -> O {
+    let layout = outputs.layout();
+    let mut flat = Vec::new();
+    outputs.flatten(&mut flat);
+    let after = after_recompute(seed);
+    let flat = flat
+        .into_iter()
+        .map(|t| dispatch::reseed_in_backward(t, after))
+        .collect::<Vec<_>>();
+    O::unflatten(&layout, &mut flat.into_iter())
 }
 
 /// The module of a region without parameters.

@@ -30,6 +30,8 @@ use std::sync::{Arc, Mutex};
 
 use burn::backend::autodiff::NodeId;
 use burn::backend::autodiff::checkpoint::base::Checkpointer;
+use burn::backend::autodiff::checkpoint::retro_forward::RetroForward;
+use burn::backend::autodiff::checkpoint::state::BackwardStates;
 use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
 use burn::backend::autodiff::grads::Gradients;
 use burn::backend::autodiff::ops::{Backward, NodeGuard, Ops, OpsKind};
@@ -57,6 +59,9 @@ pub(crate) struct NodeSpec {
     pub(crate) slot: Option<usize>,
     /// The seeds the regions nested in this one drew in its forward, in order.
     pub(crate) nested_seeds: Vec<u64>,
+    /// Whether the node is a memory-bound op (a region nested in a `SaveComputeBound` one):
+    /// Burn's Balanced checkpointing then recomputes its output where backward needs it.
+    pub(crate) memory_bound: bool,
 }
 
 /// What a join must know of one of the region's tensors to give it a stand-in gradient.
@@ -394,6 +399,44 @@ fn check_recompute(expected: &[(Shape, DType)], outputs: &[DispatchTensor]) {
     }
 }
 
+/// A memory-bound region node's retro-forward: its body again without recording, run by Burn's
+/// Balanced checkpointing when backward needs the region's output and nothing kept it (the
+/// output of a region nested in a `SaveComputeBound` one). The region node's own backward runs
+/// the body once more, with autodiff.
+struct Rematerialise<B: Backend, C> {
+    state: RegionState<B>,
+    strategy: PhantomData<fn() -> C>,
+}
+
+impl<B: Backend, C> fmt::Debug for Rematerialise<B, C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Rematerialise({:?})", self.state)
+    }
+}
+
+impl<B: Backend, C: CheckpointStrategy> RetroForward for Rematerialise<B, C>
+where
+    DispatchTensor: DispatchKindConversion<Autodiff<B, C>>,
+{
+    fn forward(&self, states: &mut BackwardStates, out_node: NodeId) {
+        let state = &self.state;
+        let inputs = state
+            .tensors
+            .iter()
+            .map(|tensor| {
+                to_dispatch::<Autodiff<B, C>>(Autodiff::<B, C>::from_inner(tensor.load()))
+            })
+            .collect();
+        let outputs = region::recomputing(&state.nested_seeds, || (state.body.0)(inputs));
+        check_recompute(&state.outputs, &outputs);
+        let output = outputs.into_iter().next().expect("one output");
+        states.save(
+            out_node,
+            from_dispatch::<Autodiff<B, C>>(output).into_primitive(),
+        );
+    }
+}
+
 #[derive(Debug)]
 struct Pick;
 
@@ -494,11 +537,25 @@ where
     let token = Arc::new(());
     let mut state = state;
     state._produced = (!several).then(|| token.clone());
-    let region = match RegionStep::<C>(PhantomData)
-        .prepare::<C>([guard])
-        .compute_bound()
-        .stateful()
-    {
+    let prepared = RegionStep::<C>(PhantomData).prepare::<C>([guard]);
+    // A memory-bound node with several outputs would need its picks rematerialised too: it is
+    // kept as a compute-bound one.
+    let prepared = if spec.memory_bound && !several {
+        let retro = Rematerialise::<B, C> {
+            state: state.clone(),
+            strategy: PhantomData,
+        };
+        // The parent is checkpointed (a join's one-element placeholder, or the one tensor's own
+        // buffer, which the node holds anyway) so that Burn's recursion over what a
+        // rematerialisation needs stops there: the node holds its tensors itself.
+        prepared
+            .memory_bound()
+            .retro_forward(retro)
+            .parents([&joined])
+    } else {
+        prepared.compute_bound()
+    };
+    let region = match prepared.stateful() {
         OpsKind::Tracked(prep) => prep.finish(state, node_output),
         OpsKind::UnTracked(prep) => prep.finish(node_output),
     };

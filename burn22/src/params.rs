@@ -7,9 +7,11 @@
 
 use std::collections::HashMap;
 
-use burn::backend::{DispatchTensor, DispatchTensorKind};
+use burn::backend::{DispatchTensor, DispatchTensorKind, GradientCheckpointingStrategy};
 use burn::module::{Flag, Module, ModuleMapper, ModuleVisitor, Param, ParamId};
 use burn::tensor::{Device, Tensor};
+
+use crate::retag;
 
 /// What the forward's stand-ins learnt: for each float parameter stood in for, in visit order,
 /// whether the body used it and its value.
@@ -79,15 +81,18 @@ impl ModuleMapper for StandIn {
 /// `template` as the region's recompute runs it: the trainable parameters the forward used
 /// (`ids`) replaced by `leaves`, in order; other trainable parameters untracked (the body did not
 /// use them); running statistics of its own (`Module::train` copies them: the recompute's updates
-/// are dropped). Parameters the forward left uninitialised stay undrawn: zeros stand in for them
-/// (a body that uses one now runs another path than its forward, which the recompute check
-/// check reports on a region name's first instance).
+/// are dropped); every other tensor tagged with the recompute's checkpointing `strategy` (a
+/// region nested in a `SaveComputeBound` one recomputes under Balanced, its caller's frozen
+/// parameters and running statistics carry the caller's). Parameters the forward left
+/// uninitialised stay undrawn: zeros stand in for them (a body that uses one now runs another
+/// path than its forward, which the recompute check reports on a region name's first instance).
 pub(crate) fn for_recompute<M: Module>(
     template: M,
     ids: &[ParamId],
     leaves: Vec<DispatchTensor>,
+    strategy: Option<GradientCheckpointingStrategy>,
 ) -> M {
-    let module = template.map(&mut Undrawn).train();
+    let module = retag::all_tagged(template.map(&mut Undrawn).train(), strategy);
     let mut replace = Replace(ids.iter().copied().zip(leaves).collect());
     let module = module.map(&mut replace);
     assert!(

@@ -13,6 +13,7 @@ use burn_checkpoint_core::memory::recording;
 use burn_checkpoint_core::planner;
 use burn_checkpoint_core::{RegionId, RegionName, Treatment};
 
+use crate::policy::Policy;
 use crate::seed::region_seed;
 
 thread_local! {
@@ -24,6 +25,9 @@ thread_local! {
     /// The seeds of this thread's regions: recorded while their forward runs, replayed while
     /// backward runs them again.
     static SEEDS: RefCell<Seeds> = RefCell::new(Seeds::default());
+    /// For each open region and running recompute, innermost last: whether its body runs as
+    /// [`Run::SaveComputeBound`] (a region opened directly inside one is a memory-bound op).
+    static SAVING: RefCell<Vec<bool>> = const { RefCell::new(Vec::new()) };
     /// The region names whose first instance on this thread has been checked (its body run a
     /// second time, compared with its forward: `check.rs`).
     static CHECKED: RefCell<HashSet<String>> = RefCell::new(HashSet::new());
@@ -48,6 +52,9 @@ struct Seeds {
 pub(crate) enum Run {
     /// Its body as plain autodiff ops: a plan keeps it.
     Keep,
+    /// Its body as Burn's own ops, its tensors tagged Balanced while it runs
+    /// ([`Policy::SaveComputeBound`](crate::Policy::SaveComputeBound)).
+    SaveComputeBound,
     /// A region node, its stored inputs on the device (`offload: false`) or in host memory.
     Region { offload: bool },
 }
@@ -59,51 +66,61 @@ pub(crate) struct Opened {
     pub(crate) run: Run,
     /// Its slot in the step's memory report, if one is being recorded and it is top-level.
     pub(crate) slot: Option<usize>,
+    /// Whether it was opened directly inside a region running as [`Run::SaveComputeBound`]: its
+    /// node is then a memory-bound op of that region's (its output recomputed where needed).
+    pub(crate) memory_bound: bool,
+    /// Whether a plan in force chose how it runs.
+    pub(crate) planned: bool,
     top_level: bool,
     /// Whether it still records seeds (until [`Opened::nested_seeds`] takes them).
     recording: bool,
 }
 
-/// Opens a region called `name` whose code asks for `offload`: a top-level region gets the next
-/// index of its name and runs as the plan in force says (if it names it).
-///
-/// # Panics
-///
-/// Under a plan that gives it [`Treatment::SaveComputeBound`], which Burn 0.22's regions cannot
-/// run (they see no op inside, so keep none of them: a region recomputes its whole body).
-pub(crate) fn open(name: RegionName, offload: bool) -> Opened {
+/// Opens a region called `name` whose code asks for `policy` and `offload`: a top-level region
+/// gets the next index of its name and runs as the plan in force says (if it names it).
+pub(crate) fn open(name: RegionName, policy: Policy, offload: bool) -> Opened {
     let top_level = DEPTH.with(|depth| {
         let top_level = depth.get() == 0;
         depth.set(depth.get() + 1);
         top_level
     });
     SEEDS.with(|seeds| seeds.borrow_mut().recording.push(Vec::new()));
+    let coded = match policy {
+        Policy::RecomputeAll => Run::Region { offload },
+        Policy::SaveComputeBound => Run::SaveComputeBound,
+    };
     let mut opened = Opened {
-        run: Run::Region { offload },
+        run: coded,
         slot: None,
+        memory_bound: SAVING.with(|saving| saving.borrow().last() == Some(&true)),
+        planned: false,
         top_level,
         recording: true,
     };
-    if !top_level {
-        return opened;
+    if top_level {
+        let id = RegionId::next(name);
+        let planned = planner::planned(&id);
+        opened.planned = planned.is_some();
+        opened.run = match planned {
+            None => coded,
+            Some(Treatment::Keep) => Run::Keep,
+            Some(Treatment::SaveComputeBound) => Run::SaveComputeBound,
+            Some(Treatment::RecomputeAll) => Run::Region { offload: false },
+            Some(Treatment::Offload) => Run::Region { offload: true },
+            Some(other) => panic!(
+                "a plan gives region {id} the treatment {other}, which this crate does not know"
+            ),
+        };
+        if recording::on() {
+            recording::top_level_opened(&id.name, id.index, planned);
+            opened.slot = recording::current_region();
+        }
     }
-    let id = RegionId::next(name);
-    let planned = planner::planned(&id);
-    opened.run = match planned {
-        None => Run::Region { offload },
-        Some(Treatment::Keep) => Run::Keep,
-        Some(Treatment::RecomputeAll) => Run::Region { offload: false },
-        Some(Treatment::Offload) => Run::Region { offload: true },
-        Some(other) => panic!(
-            "a plan gives region {id} the treatment {other}, which regions on Burn 0.22 cannot \
-             run (they recompute their whole body: keep, recompute-all and offload only); was \
-             the plan made with the crate for Burn 0.21?"
-        ),
-    };
-    if recording::on() {
-        recording::top_level_opened(&id.name, id.index, planned);
-        opened.slot = recording::current_region();
-    }
+    SAVING.with(|saving| {
+        saving
+            .borrow_mut()
+            .push(opened.run == Run::SaveComputeBound)
+    });
     opened
 }
 
@@ -120,6 +137,7 @@ impl Drop for Opened {
     fn drop(&mut self) {
         // `try_with`: nothing to restore while the thread is being torn down.
         let _ = DEPTH.try_with(|depth| depth.set(depth.get() - 1));
+        let _ = SAVING.try_with(|saving| saving.borrow_mut().pop());
         if self.recording {
             let _ = SEEDS.try_with(|seeds| seeds.borrow_mut().recording.pop());
         }
@@ -171,9 +189,11 @@ pub(crate) fn recomputing<R>(nested_seeds: &[u64], f: impl FnOnce() -> R) -> R {
             let _ = DEPTH.try_with(|depth| depth.set(depth.get() - 1));
             let _ = RECOMPUTING.try_with(|count| count.set(count.get() - 1));
             let _ = SEEDS.try_with(|seeds| seeds.borrow_mut().replaying.pop());
+            let _ = SAVING.try_with(|saving| saving.borrow_mut().pop());
         }
     }
     DEPTH.with(|depth| depth.set(depth.get() + 1));
+    SAVING.with(|saving| saving.borrow_mut().push(false));
     RECOMPUTING.with(|count| count.set(count.get() + 1));
     SEEDS.with(|seeds| {
         let mut seeds = seeds.borrow_mut();
