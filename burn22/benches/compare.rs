@@ -60,22 +60,30 @@ enum Method {
     Plain,
     Balanced,
     Regions,
+    SavingComputeBound,
 }
 
 impl Method {
-    const ALL: [Method; 3] = [Method::Plain, Method::Balanced, Method::Regions];
+    const ALL: [Method; 4] = [
+        Method::Plain,
+        Method::Balanced,
+        Method::Regions,
+        Method::SavingComputeBound,
+    ];
 
     fn name(self) -> &'static str {
         match self {
             Method::Plain => "plain autodiff",
             Method::Balanced => "Burn's gradient_checkpointing() (Balanced)",
             Method::Regions => "regions",
+            Method::SavingComputeBound => "regions, Policy::SaveComputeBound",
         }
     }
 
     fn cut(self) -> Cut {
         match self {
             Method::Regions => Cut::Each,
+            Method::SavingComputeBound => Cut::EachSavingComputeBound,
             _ => Cut::None,
         }
     }
@@ -108,7 +116,7 @@ struct Row {
 /// Runs `steps` measured rounds (after a warm-up) of `step(method)` for every method,
 /// interleaved.
 fn compare(model: &str, steps: usize, mut step: impl FnMut(Method)) -> Vec<Row> {
-    let mut samples: Vec<(Vec<usize>, Vec<Duration>)> = vec![Default::default(); 3];
+    let mut samples: Vec<(Vec<usize>, Vec<Duration>)> = vec![Default::default(); Method::ALL.len()];
     for round in 0..=steps {
         for (index, method) in Method::ALL.into_iter().enumerate() {
             let (bytes, time) = measure(|| step(method));
@@ -197,7 +205,7 @@ fn main() {
         args.steps
     );
     println!("|---|---|---|---|---|---|---|---|");
-    for group in rows.chunks(3) {
+    for group in rows.chunks(Method::ALL.len()) {
         let (plain, balanced) = (&group[0], &group[1]);
         for row in group {
             println!(

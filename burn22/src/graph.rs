@@ -228,7 +228,13 @@ struct RegionState<B: Backend> {
     output_stash: Option<Arc<Stash<B>>>,
     /// With one output: keeps the node marked as a region's output while it lives.
     _produced: Option<Arc<()>>,
+    /// A memory-bound node's body run again by its retro-forward, with autodiff (its leaves, then
+    /// its outputs), for its backward to differentiate rather than run the body a third time.
+    rematerialised: Arc<Mutex<Option<Rerun>>>,
 }
+
+/// A body run again on fresh autodiff leaves: the leaves and the outputs, as dispatch tensors.
+type Rerun = (Vec<DispatchTensor>, Vec<DispatchTensor>);
 
 impl<B: Backend> Clone for RegionState<B> {
     fn clone(&self) -> Self {
@@ -246,6 +252,7 @@ impl<B: Backend> Clone for RegionState<B> {
             outputs: self.outputs.clone(),
             output_stash: self.output_stash.clone(),
             _produced: self._produced.clone(),
+            rematerialised: self.rematerialised.clone(),
         }
     }
 }
@@ -313,39 +320,30 @@ where
 {
     type Ad<B, C> = Autodiff<B, C>;
     let wanted = &state.wanted;
-    let recompute = || {
-        let leaves: Vec<FloatTensor<Ad<B, C>>> = state
-            .tensors
-            .iter()
-            .zip(wanted)
-            .map(|(tensor, &wanted)| {
-                let leaf = Ad::<B, C>::from_inner(tensor.load());
-                if wanted {
-                    Ad::<B, C>::float_set_require_grad(leaf, true)
-                } else {
-                    leaf
-                }
-            })
-            .collect();
-        let inputs = leaves
-            .iter()
-            .cloned()
-            .map(to_dispatch::<Ad<B, C>>)
-            .collect();
-        let outputs = region::recomputing(&state.nested_seeds, || (state.body.0)(inputs));
-        (leaves, outputs)
+    let rerun = state
+        .rematerialised
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .take();
+    let (leaves, outputs) = match rerun {
+        Some((leaves, outputs)) => (
+            leaves.into_iter().map(from_dispatch::<Ad<B, C>>).collect(),
+            outputs,
+        ),
+        None => {
+            let size = |(_, outputs): &(_, Vec<DispatchTensor>)| {
+                outputs
+                    .iter()
+                    .map(|o| (o.shape().num_elements() * o.dtype().size()) as u64)
+                    .sum()
+            };
+            let recompute = || rerun_tracked::<B, C>(state);
+            match state.slot {
+                Some(slot) => recording::recompute(slot, recompute, size),
+                None => recompute(),
+            }
+        }
     };
-    let size = |(_, outputs): &(_, Vec<DispatchTensor>)| {
-        outputs
-            .iter()
-            .map(|o| (o.shape().num_elements() * o.dtype().size()) as u64)
-            .sum()
-    };
-    let (leaves, outputs) = match state.slot {
-        Some(slot) => recording::recompute(slot, recompute, size),
-        None => recompute(),
-    };
-    check_recompute(&state.outputs, &outputs);
     let mut objective: Option<FloatTensor<Ad<B, C>>> = None;
     for (output, grad) in outputs.into_iter().zip(output_grads) {
         let output = from_dispatch::<Ad<B, C>>(output);
@@ -375,6 +373,38 @@ where
             }
         })
         .collect()
+}
+
+/// The body run again on fresh autodiff leaves of the region's tensors (offloaded inputs
+/// uploaded first; the wanted ones requiring a gradient), its nested regions' seeds replayed.
+fn rerun_tracked<B: Backend, C: CheckpointStrategy>(
+    state: &RegionState<B>,
+) -> (Vec<FloatTensor<Autodiff<B, C>>>, Vec<DispatchTensor>)
+where
+    DispatchTensor: DispatchKindConversion<Autodiff<B, C>>,
+{
+    type Ad<B, C> = Autodiff<B, C>;
+    let leaves: Vec<FloatTensor<Ad<B, C>>> = state
+        .tensors
+        .iter()
+        .zip(&state.wanted)
+        .map(|(tensor, &wanted)| {
+            let leaf = Ad::<B, C>::from_inner(tensor.load());
+            if wanted {
+                Ad::<B, C>::float_set_require_grad(leaf, true)
+            } else {
+                leaf
+            }
+        })
+        .collect();
+    let inputs = leaves
+        .iter()
+        .cloned()
+        .map(to_dispatch::<Ad<B, C>>)
+        .collect();
+    let outputs = region::recomputing(&state.nested_seeds, || (state.body.0)(inputs));
+    check_recompute(&state.outputs, &outputs);
+    (leaves, outputs)
 }
 
 /// The recompute check: a region whose recompute gives outputs of other shapes or dtypes than
@@ -420,20 +450,19 @@ where
 {
     fn forward(&self, states: &mut BackwardStates, out_node: NodeId) {
         let state = &self.state;
-        let inputs = state
-            .tensors
-            .iter()
-            .map(|tensor| {
-                to_dispatch::<Autodiff<B, C>>(Autodiff::<B, C>::from_inner(tensor.load()))
-            })
+        let (leaves, outputs) = rerun_tracked::<B, C>(state);
+        let output = from_dispatch::<Autodiff<B, C>>(outputs[0].clone());
+        states.save(out_node, output.into_primitive());
+        // The node's backward, next to come (it is the op that made this output), differentiates
+        // this run rather than running the body again.
+        let leaves = leaves
+            .into_iter()
+            .map(to_dispatch::<Autodiff<B, C>>)
             .collect();
-        let outputs = region::recomputing(&state.nested_seeds, || (state.body.0)(inputs));
-        check_recompute(&state.outputs, &outputs);
-        let output = outputs.into_iter().next().expect("one output");
-        states.save(
-            out_node,
-            from_dispatch::<Autodiff<B, C>>(output).into_primitive(),
-        );
+        *state
+            .rematerialised
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = Some((leaves, outputs));
     }
 }
 
@@ -526,6 +555,7 @@ where
         outputs: outputs.iter().map(|o| (o.shape(), o.dtype())).collect(),
         output_stash: output_stash.clone(),
         _produced: None,
+        rematerialised: Arc::new(Mutex::new(None)),
     };
     let guard = joined.node();
     let node_output = if several {

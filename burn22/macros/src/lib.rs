@@ -28,7 +28,9 @@ use syn::{FnArg, GenericArgument, ImplItemFn, PathArguments, ReturnType, Type};
 /// that function for what a region keeps and recomputes.
 ///
 /// The region is named `Type::method` (the type without generic arguments), as the memory report
-/// and plans call it; arguments, each optional: `name = "..."` names it otherwise, `offload`
+/// and plans call it; arguments, each optional: `name = "..."` names it otherwise, `policy =
+/// <expression>` says what it keeps (`Region::policy`: `Policy::RecomputeAll`, the default, or
+/// `Policy::SaveComputeBound`), `offload`
 /// keeps its inputs in host memory until backward (`Region::offloaded`), `seeded` gives its body
 /// a seed of its own for random draws the region cannot see (`Region::seeded`: a
 /// `Tensor::random` in the body, a dropout captured by reference rather than held by `self`):
@@ -55,10 +57,12 @@ pub fn checkpoint(attr: TokenStream, item: TokenStream) -> TokenStream {
         .into()
 }
 
-/// The attribute's arguments, each optional, in any order: `name = "..."`, `offload`, `seeded`.
+/// The attribute's arguments, each optional, in any order: `name = "..."`, `policy = <expr>`,
+/// `offload`, `seeded`.
 #[derive(Default)]
 struct Args {
     name: Option<syn::LitStr>,
+    policy: Option<syn::Expr>,
     offload: bool,
     seeded: bool,
 }
@@ -71,6 +75,9 @@ impl syn::parse::Parse for Args {
             if key == "name" && args.name.is_none() {
                 input.parse::<syn::Token![=]>()?;
                 args.name = Some(input.parse()?);
+            } else if key == "policy" && args.policy.is_none() {
+                input.parse::<syn::Token![=]>()?;
+                args.policy = Some(input.parse()?);
             } else if key == "offload" && !args.offload {
                 args.offload = true;
             } else if key == "seeded" && !args.seeded {
@@ -78,9 +85,9 @@ impl syn::parse::Parse for Args {
             } else {
                 return Err(syn::Error::new_spanned(
                     key,
-                    "#[checkpoint] takes `name = \"...\"`, `offload` and `seeded`, each once, \
-                     e.g. #[checkpoint(name = \"attention\", offload)]; on Burn 0.22 a region \
-                     recomputes its whole body (no policy)",
+                    "#[checkpoint] takes `name = \"...\"`, `policy = <expression>`, `offload` \
+                     and `seeded`, each once, e.g. #[checkpoint(name = \"attention\", policy = \
+                     Policy::SaveComputeBound)] or #[checkpoint(offload)]",
                 ));
             }
             if !input.is_empty() {
@@ -111,6 +118,7 @@ enum Pass {
 fn expand(attr: TokenStream2, item: TokenStream2) -> syn::Result<TokenStream2> {
     let Args {
         name,
+        policy,
         offload,
         seeded,
     } = syn::parse2(attr)?;
@@ -227,11 +235,12 @@ fn expand(attr: TokenStream2, item: TokenStream2) -> syn::Result<TokenStream2> {
             *NAME.get_or_init(|| ::burn_checkpoint_22::__private::method_region_name::<Self>(#function))
         }},
     };
+    let policy = policy.map(|policy| quote!(.policy(#policy)));
     let offload = offload.then(|| quote!(.offloaded()));
     let seeded = seeded.then(|| quote!(.seeded()));
     method.block = syn::parse2(quote! {{
         #(#before)*
-        ::burn_checkpoint_22::Region::named(#name) #offload #seeded .run(
+        ::burn_checkpoint_22::Region::named(#name) #policy #offload #seeded .run(
             self,
             (#(#inputs,)*),
             move |#this: &Self, (#(#input_patterns,)*): (#(#input_types,)*)| -> #output {

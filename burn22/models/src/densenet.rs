@@ -6,9 +6,9 @@ use burn::nn::conv::{Conv2d, Conv2dConfig};
 use burn::nn::pool::{AdaptiveAvgPool2d, AdaptiveAvgPool2dConfig, AvgPool2d, AvgPool2dConfig};
 use burn::nn::{BatchNorm, BatchNormConfig, Linear, LinearConfig, PaddingConfig2d, Relu};
 use burn::tensor::{Device, Distribution, Tensor};
-use burn_checkpoint_22::Region;
+use burn_checkpoint_22::{Policy, Region};
 
-use crate::Cut;
+use crate::{Cut, Unit};
 
 /// One bottleneck layer: BN, ReLU, 1×1 conv to 4k channels, BN, ReLU, 3×3 conv to k channels.
 #[derive(Module, Debug)]
@@ -40,6 +40,19 @@ impl DenseLayer {
     fn forward(&self, features: Vec<Tensor<4>>) -> Tensor<4> {
         let x = Tensor::cat(features, 1);
         let x = self.conv1.forward(self.relu.forward(self.norm1.forward(x)));
+        self.conv2.forward(self.relu.forward(self.norm2.forward(x)))
+    }
+
+    /// [`forward`](Self::forward) with the concatenation, first batch norm and ReLU as one
+    /// region: in a `SaveComputeBound` layer, a memory-bound op whose output backward
+    /// recomputes, so that what grows with depth (the concatenation and its normalisation) is
+    /// not kept: the "memory-efficient DenseNet" trade (Pleiss et al., 2017). The second batch
+    /// norm's output, 4k channels, is kept as Balanced keeps it.
+    fn forward_norm_recomputed(&self, features: Vec<Tensor<4>>) -> Tensor<4> {
+        let x = Region::named("DenseLayer.norm1").run(&self.norm1, features, |norm, f| {
+            Relu::new().forward(norm.forward(Tensor::cat(f, 1)))
+        });
+        let x = self.conv1.forward(x);
         self.conv2.forward(self.relu.forward(self.norm2.forward(x)))
     }
 }
@@ -119,12 +132,6 @@ impl DenseNet {
         self.forward(images, cut).powf_scalar(2.0).mean()
     }
 
-    /// The region of a dense layer, its inputs offloaded or not.
-    fn layer_region(offload: bool) -> Region {
-        let region = Region::named("DenseLayer");
-        if offload { region.offloaded() } else { region }
-    }
-
     /// Class logits `[batch, classes]`; the dense layers `cut` names are regions.
     pub fn forward(&self, images: Tensor<4>, cut: Cut) -> Tensor<2> {
         let mut x = self.stem.forward(images);
@@ -132,12 +139,22 @@ impl DenseNet {
         for (index, block) in self.blocks.iter().enumerate() {
             let mut features = vec![x];
             for (layer, at) in block.iter().zip(&mut layers) {
-                let new = match cut.region(at) {
-                    Some(offload) => {
-                        Self::layer_region(offload)
-                            .run(layer, features.clone(), |layer, f| layer.forward(f))
+                let region = Region::named("DenseLayer");
+                let new = match cut.unit(at) {
+                    Unit::Plain => layer.forward(features.clone()),
+                    Unit::Region { offloaded } => {
+                        let region = if offloaded {
+                            region.offloaded()
+                        } else {
+                            region
+                        };
+                        region.run(layer, features.clone(), |layer, f| layer.forward(f))
                     }
-                    None => layer.forward(features.clone()),
+                    Unit::SavingComputeBound => region.policy(Policy::SaveComputeBound).run(
+                        layer,
+                        features.clone(),
+                        |layer, f| layer.forward_norm_recomputed(f),
+                    ),
                 };
                 features.push(new);
             }

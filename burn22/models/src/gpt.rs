@@ -11,9 +11,9 @@ use burn::nn::{
     Embedding, EmbeddingConfig, Gelu, LayerNorm, LayerNormConfig, Linear, LinearConfig,
 };
 use burn::tensor::{Device, Distribution, Int, Tensor};
-use burn_checkpoint_22::checkpoint;
+use burn_checkpoint_22::{Policy, checkpoint};
 
-use crate::Cut;
+use crate::{Cut, Unit};
 
 /// A pre-LayerNorm transformer block.
 #[derive(Module, Debug)]
@@ -34,6 +34,11 @@ impl Block {
 
     #[checkpoint(name = "Block", offload)]
     fn offloaded_region(&self, x: Tensor<3>) -> Tensor<3> {
+        self.forward(x)
+    }
+
+    #[checkpoint(name = "Block", policy = Policy::SaveComputeBound)]
+    fn saving_region(&self, x: Tensor<3>) -> Tensor<3> {
         self.forward(x)
     }
 
@@ -144,10 +149,11 @@ impl Gpt {
             .repeat_dim(0, batch);
         let mut x = self.tokens.forward(tokens) + self.positions.forward(positions);
         for (index, block) in self.blocks.iter().enumerate() {
-            x = match cut.region(index) {
-                Some(false) => block.region(x),
-                Some(true) => block.offloaded_region(x),
-                None => block.forward(x),
+            x = match cut.unit(index) {
+                Unit::Region { offloaded: false } => block.region(x),
+                Unit::Region { offloaded: true } => block.offloaded_region(x),
+                Unit::SavingComputeBound => block.saving_region(x),
+                Unit::Plain => block.forward(x),
             };
         }
         self.head.forward(self.norm.forward(x))

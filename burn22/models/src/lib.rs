@@ -30,17 +30,34 @@ pub enum Cut {
     EachOffloaded,
     /// Every second unit (the first, the third, ...); the others' activations are kept.
     EverySecond,
+    /// Every unit a region keeping its compute-bound outputs (`Policy::SaveComputeBound`);
+    /// inside a dense layer, its concatenation, first batch norm and ReLU are a region of their
+    /// own, which Balanced recomputes (the "memory-efficient DenseNet" trade).
+    EachSavingComputeBound,
+}
+
+/// How one unit runs under a [`Cut`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Unit {
+    /// Plain autodiff ops.
+    Plain,
+    /// A region recomputing its whole body, its inputs on the device or (`offloaded`) in host
+    /// memory.
+    Region { offloaded: bool },
+    /// A region keeping its compute-bound outputs.
+    SavingComputeBound,
 }
 
 impl Cut {
-    /// Whether unit `index` (counted over the whole model) is a region, and if so whether it
-    /// offloads its inputs.
-    pub fn region(self, index: usize) -> Option<bool> {
+    /// How unit `index` (counted over the whole model) runs.
+    pub fn unit(self, index: usize) -> Unit {
         match self {
-            Cut::None => None,
-            Cut::Each => Some(false),
-            Cut::EachOffloaded => Some(true),
-            Cut::EverySecond => index.is_multiple_of(2).then_some(false),
+            Cut::None => Unit::Plain,
+            Cut::Each => Unit::Region { offloaded: false },
+            Cut::EachOffloaded => Unit::Region { offloaded: true },
+            Cut::EverySecond if index.is_multiple_of(2) => Unit::Region { offloaded: false },
+            Cut::EverySecond => Unit::Plain,
+            Cut::EachSavingComputeBound => Unit::SavingComputeBound,
         }
     }
 }

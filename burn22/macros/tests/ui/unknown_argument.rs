@@ -6,7 +6,7 @@ struct Rope;
 struct Block;
 
 impl Block {
-    #[checkpoint(policy = Policy::SaveComputeBound)]
+    #[checkpoint(keep)]
     fn forward(&self, x: Tensor<2>) -> Tensor<2> {
         unimplemented!()
     }
