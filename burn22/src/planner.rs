@@ -2,7 +2,8 @@
 //! JSON as the crate for Burn 0.21's).
 //!
 //! A [`Profile`] measures a training step once per treatment its meter allows (every top-level
-//! region kept, then recomputed; on a device also offloaded); [`Profile::plan`] chooses a
+//! region kept, then keeping its compute-bound outputs, then recomputed; on a device also
+//! offloaded); [`Profile::plan`] chooses a
 //! treatment per region instance so that the step's peak fits a byte budget at the least
 //! recompute time; [`Profile::fit`] checks the choice on real steps; a [`Plan`] applies it to
 //! later steps without code changes ([`Plan::run`]), and is saved and loaded as JSON.
@@ -46,14 +47,19 @@ pub use burn_checkpoint_core::planner::{
     FitError, Fitted, Plan, PlanError, Profile, ProfileError, TreatedStep,
 };
 
-/// The treatments this crate's regions can run, for [`Profile::measure`]: keep, recompute the
-/// whole body (a region on Burn 0.22 has no policy), offload (profiled only with a device's
-/// meter).
+/// The treatments this crate's regions can run, for [`Profile::measure`]: keep, keep the
+/// compute-bound outputs (the body under Burn's Balanced checkpointing,
+/// [`Policy::SaveComputeBound`](crate::Policy::SaveComputeBound)), recompute the whole body,
+/// offload (profiled only with a device's meter). The same list as the crate for Burn 0.21's.
 ///
 /// ```
 /// use burn_checkpoint_22::planner::{TREATMENTS, Treatment};
 ///
-/// assert_eq!(TREATMENTS, [Treatment::Keep, Treatment::RecomputeAll, Treatment::Offload]);
+/// assert_eq!(TREATMENTS, Treatment::ALL);
 /// ```
-pub const TREATMENTS: &[Treatment] =
-    &[Treatment::Keep, Treatment::RecomputeAll, Treatment::Offload];
+pub const TREATMENTS: &[Treatment] = &[
+    Treatment::Keep,
+    Treatment::SaveComputeBound,
+    Treatment::RecomputeAll,
+    Treatment::Offload,
+];

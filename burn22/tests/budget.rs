@@ -235,20 +235,22 @@ fn every_plan_gives_plain_autodiffs_gradients() {
     }
 }
 
+/// A plan (of either crate) giving a region save-compute-bound runs its body under Burn's
+/// Balanced checkpointing: plain autodiff's gradients.
 #[test]
-#[should_panic(expected = "cannot run")]
-fn a_plan_of_the_burn_0_21_crate_with_save_compute_bound_is_refused() {
-    // Held to the end (a poisoned lock is taken anyway): its step allocates, and the planner's
-    // test beside it measures every thread's bytes. Released after setup, it ran into that test
-    // once in CI (a profile's peak doubled).
+fn a_plan_giving_save_compute_bound_gives_plain_gradients() {
     let _serial = serial();
     let (model, x) = setup();
-    let plan = Plan::new().with(
-        "budget::common::Block::forward",
-        0,
-        Treatment::SaveComputeBound,
-    );
-    plan.run(|| model.gradients(&x, Blocks::Regions));
+    let plain = model.gradients(&x, Blocks::Plain);
+    let plan = (0..4).fold(Plan::new(), |plan, index| {
+        plan.with(
+            "budget::common::Block::forward",
+            index,
+            Treatment::SaveComputeBound,
+        )
+    });
+    let got = plan.run(|| model.gradients(&x, Blocks::Regions));
+    assert_bitwise("save-compute-bound", &plain, &got);
 }
 
 #[test]
@@ -264,7 +266,11 @@ fn the_planner_fits_budgets_from_the_plain_peak_to_the_floor() {
     println!("{profile}");
     assert_eq!(
         profile.treatments(),
-        [Treatment::Keep, Treatment::RecomputeAll],
+        [
+            Treatment::Keep,
+            Treatment::SaveComputeBound,
+            Treatment::RecomputeAll
+        ],
         "on the host: no offload (a host copy saves no host byte)"
     );
     let (floor, roof) = (profile.smallest_peak(), profile.largest_peak());
@@ -309,8 +315,8 @@ fn the_planner_fits_budgets_from_the_plain_peak_to_the_floor() {
     let counts = fitted.plan.counts();
     let counts = &counts["budget::common::Block::forward"];
     assert!(
-        counts.get(&Treatment::Keep).is_some() && counts.get(&Treatment::RecomputeAll).is_some(),
-        "halfway between, some blocks kept and some recomputed: {counts:?}"
+        counts.len() >= 2 && counts.get(&Treatment::RecomputeAll).is_some(),
+        "halfway between, some blocks recomputed and some not: {counts:?}"
     );
 
     // The profile's JSON round trip, and the floor's error.

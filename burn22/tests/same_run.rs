@@ -17,7 +17,7 @@ use burn::nn::{Dropout, DropoutConfig, Linear, LinearConfig};
 use burn::tensor::activation::gelu;
 use burn::tensor::{Device, Distribution, Gradients, Tensor};
 use burn_checkpoint_22::planner::{Plan, Treatment};
-use burn_checkpoint_22::{Region, checkpoint, checkpoint_fn, region_seed};
+use burn_checkpoint_22::{Policy, Region, checkpoint, checkpoint_fn, region_seed};
 use burn_checkpoint_22_models::initialised;
 
 /// The device's generator, one test at a time.
@@ -68,6 +68,13 @@ enum Cut {
     Blocks,
     /// A region per pair of blocks, each with a region per block nested inside.
     Nested,
+    /// A `SaveComputeBound` region per block.
+    Saving,
+    /// A `SaveComputeBound` region per pair of blocks, each block a (memory-bound) region
+    /// inside.
+    SavingPairs,
+    /// A region per pair of blocks, each block a `SaveComputeBound` region inside.
+    NestedSaving,
 }
 
 const WIDTH: usize = 12;
@@ -143,11 +150,30 @@ impl Net {
                     let x = checkpoint(&pair.first, x, |b, x| b.forward(x));
                     checkpoint(&pair.second, x, |b, x| b.forward(x))
                 }),
+                Cut::Saving => {
+                    let x = saving().run(&pair.first, x, |b, x| b.forward(x));
+                    saving().run(&pair.second, x, |b, x| b.forward(x))
+                }
+                Cut::SavingPairs => Region::named("pair").policy(Policy::SaveComputeBound).run(
+                    pair,
+                    x,
+                    |pair, x| {
+                        let x = checkpoint(&pair.first, x, |b, x| b.forward(x));
+                        checkpoint(&pair.second, x, |b, x| b.forward(x))
+                    },
+                ),
+                Cut::NestedSaving => Region::named("pair").run(pair, x, |pair, x| {
+                    let x = saving().run(&pair.first, x, |b, x| b.forward(x));
+                    saving().run(&pair.second, x, |b, x| b.forward(x))
+                }),
             };
         }
         if let Some(noisy) = &self.noisy {
             x = match cut {
                 Cut::None => noisy.forward(x),
+                Cut::Saving | Cut::SavingPairs => {
+                    saving().run(noisy, x, |noisy, x| noisy.forward(x))
+                }
                 _ => Region::named("noisy").run(noisy, x, |noisy, x| noisy.forward(x)),
             };
         }
@@ -157,6 +183,11 @@ impl Net {
         };
         self.head.forward(x)
     }
+}
+
+/// A region keeping its compute-bound outputs.
+fn saving() -> Region {
+    Region::named("saving").policy(Policy::SaveComputeBound)
 }
 
 /// One SGD step on every parameter that has a gradient.
@@ -295,6 +326,54 @@ fn a_plan_keeping_or_offloading_regions_gives_the_plain_run() {
     let plain = train(&device, Cut::None, ALL_BUT_NOISY);
     // Three steps of two `pair` regions: instances 0 to 5, kept, offloaded and recomputed.
     let treatments = [Treatment::Keep, Treatment::Offload, Treatment::RecomputeAll];
+    let plan = (0..6).fold(Plan::new(), |plan, index| {
+        plan.with("pair", index, treatments[index as usize % 3])
+    });
+    assert_eq!(
+        plan.run(|| train(&device, Cut::Nested, ALL_BUT_NOISY)),
+        plain
+    );
+}
+
+/// `Policy::SaveComputeBound` regions, alone, around recomputed ones and inside them, on a plain
+/// run and under Burn's Balanced checkpointing: the plain run, lazy parameters and dropouts
+/// included — a dropout *inside* such a region too (its body runs once: no seed of its own).
+#[test]
+fn save_compute_bound_regions_give_the_plain_run_dropout_inside_included() {
+    let _generator = generator();
+    let noisy = Shape {
+        noisy: true,
+        ..ALL_BUT_NOISY
+    };
+    for device in [
+        Device::flex().autodiff(),
+        Device::flex().autodiff().gradient_checkpointing(),
+    ] {
+        let plain = train(&device, Cut::None, noisy);
+        for cut in [Cut::Saving, Cut::SavingPairs] {
+            assert_eq!(train(&device, cut, noisy), plain, "{cut:?} on {device:?}");
+        }
+        let plain = train(&device, Cut::None, ALL_BUT_NOISY);
+        assert_eq!(
+            train(&device, Cut::NestedSaving, ALL_BUT_NOISY),
+            plain,
+            "NestedSaving on {device:?}"
+        );
+    }
+}
+
+/// A plan choosing save-compute-bound for some instances of a region, keep or recompute for
+/// others: the plain run.
+#[test]
+fn a_plan_giving_save_compute_bound_gives_the_plain_run() {
+    let _generator = generator();
+    let device = Device::flex().autodiff();
+    let plain = train(&device, Cut::None, ALL_BUT_NOISY);
+    let treatments = [
+        Treatment::SaveComputeBound,
+        Treatment::RecomputeAll,
+        Treatment::Keep,
+    ];
     let plan = (0..6).fold(Plan::new(), |plan, index| {
         plan.with("pair", index, treatments[index as usize % 3])
     });

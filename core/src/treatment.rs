@@ -15,8 +15,8 @@ pub enum Treatment {
     /// A region recomputing every op (`Policy::RecomputeAll`): only its boundary is held.
     RecomputeAll,
     /// A region keeping its compute-bound outputs (`Policy::SaveComputeBound`): its boundary and
-    /// its matmul, convolution and pooling outputs are held. Burn 0.21 only: a region on Burn
-    /// 0.22 recomputes its whole body or nothing.
+    /// its matmul, convolution and pooling outputs are held (on Burn 0.22: what Burn's Balanced
+    /// checkpointing keeps, inside the region only).
     SaveComputeBound,
     /// A region recomputing every op whose stored inputs are held in host memory between forward
     /// and backward (`Policy::RecomputeAll.offloaded()` on Burn 0.21): on a GPU it holds less

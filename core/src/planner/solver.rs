@@ -314,11 +314,27 @@ impl Profile {
 
     /// What instance `i` costs a step under `treatment`, in seconds: its recompute; for
     /// [`Treatment::Offload`] also what its forward took more than under
-    /// [`Treatment::RecomputeAll`] (the copies to host memory), where both were profiled.
+    /// [`Treatment::RecomputeAll`] (the copies to host memory), where both were profiled. A
+    /// treatment whose recompute no region could time (save-compute-bound on Burn 0.22, where
+    /// Burn's own backward recomputes the memory-bound ops) costs each instance an even share of
+    /// what its step took more than the step keeping every region.
     fn cost(&self, treatment: Treatment, i: usize) -> f64 {
         let region = |t: Treatment| &self.step(t).regions[i];
+        let untimed = |t: Treatment| {
+            t != Treatment::Keep
+                && self.treatments().contains(&Treatment::Keep)
+                && self
+                    .step(t)
+                    .regions
+                    .iter()
+                    .all(|r| r.recompute_seconds == 0.0)
+        };
         match treatment {
             Treatment::Keep => 0.0,
+            t if untimed(t) => {
+                let extra = self.step(t).seconds - self.step(Treatment::Keep).seconds;
+                extra.max(0.0) / self.step(t).regions.len() as f64
+            }
             Treatment::Offload if self.treatments().contains(&Treatment::RecomputeAll) => {
                 let copies = region(Treatment::Offload).forward_seconds
                     - region(Treatment::RecomputeAll).forward_seconds;
