@@ -1,12 +1,13 @@
 //! The budget planner on Burn 0.22 (Flex): a sweep of budgets from the peak with every region
 //! kept down to the smallest the planner reaches, each plan measured beside hand-made cuts (no
 //! region, Burn's own `gradient_checkpointing()`, every unit a region, the same offloaded, every
-//! second unit), every method one step per round, interleaved. The sweep is
+//! second unit, every unit keeping its compute-bound outputs), every method one step per round, interleaved. The sweep is
 //! `bench-kit-core`'s, the one the Burn 0.21 applications' `budget` benchmarks run.
 //!
 //! A step: forward, loss, backward (the gradients dropped; no optimizer). The planner chooses,
-//! for each DenseNet layer's region (`DenseLayer#i`) or each GPT block's (`Block#i`), keep or
-//! recompute (the host meter profiles no offload: on the CPU it saves nothing). Writes
+//! for each DenseNet layer's region (`DenseLayer#i`) or each GPT block's (`Block#i`), keep, keep
+//! its compute-bound outputs, or recompute (`--two-treatments`: keep or recompute; the host meter
+//! profiles no offload: on the CPU it saves nothing). Writes
 //! `<out>.md`, `.json`, `.svg`, `.png`.
 //!
 //! ```text
@@ -20,7 +21,7 @@ use bench_kit_core::gpt::GptShape;
 use bench_kit_core::sweep::{self, Hand, StepFn};
 use burn::tensor::{Device, Int, Tensor, TensorData};
 use burn_checkpoint_22::memory::{CountingAllocator, Meter};
-use burn_checkpoint_22::planner::TREATMENTS;
+use burn_checkpoint_22::planner::{TREATMENTS, Treatment};
 use burn_checkpoint_22_models::initialised;
 use burn_checkpoint_22_models::{Cut, densenet, gpt};
 use clap::{Parser, ValueEnum};
@@ -46,6 +47,10 @@ struct Args {
     /// GPT: blocks, width, heads, vocabulary, sequence length, batch.
     #[arg(long, value_parser = GptShape::from_list, default_value = "8,128,4,512,128,16")]
     gpt: GptShape,
+    /// The planner chooses between keep and recompute only (as before Burn 0.22 regions could
+    /// keep their compute-bound outputs), to compare with its three treatments.
+    #[arg(long)]
+    two_treatments: bool,
     #[command(flatten)]
     sweep: sweep::Options,
 }
@@ -68,7 +73,7 @@ struct Method {
 impl Method {
     /// The planner's model: a region wherever one may go.
     const PLANNED: Method = Method::of("planner's model", Cut::Each);
-    const HANDS: [Method; 5] = [
+    const HANDS: [Method; 6] = [
         Method::of("no region", Cut::None),
         Method {
             name: "Burn's gradient_checkpointing() (Balanced)",
@@ -78,6 +83,10 @@ impl Method {
         Method::of("every unit", Cut::Each),
         Method::of("every unit, offloaded", Cut::EachOffloaded),
         Method::of("every second unit", Cut::EverySecond),
+        Method::of(
+            "every unit, Policy::SaveComputeBound",
+            Cut::EachSavingComputeBound,
+        ),
     ];
 
     const fn of(name: &'static str, cut: Cut) -> Method {
@@ -195,7 +204,11 @@ fn main() {
     args.sweep.run(
         sweep::Measured {
             meter: Meter::Host,
-            treatments: TREATMENTS,
+            treatments: if args.two_treatments {
+                &[Treatment::Keep, Treatment::RecomputeAll]
+            } else {
+                TREATMENTS
+            },
         },
         &out,
         &task.title,

@@ -338,8 +338,8 @@ impl Region {
                     .cloned()
                     .map(params::untracked)
                     .collect(),
-                retag::strategy_of(&tensors),
             );
+            let module = retag::all_tagged(module, retag::strategy_of(&tensors));
             let inputs = I::unflatten(
                 &input_layout,
                 &mut tensors.iter().cloned().map(params::untracked),
@@ -359,7 +359,12 @@ impl Region {
         let body = Body(Arc::new(move |mut tensors| {
             let strategy = retag::strategy_of(&tensors);
             let leaves = tensors.split_off(input_count);
-            let module = params::for_recompute(template.clone(), &param_ids, leaves, strategy);
+            // Its caller's frozen parameters and running statistics carry the caller's strategy:
+            // a region nested in a `SaveComputeBound` one recomputes under Balanced.
+            let module = retag::all_tagged(
+                params::for_recompute(template.clone(), &param_ids, leaves),
+                strategy,
+            );
             let inputs = I::unflatten(&input_layout, &mut tensors.into_iter());
             if let Some(seed) = seed {
                 device.seed(seed);

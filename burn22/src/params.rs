@@ -7,11 +7,9 @@
 
 use std::collections::HashMap;
 
-use burn::backend::{DispatchTensor, DispatchTensorKind, GradientCheckpointingStrategy};
+use burn::backend::{DispatchTensor, DispatchTensorKind};
 use burn::module::{Flag, Module, ModuleMapper, ModuleVisitor, Param, ParamId};
 use burn::tensor::{Device, Tensor};
-
-use crate::retag;
 
 /// What the forward's stand-ins learnt: for each float parameter stood in for, in visit order,
 /// whether the body used it and its value.
@@ -81,18 +79,15 @@ impl ModuleMapper for StandIn {
 /// `template` as the region's recompute runs it: the trainable parameters the forward used
 /// (`ids`) replaced by `leaves`, in order; other trainable parameters untracked (the body did not
 /// use them); running statistics of its own (`Module::train` copies them: the recompute's updates
-/// are dropped); every other tensor tagged with the recompute's checkpointing `strategy` (a
-/// region nested in a `SaveComputeBound` one recomputes under Balanced, its caller's frozen
-/// parameters and running statistics carry the caller's). Parameters the forward left
-/// uninitialised stay undrawn: zeros stand in for them (a body that uses one now runs another
-/// path than its forward, which the recompute check reports on a region name's first instance).
+/// are dropped). Parameters the forward left uninitialised stay undrawn: zeros stand in for them
+/// (a body that uses one now runs another path than its forward, which the recompute check
+/// reports on a region name's first instance).
 pub(crate) fn for_recompute<M: Module>(
     template: M,
     ids: &[ParamId],
     leaves: Vec<DispatchTensor>,
-    strategy: Option<GradientCheckpointingStrategy>,
 ) -> M {
-    let module = retag::all_tagged(template.map(&mut Undrawn).train(), strategy);
+    let module = template.map(&mut Undrawn).train();
     let mut replace = Replace(ids.iter().copied().zip(leaves).collect());
     let module = module.map(&mut replace);
     assert!(
@@ -133,6 +128,16 @@ impl ModuleMapper for Replace {
         // back into their shared state): returned as they are, nothing changes.
         param
     }
+}
+
+/// Applies the pending updates of `module`'s running statistics now, drawing nothing. Burn keeps
+/// a batch norm's update pending (per thread) until the layer's next use, or until a module is
+/// synced: a pending update keeps the checkpointing strategy of the run that made it, which a run
+/// under another strategy must not meet. What a later use or sync reads is the same.
+pub(crate) fn apply_running_updates(module: &impl Module) {
+    // `valid` syncs every running state (shared with `module`); its parameters, copies, would
+    // read lazy ones: zeros stand in for those first.
+    drop(module.clone().map(&mut Undrawn).valid());
 }
 
 /// Initialises `module`'s lazy parameters now, in visit order (Burn draws each from the device's

@@ -12,6 +12,8 @@ use burn::module::{Module, ModuleMapper, ModuleVisitor, Param};
 use burn::tensor::Tensor;
 use burn_checkpoint_core::RegionName;
 
+use crate::params;
+
 use GradientCheckpointingStrategy::Balanced;
 
 /// The strategy the region's caller runs with: its tensors', or, when none has autodiff, its
@@ -72,13 +74,14 @@ pub(crate) fn tagged(
 }
 
 /// `module`'s float tensors tagged Balanced, for the body to run on; its running statistics
-/// (shared state, which Burn maps in place) are tagged back to `caller` when the returned guard
-/// drops, panics included. A parameter Burn has not initialised yet stays lazy: its first use by
+/// (shared state, which Burn maps in place) have their pending updates applied first, and again
+/// and are tagged back to `caller` when the returned guard drops, panics included. A parameter Burn has not initialised yet stays lazy: its first use by
 /// the body initialises it, drawing where the same code without the region would.
 pub(crate) fn balanced<M: Module>(
     module: &M,
     caller: GradientCheckpointingStrategy,
 ) -> (M, Restore<M>) {
+    params::apply_running_updates(module);
     let tagged = module.clone().map(&mut Tag(Balanced));
     let restore = Restore {
         module: module.clone(),
@@ -95,8 +98,10 @@ pub(crate) struct Restore<M: Module> {
 
 impl<M: Module> Drop for Restore<M> {
     fn drop(&mut self) {
-        // Mapping writes running statistics back into their shared state; the parameters mapped
-        // here are copies, dropped with the module.
+        // The body's updates are pending under Balanced: applied now, then tagged back. Mapping
+        // writes running statistics back into their shared state; the parameters mapped here
+        // are copies, dropped with the module.
+        params::apply_running_updates(&self.module);
         drop(self.module.clone().map(&mut Tag(self.caller)));
     }
 }

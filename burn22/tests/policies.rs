@@ -2,8 +2,13 @@
 //! Balanced checkpointing gives plain autodiff's gradients and batch norm's running statistics,
 //! bit for bit, whatever device the model was built on and whatever strategy the caller runs;
 //! what it cannot take stops with a message saying what to do.
+//!
+//! Burn's CPU generator is one for the whole process: the tests that draw take turns through
+//! `generator()`.
 
 mod common;
+
+use std::sync::{Mutex, MutexGuard};
 
 use burn::module::{Module, ModuleVisitor, Param};
 use burn::nn::{Linear, LinearConfig};
@@ -12,6 +17,12 @@ use burn_checkpoint_22::{Policy, Region};
 use burn_checkpoint_22_models::densenet::DenseNet;
 use burn_checkpoint_22_models::{Cut, initialised};
 use common::{grad_of, param_grads};
+
+/// The device's generator, one test at a time.
+fn generator() -> MutexGuard<'static, ()> {
+    static GENERATOR: Mutex<()> = Mutex::new(());
+    GENERATOR.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 /// Every float tensor of a module (batch norm's running statistics included), as data.
 fn values(module: &impl Module) -> Vec<TensorData> {
@@ -63,6 +74,7 @@ fn densenet_step(
 /// Burn's `gradient_checkpointing()`.
 #[test]
 fn dense_layers_saving_compute_bound_outputs_give_plain_autodiffs_run_batch_norm_included() {
+    let _generator = generator();
     let autodiff = Device::flex().autodiff();
     let balanced = Device::flex().autodiff().gradient_checkpointing();
     let cases = [
@@ -104,6 +116,43 @@ fn dense_layers_saving_compute_bound_outputs_give_plain_autodiffs_run_batch_norm
     }
 }
 
+/// One model, its cut changing from step to step (as while the planner profiles, or when a plan
+/// changes): batch norm's running statistics carry a strategy, and a pending update made under
+/// one meets a run under another. The same losses, gradients and running statistics as plain
+/// steps, and no strategy mismatch.
+#[test]
+fn switching_between_plain_saving_and_recomputing_steps_keeps_batch_norm_exact() {
+    let _generator = generator();
+    for device in [
+        Device::flex().autodiff(),
+        Device::flex().autodiff().gradient_checkpointing(),
+    ] {
+        let run = |cuts: &[Cut]| {
+            device.seed(3);
+            let model = initialised(DenseNet::new(16, 4, 3, 10, &device));
+            let steps: Vec<_> = cuts
+                .iter()
+                .map(|&cut| {
+                    let images = Tensor::<4>::random([2, 3, 8, 8], Distribution::Default, &device);
+                    let loss = model.forward(images, cut).powf_scalar(2.0).mean();
+                    let grads = loss.backward();
+                    (loss.into_data(), param_grads(&model, &grads))
+                })
+                .collect();
+            (steps, values(&model.valid()))
+        };
+        let plain = run(&[Cut::None; 5]);
+        let switching = run(&[
+            Cut::None,
+            Cut::EachSavingComputeBound,
+            Cut::Each,
+            Cut::EachSavingComputeBound,
+            Cut::None,
+        ]);
+        assert!(switching == plain, "{device:?}");
+    }
+}
+
 /// A module with a frozen layer (no gradient) beside a trained one.
 #[derive(Module, Debug)]
 struct HalfFrozen {
@@ -126,6 +175,7 @@ impl HalfFrozen {
 
 #[test]
 fn frozen_parameters_in_a_save_compute_bound_region_stay_frozen_and_the_rest_train() {
+    let _generator = generator();
     let device = Device::flex().autodiff();
     device.seed(5);
     let module = initialised(HalfFrozen::new(&device));
@@ -147,6 +197,7 @@ fn frozen_parameters_in_a_save_compute_bound_region_stay_frozen_and_the_rest_tra
 #[test]
 #[should_panic(expected = "pass it as an input or hold it in the region's module")]
 fn a_captured_tensor_of_the_callers_strategy_is_refused_with_what_to_do() {
+    let _generator = generator();
     let device = Device::flex().autodiff();
     let linear: Linear = LinearConfig::new(8, 8).init(&device);
     let x = Tensor::<2>::ones([4, 8], &device).require_grad();
@@ -163,6 +214,7 @@ fn a_captured_tensor_of_the_callers_strategy_is_refused_with_what_to_do() {
 /// already, and the captured tensor gets its gradient as in plain autodiff.
 #[test]
 fn a_captured_tensor_is_fine_when_the_caller_runs_balanced() {
+    let _generator = generator();
     let device = Device::flex().autodiff().gradient_checkpointing();
     let linear: Linear = LinearConfig::new(8, 8).init(&device);
     let x = Tensor::<2>::ones([4, 8], &device).require_grad();
@@ -181,6 +233,7 @@ fn a_captured_tensor_is_fine_when_the_caller_runs_balanced() {
 #[test]
 #[should_panic(expected = "Policy::SaveComputeBound stores nothing for a recompute")]
 fn offloading_a_save_compute_bound_region_is_refused() {
+    let _generator = generator();
     let device = Device::flex().autodiff();
     let x = Tensor::<2>::ones([4, 8], &device).require_grad();
     let _ = Region::named("both")
