@@ -13,7 +13,8 @@
 //! - with several outputs, one *pick* node per output, child of the region node.
 //!
 //! Backward: the picks leave their gradients in the region's output stash; the region node runs
-//! the body again on fresh autodiff leaves, calls a nested backward on Σ⟨out, grad⟩, and leaves
+//! the body again on fresh autodiff leaves, calls a nested backward that starts by giving each
+//! output its gradient (a *seed* node per output, the same as Σ⟨out, grad⟩), and leaves
 //! each tensor's gradient in the input stash; each join hands its parents their gradients (and a
 //! region node whose parent is its one tensor hands it its gradient itself). An output the loss
 //! does not reach takes no part in the nested backward.
@@ -351,8 +352,7 @@ where
         let Some(grad) = grad.filter(|_| output.is_tracked()) else {
             continue;
         };
-        let term =
-            Ad::<B, C>::float_sum(Ad::<B, C>::float_mul(output, Ad::<B, C>::from_inner(grad)));
+        let term = seeded::<B, C>(output, grad);
         objective = Some(match objective {
             None => term,
             Some(sum) => Ad::<B, C>::float_add(sum, term),
@@ -373,6 +373,41 @@ where
             }
         })
         .collect()
+}
+
+/// The node a recompute's nested backward starts from, one per output: its own gradient (a
+/// one-element placeholder, as is its value) is dropped and the output gets `grad`, the gradient
+/// backward brought to the region, as it is. The objective Σ⟨output, grad⟩ gives the same bits
+/// for three more passes over every output (its product, its sum, their backward).
+#[derive(Debug)]
+struct Seed;
+
+impl<B: Backend> Backward<B, 1> for Seed {
+    type State = FloatTensor<B>;
+
+    fn backward(self, ops: Ops<Self::State, 1>, grads: &mut Gradients, _: &mut Checkpointer) {
+        let _ = grads.consume::<B>(&ops.node);
+        if let [Some(parent)] = ops.parents {
+            grads.register::<B>(parent.id, ops.state);
+        }
+    }
+}
+
+/// A one-element placeholder whose backward gives `output` the gradient `grad` (see [`Seed`]).
+fn seeded<B: Backend, C: CheckpointStrategy>(
+    output: FloatTensor<Autodiff<B, C>>,
+    grad: FloatTensor<B>,
+) -> FloatTensor<Autodiff<B, C>> {
+    let (device, dtype) = (output.primitive().device(), output.primitive().dtype());
+    let value = placeholder::<B>(&device, dtype);
+    match Seed
+        .prepare::<C>([output.node()])
+        .compute_bound()
+        .stateful()
+    {
+        OpsKind::Tracked(prep) => prep.finish(grad, value),
+        OpsKind::UnTracked(prep) => prep.finish(value),
+    }
 }
 
 /// The body run again on fresh autodiff leaves of the region's tensors (offloaded inputs
