@@ -1,11 +1,12 @@
-//! Issue 47's first measurement: what a region could keep on Burn 0.22, where a crate cannot see
-//! a region's ops. One DenseNet-BC dense block (BN, ReLU, 1×1 conv, BN, ReLU, 3×3 conv over the
+//! Issue 47's measurement of what a region can keep on Burn 0.22, where a crate cannot see a
+//! region's ops. One DenseNet-BC dense block (BN, ReLU, 1×1 conv, BN, ReLU, 3×3 conv over the
 //! concatenation of every earlier output) trained one step per method, interleaved, on Flex:
 //!
 //! - `plain`, `balanced` (Burn's `gradient_checkpointing()`), `regions` (a region per layer);
-//! - `tagged`: route (a) of `../shared/research/burn-train-ddp.md` Q4: each layer's inputs and
-//!   module re-tagged Balanced and its output tagged back, on a plain run, so that the layer keeps
-//!   what Burn's Balanced keeps and the rest of the run keeps everything;
+//! - `save-compute-bound`: a `Policy::SaveComputeBound` region per layer (its body under Burn's
+//!   Balanced checkpointing, on a plain run), alone, with the concatenation, first batch norm and
+//!   ReLU a nested region (a memory-bound op Balanced recomputes), with both norms so, and the
+//!   second under Burn's own `gradient_checkpointing()`;
 //! - `plain, bn by ops` and `balanced, bn by ops`: batch norm written with elementwise ops and
 //!   reductions instead of Burn's `batch_norm_train`, which burn-autodiff 0.22 marks
 //!   compute-bound (`ops/module.rs`), so Balanced keeps every batch norm's output.
