@@ -19,19 +19,18 @@ use crate::retag;
 use crate::seed::after_recompute;
 use crate::tensors::RegionTensors;
 
-/// A checkpoint region: its name, whether its stored inputs wait for backward in host memory, and
-/// whether it gives its body a seed of its own.
+/// A checkpoint region: its name, what it keeps ([`policy`](Region::policy)), whether its stored
+/// inputs wait for backward in host memory, and whether it gives its body a seed of its own.
 /// One value, three ways in: [`run`](Region::run) a module's forward, [`run_fn`](Region::run_fn)
 /// a body without parameters, or [`sequential`](Region::sequential) a stack of layers;
 /// [`checkpoint`] is `Region::new().run(..)`, [`checkpoint_fn`] is `Region::new().run_fn(..)`,
-/// and `#[checkpoint(name = .., offload)]` expands to `Region::named(..).run(..)`. The same
-/// words as the crate for Burn 0.21, whose regions also take a policy. A `Region` can run many
-/// times.
+/// and `#[checkpoint(name = .., policy = .., offload)]` expands to `Region::named(..).run(..)`.
+/// The same words as the crate for Burn 0.21. A `Region` can run many times.
 ///
 /// A top-level region (not inside another) is one instance of its name, `name#index` counted
 /// per thread, as the memory report and the budget planner call it; a [`Plan`](crate::planner::Plan)
 /// in force may run it otherwise than the code says: kept (its body as plain autodiff ops),
-/// recomputed, or offloaded.
+/// keeping its compute-bound outputs, recomputed, or offloaded.
 ///
 /// **A region changes nothing but memory and time**: the same seed gives the same parameters
 /// (lazily initialised ones included), dropout masks and losses as the same code without it, and

@@ -7,13 +7,15 @@
 //! without recording, its backward runs the body again on fresh leaves and calls a nested
 //! backward (which Burn 0.22 allows inside a backward step). See `docs/burn-0.22.md`.
 //!
-//! - [`Region`]: a region's name and whether it offloads its inputs to host memory, and the ways
-//!   to run one: over a module and its inputs, a body without parameters, a stack of layers.
+//! - [`Region`]: a region's name, what it keeps ([`Policy`]) and whether it offloads its inputs
+//!   to host memory, and the ways to run one: over a module and its inputs, a body without
+//!   parameters, a stack of layers.
 //! - [`checkpoint()`], [`checkpoint_fn`], [`checkpoint_sequential`]: the one-liners, a region
 //!   named by its place; [`macro@checkpoint`] makes a module's `&self` method one.
 //! - [`region_seed`]: how a seeded region keeps dropout's masks.
 //! - [`memory`]: meters and the memory report of a step (what each region holds and costs).
-//! - [`planner`]: a plan of which regions to keep, recompute or offload to fit a byte budget.
+//! - [`planner`]: a plan of which regions to keep, keep compute-bound outputs of, recompute or
+//!   offload to fit a byte budget.
 //!
 //! Names, the memory report, the planner and its JSON are burn-checkpoint-core's, shared with
 //! the crate for Burn 0.21.
