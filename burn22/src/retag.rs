@@ -73,9 +73,10 @@ pub(crate) fn tagged(
     tensor
 }
 
-/// `module`'s float tensors tagged Balanced, for the body to run on; its running statistics
-/// (shared state, which Burn maps in place) have their pending updates applied first, and again
-/// and are tagged back to `caller` when the returned guard drops, panics included. A parameter Burn has not initialised yet stays lazy: its first use by
+/// `module`'s float tensors tagged Balanced, for the body to run on. Its running statistics
+/// (shared state, which Burn maps in place) have their pending updates applied first; when the
+/// returned guard drops, panics included, the body's updates are applied and the statistics
+/// tagged back to `caller`. A parameter Burn has not initialised yet stays lazy: its first use by
 /// the body initialises it, drawing where the same code without the region would.
 pub(crate) fn balanced<M: Module>(
     module: &M,
