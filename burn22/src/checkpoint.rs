@@ -263,7 +263,10 @@ impl Region {
                 return reseeded_in_backward(outputs, seed);
             }
             Run::SaveComputeBound => {
-                let outputs = self.run_balanced(module, tensors, &input_layout, &forward, seed);
+                if let Some(seed) = seed {
+                    device.seed(seed);
+                }
+                let outputs = self.run_balanced(module, tensors, &input_layout, &forward);
                 return match seed {
                     Some(seed) => reseeded_in_backward(outputs, seed),
                     None => outputs,
@@ -384,14 +387,13 @@ impl Region {
 
     /// The body of a [`Policy::SaveComputeBound`] region, run once as Burn's own ops under
     /// Burn's Balanced checkpointing (its inputs and module tagged Balanced, its outputs tagged
-    /// back to the caller's strategy), the device seeded with `seed` first if it is seeded.
+    /// back to the caller's strategy).
     fn run_balanced<M, I, O, F>(
         &self,
         module: &M,
         tensors: Vec<DispatchTensor>,
         input_layout: &I::Layout,
         forward: &F,
-        seed: Option<u64>,
     ) -> O
     where
         M: Module,
@@ -399,39 +401,21 @@ impl Region {
         O: RegionTensors,
         F: Fn(&M, I) -> O,
     {
-        let caller = retag::caller_strategy(&tensors, module);
-        let seed_device = |tensors: &[DispatchTensor]| {
-            if let Some(seed) = seed {
-                params::device_of(&tensors[0]).seed(seed);
-            }
-        };
+        use GradientCheckpointingStrategy::{Balanced, Disabled};
         // Under Burn's own `gradient_checkpointing()` everything is Balanced already.
-        let Some(GradientCheckpointingStrategy::Disabled) = caller else {
-            seed_device(&tensors);
-            let inputs = I::unflatten(input_layout, &mut tensors.into_iter());
-            return forward(module, inputs);
-        };
-        let (balanced, restore) = retag::balanced(module, GradientCheckpointingStrategy::Disabled);
-        let tensors: Vec<DispatchTensor> = tensors
-            .into_iter()
-            .map(|t| retag::tagged(t, GradientCheckpointingStrategy::Balanced))
-            .collect();
-        seed_device(&tensors);
+        if retag::caller_strategy(&tensors, module) != Some(Disabled) {
+            return forward(module, I::unflatten(input_layout, &mut tensors.into_iter()));
+        }
+        let (balanced, restore) = retag::balanced(module, Disabled);
+        let inputs = tensors.into_iter().map(|t| retag::tagged(t, Balanced));
         let outputs = retag::explaining_mismatch(&self.name, || {
             forward(
                 &balanced,
-                I::unflatten(input_layout, &mut tensors.into_iter()),
+                I::unflatten(input_layout, &mut inputs.into_iter()),
             )
         });
         drop(restore);
-        let layout = outputs.layout();
-        let mut flat = Vec::new();
-        outputs.flatten(&mut flat);
-        let flat = flat
-            .into_iter()
-            .map(|t| retag::tagged(t, GradientCheckpointingStrategy::Disabled))
-            .collect::<Vec<_>>();
-        O::unflatten(&layout, &mut flat.into_iter())
+        each_tensor(outputs, |t| retag::tagged(t, Disabled))
     }
 
     /// Runs `forward(inputs)` as this region: see [`checkpoint_fn`].
@@ -546,15 +530,16 @@ where
 /// A kept seeded region's outputs: in backward, the generator is left as a recompute would
 /// leave it.
 fn reseeded_in_backward<O: RegionTensors>(outputs: O, seed: u64) -> O {
-    let layout = outputs.layout();
-    let mut flat = Vec::new();
-    outputs.flatten(&mut flat);
     let after = after_recompute(seed);
-    let flat = flat
-        .into_iter()
-        .map(|t| dispatch::reseed_in_backward(t, after))
-        .collect::<Vec<_>>();
-    O::unflatten(&layout, &mut flat.into_iter())
+    each_tensor(outputs, |t| dispatch::reseed_in_backward(t, after))
+}
+
+/// `value` with `f` applied to each of its tensors, in the same arrangement.
+fn each_tensor<O: RegionTensors>(value: O, f: impl FnMut(DispatchTensor) -> DispatchTensor) -> O {
+    let layout = value.layout();
+    let mut flat = Vec::new();
+    value.flatten(&mut flat);
+    O::unflatten(&layout, &mut flat.into_iter().map(f))
 }
 
 /// The module of a region without parameters.

@@ -14,9 +14,9 @@
 //!
 //! Backward: the picks leave their gradients in the region's output stash; the region node runs
 //! the body again on fresh autodiff leaves, calls a nested backward that starts by giving each
-//! output its gradient (a *seed* node per output, the same as Σ⟨out, grad⟩), and leaves
-//! each tensor's gradient in the input stash; each join hands its parents their gradients (and a
-//! region node whose parent is its one tensor hands it its gradient itself). An output the loss
+//! output its gradient (an output-gradient node per output, the same bits as Σ⟨out, grad⟩), and
+//! leaves each tensor's gradient in the input stash; each join hands its parents their gradients
+//! (and a region node whose parent is its one tensor hands it its gradient itself). An output the loss
 //! does not reach takes no part in the nested backward.
 //!
 //! Burn requires every parent a node lists to get a gradient registered (else the parent's own
@@ -352,7 +352,7 @@ where
         let Some(grad) = grad.filter(|_| output.is_tracked()) else {
             continue;
         };
-        let term = seeded::<B, C>(output, grad);
+        let term = giving_gradient::<B, C>(output, grad);
         objective = Some(match objective {
             None => term,
             Some(sum) => Ad::<B, C>::float_add(sum, term),
@@ -380,9 +380,9 @@ where
 /// backward brought to the region, as it is. The objective Σ⟨output, grad⟩ gives the same bits
 /// for three more passes over every output (its product, its sum, their backward).
 #[derive(Debug)]
-struct Seed;
+struct OutputGradient;
 
-impl<B: Backend> Backward<B, 1> for Seed {
+impl<B: Backend> Backward<B, 1> for OutputGradient {
     type State = FloatTensor<B>;
 
     fn backward(self, ops: Ops<Self::State, 1>, grads: &mut Gradients, _: &mut Checkpointer) {
@@ -393,14 +393,15 @@ impl<B: Backend> Backward<B, 1> for Seed {
     }
 }
 
-/// A one-element placeholder whose backward gives `output` the gradient `grad` (see [`Seed`]).
-fn seeded<B: Backend, C: CheckpointStrategy>(
+/// A one-element placeholder whose backward gives `output` the gradient `grad` (see
+/// [`OutputGradient`]).
+fn giving_gradient<B: Backend, C: CheckpointStrategy>(
     output: FloatTensor<Autodiff<B, C>>,
     grad: FloatTensor<B>,
 ) -> FloatTensor<Autodiff<B, C>> {
     let (device, dtype) = (output.primitive().device(), output.primitive().dtype());
     let value = placeholder::<B>(&device, dtype);
-    match Seed
+    match OutputGradient
         .prepare::<C>([output.node()])
         .compute_bound()
         .stateful()
@@ -464,10 +465,10 @@ fn check_recompute(expected: &[(Shape, DType)], outputs: &[DispatchTensor]) {
     }
 }
 
-/// A memory-bound region node's retro-forward: its body again without recording, run by Burn's
-/// Balanced checkpointing when backward needs the region's output and nothing kept it (the
-/// output of a region nested in a `SaveComputeBound` one). The region node's own backward runs
-/// the body once more, with autodiff.
+/// A memory-bound region node's retro-forward, run by Burn's Balanced checkpointing when backward
+/// needs the region's output and nothing kept it (the output of a region nested in a
+/// `SaveComputeBound` one): its body again, with autodiff, held for the region node's own
+/// backward to differentiate rather than run the body a third time.
 struct Rematerialise<B: Backend, C> {
     state: RegionState<B>,
     strategy: PhantomData<fn() -> C>,

@@ -10,7 +10,7 @@
 /// in.
 ///
 /// ```
-/// use burn::nn::{BatchNorm, BatchNormConfig, Linear, LinearConfig};
+/// use burn::nn::{Linear, LinearConfig};
 /// use burn::tensor::{Device, Tensor, activation::relu};
 /// use burn_checkpoint_22::{Policy, Region};
 ///

@@ -319,16 +319,20 @@ fn regions_under_burns_balanced_checkpointing_give_the_plain_run() {
     assert_eq!(train(&device, Cut::Nested, ALL_BUT_NOISY), plain);
 }
 
+/// A plan for three steps of [`Cut::Nested`]'s two `pair` regions (instances 0 to 5), giving them
+/// `treatments` in turn.
+fn pair_plan(treatments: &[Treatment]) -> Plan {
+    (0..6).fold(Plan::new(), |plan, index| {
+        plan.with("pair", index, treatments[index as usize % treatments.len()])
+    })
+}
+
 #[test]
 fn a_plan_keeping_or_offloading_regions_gives_the_plain_run() {
     let _generator = generator();
     let device = Device::flex().autodiff();
     let plain = train(&device, Cut::None, ALL_BUT_NOISY);
-    // Three steps of two `pair` regions: instances 0 to 5, kept, offloaded and recomputed.
-    let treatments = [Treatment::Keep, Treatment::Offload, Treatment::RecomputeAll];
-    let plan = (0..6).fold(Plan::new(), |plan, index| {
-        plan.with("pair", index, treatments[index as usize % 3])
-    });
+    let plan = pair_plan(&[Treatment::Keep, Treatment::Offload, Treatment::RecomputeAll]);
     assert_eq!(
         plan.run(|| train(&device, Cut::Nested, ALL_BUT_NOISY)),
         plain
@@ -369,14 +373,11 @@ fn a_plan_giving_save_compute_bound_gives_the_plain_run() {
     let _generator = generator();
     let device = Device::flex().autodiff();
     let plain = train(&device, Cut::None, ALL_BUT_NOISY);
-    let treatments = [
+    let plan = pair_plan(&[
         Treatment::SaveComputeBound,
         Treatment::RecomputeAll,
         Treatment::Keep,
-    ];
-    let plan = (0..6).fold(Plan::new(), |plan, index| {
-        plan.with("pair", index, treatments[index as usize % 3])
-    });
+    ]);
     assert_eq!(
         plan.run(|| train(&device, Cut::Nested, ALL_BUT_NOISY)),
         plain
