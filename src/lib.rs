@@ -71,7 +71,7 @@ mod settings;
 pub mod planner;
 
 pub use backend::Checkpointed;
-pub use burn_checkpoint_core::{RegionId, RegionName, Segments};
+pub use burn_checkpoint_core::{KeptRegions, RegionId, RegionName, Segments};
 pub use burn_checkpoint_macros::checkpoint;
 pub use op::OpKind;
 pub use policy::{Decision, OpInfo, Policy, SavePredicate};

@@ -14,6 +14,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use burn_backend::{DType, Shape};
+use burn_checkpoint_core::{KeptRegions, RegionName};
 
 use crate::op::{Op, OpKind};
 
@@ -58,6 +59,11 @@ pub enum Policy {
     SaveComputeBound,
     /// Ask a predicate, op by op (see [`Policy::custom`]).
     Custom(SavePredicate),
+    /// Everything the region itself runs is recomputed, as with [`Policy::RecomputeAll`], except
+    /// the work of the regions nested in it whose names match (see
+    /// [`Policy::recompute_all_but`]): every op those run keeps its output, as plain autodiff
+    /// would, so backward recomputes none of it.
+    RecomputeAllBut(KeptRegions),
 }
 
 impl Policy {
@@ -76,6 +82,34 @@ impl Policy {
         Policy::Custom(SavePredicate(Arc::new(predicate)))
     }
 
+    /// Recomputes everything but the nested regions whose names match one of `patterns` (`*`
+    /// stands for any run of characters): what a region keeps is chosen by name, outside the
+    /// code of what it nests (torch_remat's SAVE regions).
+    ///
+    /// ```
+    /// use burn::backend::{Autodiff, NdArray};
+    /// use burn::tensor::Tensor;
+    /// use burn_checkpoint::{Checkpointed, Policy, Region};
+    ///
+    /// type B = Checkpointed<Autodiff<NdArray>>;
+    /// let device = Default::default();
+    /// let x = Tensor::<B, 2>::ones([8, 16], &device).require_grad();
+    /// let w = Tensor::<B, 2>::ones([16, 16], &device).require_grad();
+    ///
+    /// let block = Region::named("block").policy(Policy::recompute_all_but(["attention.*"]));
+    /// let y = block.run(|| {
+    ///     // Kept from forward to backward: not recomputed.
+    ///     let q = Region::named("attention.qkv").run(|| x.clone().matmul(w.clone()));
+    ///     // Recomputed in backward, as the rest of the block.
+    ///     Region::named("mlp").run(|| q.tanh().exp())
+    /// });
+    /// let grads = y.sum().backward();
+    /// assert!(w.grad(&grads).is_some());
+    /// ```
+    pub fn recompute_all_but<S: Into<String>>(patterns: impl IntoIterator<Item = S>) -> Self {
+        Policy::RecomputeAllBut(KeptRegions::new(patterns))
+    }
+
     /// What this policy decides for `op`.
     ///
     /// ```
@@ -89,7 +123,7 @@ impl Policy {
     /// ```
     pub fn decide(&self, op: &OpInfo<'_>) -> Decision {
         match self {
-            Policy::RecomputeAll => Decision::Recompute,
+            Policy::RecomputeAll | Policy::RecomputeAllBut(_) => Decision::Recompute,
             Policy::SaveComputeBound => match op.kind() {
                 OpKind::Matmul | OpKind::Conv | OpKind::Pool => Decision::Save,
                 _ => Decision::Recompute,
@@ -100,7 +134,17 @@ impl Policy {
 
     /// Whether the policy recomputes every op whatever it is (lets the decorator skip asking).
     pub(crate) fn recomputes_all(&self) -> bool {
-        matches!(self, Policy::RecomputeAll)
+        matches!(self, Policy::RecomputeAll | Policy::RecomputeAllBut(_))
+    }
+
+    /// Whether a region called `name`, nested in a region of this policy, keeps its work.
+    pub(crate) fn keeps(&self, name: &RegionName) -> bool {
+        matches!(self, Policy::RecomputeAllBut(kept) if kept.keeps(name))
+    }
+
+    /// The policy of a region kept by name: every op it runs keeps its output.
+    pub(crate) fn save_all() -> Self {
+        Policy::custom(|_| Decision::Save)
     }
 }
 
@@ -110,6 +154,7 @@ impl fmt::Debug for Policy {
             Policy::RecomputeAll => f.write_str("RecomputeAll"),
             Policy::SaveComputeBound => f.write_str("SaveComputeBound"),
             Policy::Custom(_) => f.write_str("Custom(..)"),
+            Policy::RecomputeAllBut(kept) => write!(f, "RecomputeAllBut({kept:?})"),
         }
     }
 }

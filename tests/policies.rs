@@ -131,6 +131,56 @@ fn the_innermost_policy_wins() {
     assert_eq!(recomputed.get("matmul"), Some(&1), "{recomputed:?}");
 }
 
+#[test]
+fn recompute_all_but_keeps_the_regions_it_names() {
+    // Three layers, the first two in nested regions; the block keeps `middle` by name.
+    let block = |policy: Policy| {
+        move |x, ws: &[Tensor<Ckpt, 2>]| {
+            Region::named("block").policy(policy).run(|| {
+                let h = Region::named("first").run(|| layers(x, &ws[..1]));
+                let h = Region::named("middle").run(|| layers(h, &ws[1..2]));
+                layers(h, &ws[2..])
+            })
+        }
+    };
+    let plain = plain();
+    for (patterns, matmuls) in [
+        (vec!["middle"], 2),
+        (vec!["mid*"], 2),
+        (vec!["*"], 1),
+        (vec!["first", "middle"], 1),
+        (vec!["none"], 3),
+    ] {
+        let (grads, recomputed) = step::<Ckpt>(block(Policy::recompute_all_but(patterns.clone())));
+        assert_same(&plain, &grads);
+        assert_eq!(
+            recomputed.get("matmul"),
+            Some(&matmuls),
+            "{patterns:?}: {recomputed:?}"
+        );
+    }
+}
+
+#[test]
+fn a_region_kept_by_name_keeps_its_own_nested_regions_policies() {
+    // `middle` is kept at depth two; the region inside it recomputes as its code says.
+    let (grads, recomputed) = step::<Ckpt>(|x, ws| {
+        Region::named("block")
+            .policy(Policy::recompute_all_but(["middle"]))
+            .run(|| {
+                let h = Region::named("outer").run(|| {
+                    Region::named("middle").run(|| {
+                        let h = layers(x, &ws[..1]);
+                        checkpoint(|| layers(h, &ws[1..2]))
+                    })
+                });
+                layers(h, &ws[2..])
+            })
+    });
+    assert_same(&plain(), &grads);
+    assert_eq!(recomputed.get("matmul"), Some(&2), "{recomputed:?}");
+}
+
 #[burn_checkpoint::checkpoint(policy = Policy::SaveComputeBound)]
 fn saving_layers<B: AutodiffBackend>(x: Tensor<B, 2>, ws: &[Tensor<B, 2>]) -> Tensor<B, 2> {
     layers(x, ws)

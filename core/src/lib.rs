@@ -4,6 +4,7 @@
 //! JSON.
 //!
 //! - [`RegionName`], [`RegionId`]: what a region is called, and which call of it;
+//! - [`KeptRegions`]: the nested regions a recomputed region keeps, by name;
 //! - [`memory`]: the counting allocator, meters, the memory report of a step
 //!   ([`StepReport`](memory::StepReport)) and the hooks the region machinery records it through;
 //! - [`planner`]: a profile of a step under each [`Treatment`], the budget planner, and the
@@ -14,6 +15,7 @@
 
 #![warn(missing_docs)]
 
+mod kept;
 pub mod memory;
 mod names;
 mod op_kind;
@@ -21,6 +23,7 @@ pub mod planner;
 mod segments;
 mod treatment;
 
+pub use kept::KeptRegions;
 pub use names::{RegionId, RegionName, method_region_name};
 pub use op_kind::OpKind;
 pub use segments::Segments;

@@ -341,6 +341,13 @@ pub(crate) fn open(backend: Option<&'static str>, region: &Region) -> RegionGuar
             Some(treatment) => planned_run(treatment),
             None => (true, region.policy.clone(), region.offload),
         };
+        // A recomputed region that keeps this one by name (`Policy::recompute_all_but`): every
+        // op of its body keeps its output.
+        let kept = state
+            .stack
+            .iter()
+            .any(|frame| frame.active && frame.policy.keeps(&id.name));
+        let policy = if kept { Policy::save_all() } else { policy };
         if top_level && recording::on() {
             recording::top_level_opened(&id.name, id.index, planned);
         }

@@ -92,6 +92,8 @@ enum Method {
     BlockBalanced,
     /// Per block, keeping matmul outputs (`Policy::SaveComputeBound`).
     BlockSave,
+    /// Per block, keeping the attention's work by name (`Policy::recompute_all_but`).
+    BlockKeepAttention,
     /// `checkpoint_sequential` with √n segments.
     SeqSqrt,
     /// `checkpoint_sequential` with 2 segments.
@@ -101,12 +103,13 @@ enum Method {
 }
 
 impl Method {
-    const ALL: [Method; 8] = [
+    const ALL: [Method; 9] = [
         Method::Plain,
         Method::Balanced,
         Method::Block,
         Method::BlockBalanced,
         Method::BlockSave,
+        Method::BlockKeepAttention,
         Method::SeqSqrt,
         Method::SeqTwo,
         Method::Whole,
@@ -119,6 +122,7 @@ impl Method {
             Method::Block => "#[checkpoint] per block",
             Method::BlockBalanced => "#[checkpoint] per block, over Balanced",
             Method::BlockSave => "per block, SaveComputeBound",
+            Method::BlockKeepAttention => "per block, attention kept by name",
             Method::SeqSqrt => "checkpoint_sequential, Sqrt",
             Method::SeqTwo => "checkpoint_sequential, 2 segments",
             Method::Whole => "whole stack one region",
@@ -130,6 +134,7 @@ impl Method {
             Method::Plain | Method::Balanced => Cut::None,
             Method::Block | Method::BlockBalanced => Cut::Block,
             Method::BlockSave => Cut::BlockSaveCompute,
+            Method::BlockKeepAttention => Cut::BlockKeepingAttention,
             Method::SeqSqrt => Cut::SequentialSqrt,
             Method::SeqTwo => Cut::SequentialTwo,
             Method::Whole => Cut::Whole,

@@ -13,7 +13,7 @@ use burn::nn::{
 use burn::optim::{GradientsParams, Optimizer};
 use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::{Int, Tensor};
-use burn_checkpoint::{Layer, Policy, Segments, checkpoint, checkpoint_sequential};
+use burn_checkpoint::{Layer, Policy, Region, Segments, checkpoint, checkpoint_sequential};
 
 /// Where the model puts its checkpoint regions.
 #[derive(Config, Debug, Copy, PartialEq, Eq)]
@@ -24,6 +24,10 @@ pub enum Cut {
     Block,
     /// Each block a region keeping its matmul outputs (`Policy::SaveComputeBound`).
     BlockSaveCompute,
+    /// Each block a region that recomputes all but its attention (`Policy::recompute_all_but`
+    /// naming the nested region `attention`, around burn-nn's `MultiHeadAttention`): the
+    /// attention's work is kept from forward to backward, the norms and the MLP recomputed.
+    BlockKeepingAttention,
     /// Each block a region whose input (the previous block's output) is held in host memory
     /// (`Region::offloaded`).
     BlockOffload,
@@ -106,10 +110,23 @@ pub struct Block<B: Backend> {
 impl<B: Backend> Block<B> {
     /// The block on `x` `[batch, sequence, d_model]`.
     pub fn forward(&self, x: Tensor<B, 3>) -> Tensor<B, 3> {
+        self.forward_parts(x, false)
+    }
+
+    /// The block, its attention a region named `attention` if `named` (a region of the default
+    /// policy changes nothing inside a recomputed one, but would inside one of another policy:
+    /// only the cut that names it opens it).
+    fn forward_parts(&self, x: Tensor<B, 3>, named: bool) -> Tensor<B, 3> {
         let [batch, seq, _] = x.dims();
         let mask = generate_autoregressive_mask::<B>(batch, seq, &x.device());
         let input = MhaInput::self_attn(self.norm1.forward(x.clone())).mask_attn(mask);
-        let x = x + self.dropout.forward(self.attention.forward(input).context);
+        let attention = || self.attention.forward(input).context;
+        let attended = if named {
+            Region::named("attention").run(attention)
+        } else {
+            attention()
+        };
+        let x = x + self.dropout.forward(attended);
         let h = self
             .gelu
             .forward(self.up.forward(self.norm2.forward(x.clone())));
@@ -126,6 +143,13 @@ impl<B: Backend> Block<B> {
     #[checkpoint(policy = Policy::SaveComputeBound)]
     pub fn forward_keeping_matmuls(&self, x: Tensor<B, 3>) -> Tensor<B, 3> {
         self.forward(x)
+    }
+
+    /// The block as a checkpoint region that keeps its attention's work by name.
+    pub fn forward_keeping_attention(&self, x: Tensor<B, 3>) -> Tensor<B, 3> {
+        Region::named("block")
+            .policy(Policy::recompute_all_but(["attention"]))
+            .run(|| self.forward_parts(x, true))
     }
 
     /// The block as a checkpoint region that holds its input in host memory.
@@ -174,6 +198,10 @@ impl<B: Backend> Gpt<B> {
                 .blocks
                 .iter()
                 .fold(x, |x, block| block.forward_keeping_matmuls(x)),
+            Cut::BlockKeepingAttention => self
+                .blocks
+                .iter()
+                .fold(x, |x, block| block.forward_keeping_attention(x)),
             Cut::BlockOffload => self
                 .blocks
                 .iter()

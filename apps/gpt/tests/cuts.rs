@@ -92,6 +92,7 @@ fn every_cut_gives_the_plain_gradients<I: Backend>() {
             Cut::None,
             Cut::Block,
             Cut::BlockSaveCompute,
+            Cut::BlockKeepingAttention,
             Cut::BlockOffload,
             Cut::SequentialSqrt,
             Cut::SequentialTwo,
