@@ -61,14 +61,24 @@ enum Method {
     Balanced,
     Regions,
     SavingComputeBound,
+    KeepingAttention,
 }
 
 impl Method {
-    const ALL: [Method; 4] = [
+    /// DenseNet's methods (a dense layer holds no attention to keep).
+    const DENSENET: [Method; 4] = [
         Method::Plain,
         Method::Balanced,
         Method::Regions,
         Method::SavingComputeBound,
+    ];
+    /// The GPT's methods.
+    const GPT: [Method; 5] = [
+        Method::Plain,
+        Method::Balanced,
+        Method::Regions,
+        Method::SavingComputeBound,
+        Method::KeepingAttention,
     ];
 
     fn name(self) -> &'static str {
@@ -77,6 +87,7 @@ impl Method {
             Method::Balanced => "Burn's gradient_checkpointing() (Balanced)",
             Method::Regions => "regions",
             Method::SavingComputeBound => "regions, Policy::SaveComputeBound",
+            Method::KeepingAttention => "regions, Policy::recompute_all_but([\"attention\"])",
         }
     }
 
@@ -84,6 +95,7 @@ impl Method {
         match self {
             Method::Regions => Cut::Each,
             Method::SavingComputeBound => Cut::EachSavingComputeBound,
+            Method::KeepingAttention => Cut::EachKeepingAttention,
             _ => Cut::None,
         }
     }
@@ -115,25 +127,30 @@ struct Row {
 
 /// Runs `steps` measured rounds (after a warm-up) of `step(method)` for every method,
 /// interleaved.
-fn compare(model: &str, steps: usize, mut step: impl FnMut(Method)) -> Vec<Row> {
-    let mut samples: Vec<(Vec<usize>, Vec<Duration>)> = vec![Default::default(); Method::ALL.len()];
+fn compare(
+    model: &str,
+    steps: usize,
+    methods: &[Method],
+    mut step: impl FnMut(usize, Method),
+) -> Vec<Row> {
+    let mut samples: Vec<(Vec<usize>, Vec<Duration>)> = vec![Default::default(); methods.len()];
     for round in 0..=steps {
-        for (index, method) in Method::ALL.into_iter().enumerate() {
-            let (bytes, time) = measure(|| step(method));
+        for (index, &method) in methods.iter().enumerate() {
+            let (bytes, time) = measure(|| step(index, method));
             if round > 0 {
                 samples[index].0.push(bytes);
                 samples[index].1.push(time);
             }
         }
     }
-    Method::ALL
-        .into_iter()
+    methods
+        .iter()
         .zip(samples)
         .map(|(method, (peaks, mut times))| {
             times.sort();
             Row {
                 model: model.to_string(),
-                method,
+                method: *method,
                 peak: peaks.into_iter().max().unwrap_or(0),
                 time: times[times.len() / 2],
             }
@@ -142,7 +159,7 @@ fn compare(model: &str, steps: usize, mut step: impl FnMut(Method)) -> Vec<Row> 
 }
 
 fn densenet(args: &Args, batch: usize) -> Vec<Row> {
-    let models: Vec<_> = Method::ALL
+    let models: Vec<_> = Method::DENSENET
         .into_iter()
         .map(|method| {
             let device = method.device();
@@ -160,8 +177,7 @@ fn densenet(args: &Args, batch: usize) -> Vec<Row> {
         "DenseNet-BC-{} (k={}), batch {batch}",
         args.depth, args.growth
     );
-    compare(&name, args.steps, |method| {
-        let index = Method::ALL.iter().position(|m| *m == method).unwrap();
+    compare(&name, args.steps, &Method::DENSENET, |index, method| {
         let device = method.device();
         device.seed(2);
         let images = densenet::images(batch, &device);
@@ -171,7 +187,7 @@ fn densenet(args: &Args, batch: usize) -> Vec<Row> {
 
 fn gpt(args: &Args) -> Vec<Row> {
     let shape = &args.gpt;
-    let models: Vec<_> = Method::ALL
+    let models: Vec<_> = Method::GPT
         .into_iter()
         .map(|method| {
             let device = method.device();
@@ -180,8 +196,7 @@ fn gpt(args: &Args) -> Vec<Row> {
         })
         .collect();
     let name = shape.describe();
-    compare(&name, args.steps, |method| {
-        let index = Method::ALL.iter().position(|m| *m == method).unwrap();
+    compare(&name, args.steps, &Method::GPT, |index, method| {
         let device = method.device();
         device.seed(2);
         let tokens = gpt::tokens(shape, &device);
@@ -191,21 +206,21 @@ fn gpt(args: &Args) -> Vec<Row> {
 
 fn main() {
     let args = Args::parse();
-    let mut rows = Vec::new();
+    let mut groups = Vec::new();
     if args.model != Which::Gpt {
         for &batch in &args.batches {
-            rows.extend(densenet(&args, batch));
+            groups.push(densenet(&args, batch));
         }
     }
     if args.model != Which::Densenet {
-        rows.extend(gpt(&args));
+        groups.push(gpt(&args));
     }
     println!(
         "| Model | Method | Peak step memory | × plain | × Balanced | Time per step (median of {}) | × plain | × Balanced |",
         args.steps
     );
     println!("|---|---|---|---|---|---|---|---|");
-    for group in rows.chunks(Method::ALL.len()) {
+    for group in &groups {
         let (plain, balanced) = (&group[0], &group[1]);
         for row in group {
             println!(

@@ -1,11 +1,12 @@
 //! A region and its function forms: [`Region`], and [`checkpoint`] and [`checkpoint_fn`], the
 //! one-liners made of it.
 
+use std::any::Any;
 use std::borrow::Cow;
 use std::sync::Arc;
 
 use burn::backend::{DispatchAutodiffContext, DispatchTensor, GradientCheckpointingStrategy};
-use burn::module::Module;
+use burn::module::{Module, ParamId};
 use burn_checkpoint_core::RegionName;
 
 use crate::body::Body;
@@ -14,7 +15,7 @@ use crate::dispatch;
 use crate::graph::NodeSpec;
 use crate::params;
 use crate::policy::Policy;
-use crate::region::{self, Run};
+use crate::region::{self, Held, Hold, Run};
 use crate::retag;
 use crate::seed::after_recompute;
 use crate::tensors::RegionTensors;
@@ -227,7 +228,7 @@ impl Region {
              it has no inputs to offload; drop `.offloaded()` (or use Policy::RecomputeAll)",
             self.name
         );
-        let mut opened = region::open(self.name.clone(), self.policy, self.offload);
+        let mut opened = region::open(self.name.clone(), &self.policy, self.offload);
         let autodiff = tensors
             .iter()
             .any(|t| matches!(t.autodiff, DispatchAutodiffContext::Enabled(_)))
@@ -272,6 +273,10 @@ impl Region {
                     None => outputs,
                 };
             }
+            Run::Held => {
+                let hold = opened.hold.take().expect("a held region's hold");
+                return self.run_held(module, tensors, &input_layout, forward, seed, opened, hold);
+            }
             Run::Region { offload } => offload,
         };
         // Forward on untracked stand-ins: layers see a training device (dropout, batch
@@ -286,10 +291,13 @@ impl Region {
         if let Some(seed) = seed {
             device.seed(seed);
         }
-        let outputs = forward(
-            &stand_in,
-            I::unflatten(&input_layout, &mut untracked.into_iter()),
-        );
+        let (outputs, held) =
+            region::recording_held(self.policy.kept().cloned(), used.ids(), || {
+                forward(
+                    &stand_in,
+                    I::unflatten(&input_layout, &mut untracked.into_iter()),
+                )
+            });
         // Freed inside the region: the memory report counts the forward's temporaries there.
         drop(stand_in);
         let output_layout = outputs.layout();
@@ -305,6 +313,8 @@ impl Region {
             slot: opened.slot,
             nested_seeds: opened.nested_seeds(),
             memory_bound: opened.memory_bound,
+            held,
+            run: None,
         };
         let (param_ids, param_values) = used.trainable();
         if !crate::REGIONS_UNDER_DDP
@@ -346,7 +356,7 @@ impl Region {
                 &input_layout,
                 &mut tensors.iter().cloned().map(params::untracked),
             );
-            let again = region::recomputing(&spec.nested_seeds, || {
+            let again = region::recomputing(&spec.nested_seeds, &spec.held, || {
                 if let Some(seed) = seed {
                     device.seed(seed);
                 }
@@ -357,32 +367,139 @@ impl Region {
             check::same_values(&self.name, &flat, &again);
         }
         tensors.extend(param_values);
-        let template = module.clone();
-        let body = Body(Arc::new(move |mut tensors| {
-            let strategy = retag::strategy_of(&tensors);
-            let leaves = tensors.split_off(input_count);
-            // Its caller's frozen parameters and running statistics carry the caller's strategy:
-            // a region nested in a `SaveComputeBound` one recomputes under Balanced.
-            let module = retag::all_tagged(
-                params::for_recompute(template.clone(), &param_ids, leaves),
-                strategy,
-            );
-            let inputs = I::unflatten(&input_layout, &mut tensors.into_iter());
-            if let Some(seed) = seed {
-                device.seed(seed);
-            }
-            let mut flat = Vec::new();
-            forward(&module, inputs).flatten(&mut flat);
-            if let Some(seed) = seed {
-                // Not where the forward left it (unknowable), but where a kept region's backward
-                // leaves it too: the stream after backward does not depend on the plan.
-                device.seed(after_recompute(seed));
-            }
-            flat
-        }));
+        let body = recompute_body(module, param_ids, input_layout, input_count, forward, seed);
         let outputs = dispatch::run(tensors, flat, body, spec);
         drop(opened);
         O::unflatten(&output_layout, &mut outputs.into_iter())
+    }
+
+    /// A region kept by name by the region node it is nested in (see
+    /// [`Policy::recompute_all_but`]): in that node's forward, its body runs once with autodiff
+    /// on leaves of its tensors and the run is held for the node; in the node's recompute, its
+    /// node is built from that run, and the body does not run.
+    #[allow(clippy::too_many_arguments)]
+    fn run_held<M, I, O, F>(
+        &self,
+        module: &M,
+        tensors: Vec<DispatchTensor>,
+        input_layout: &I::Layout,
+        forward: F,
+        seed: Option<u64>,
+        mut opened: region::Opened,
+        hold: Hold,
+    ) -> O
+    where
+        M: Module + Sync + 'static,
+        I: RegionTensors,
+        O: RegionTensors,
+        F: Fn(&M, I) -> O + Send + Sync + 'static,
+    {
+        let device = params::device_of(&tensors[0]);
+        let held = match hold {
+            Hold::Run => {
+                let leaves: Vec<_> = tensors.into_iter().map(params::leaf).collect();
+                let (module, params) = params::with_leaves(module, &region::stand_ins());
+                if let Some(seed) = seed {
+                    device.seed(seed);
+                }
+                let outputs = region::held_run(|| {
+                    forward(
+                        &module,
+                        I::unflatten(input_layout, &mut leaves.iter().cloned()),
+                    )
+                });
+                let layout: Arc<dyn Any + Send + Sync> = Arc::new(outputs.layout());
+                let mut flat = Vec::new();
+                outputs.flatten(&mut flat);
+                let (ids, param_leaves) = params.taken();
+                let mut leaves = leaves;
+                leaves.extend(param_leaves);
+                Held::new(
+                    self.name.clone(),
+                    leaves,
+                    ids,
+                    (flat, layout),
+                    opened.nested_seeds(),
+                )
+            }
+            Hold::Pass(held) => {
+                // Its parameters count as used by the node whose forward this is (their
+                // stand-ins read): that node's recompute gives them their leaves.
+                drop(params::values_of(module, &held.params));
+                region::skip_nested_seeds(held.nested_seeds.len());
+                let _ = opened.nested_seeds();
+                held
+            }
+            Hold::Node(held) => {
+                region::skip_nested_seeds(held.nested_seeds.len());
+                let _ = opened.nested_seeds();
+                if let Some(seed) = seed {
+                    device.seed(after_recompute(seed));
+                }
+                return self.held_node(module, tensors, input_layout, forward, seed, held);
+            }
+        };
+        if let Some(seed) = seed {
+            // Where the recompute that takes this run leaves it too (see `Hold::Node`).
+            device.seed(after_recompute(seed));
+        }
+        region::add_held(held.clone());
+        let layout = held
+            .layout
+            .downcast_ref::<O::Layout>()
+            .expect("a held run's outputs are the region's");
+        O::unflatten(layout, &mut held.outputs.into_iter().map(params::untracked))
+    }
+
+    /// The node of a region kept by name, in the recompute of the node that held its run:
+    /// over the recompute's tensors (its inputs, then the parameters the run used), its backward
+    /// differentiating the run.
+    fn held_node<M, I, O, F>(
+        &self,
+        module: &M,
+        mut tensors: Vec<DispatchTensor>,
+        input_layout: &I::Layout,
+        forward: F,
+        seed: Option<u64>,
+        held: Held,
+    ) -> O
+    where
+        M: Module + Sync + 'static,
+        I: RegionTensors,
+        O: RegionTensors,
+        F: Fn(&M, I) -> O + Send + Sync + 'static,
+    {
+        let layout = held
+            .layout
+            .downcast_ref::<O::Layout>()
+            .expect("a held run's outputs are the region's")
+            .clone();
+        let input_count = tensors.len();
+        tensors.extend(params::values_of(module, &held.params));
+        let outputs = held
+            .outputs
+            .iter()
+            .cloned()
+            .map(params::untracked)
+            .collect();
+        let body = recompute_body(
+            module,
+            held.params.clone(),
+            input_layout.clone(),
+            input_count,
+            forward,
+            seed,
+        );
+        let spec = NodeSpec {
+            offloaded_inputs: 0,
+            slot: None,
+            nested_seeds: held.nested_seeds,
+            memory_bound: false,
+            held: Vec::new(),
+            run: Some((held.leaves, held.outputs)),
+        };
+        let outputs = dispatch::run(tensors, outputs, body, spec);
+        O::unflatten(&layout, &mut outputs.into_iter())
     }
 
     /// The body of a [`Policy::SaveComputeBound`] region, run once as Burn's own ops under
@@ -462,7 +579,7 @@ impl Region {
 /// [`Region::offloaded`] offloads.
 ///
 /// ```
-/// use burn::module::Module;
+/// use burn::module::{Module, ParamId};
 /// use burn::nn::{Linear, LinearConfig};
 /// use burn::tensor::{Device, Tensor};
 /// use burn_checkpoint_22::checkpoint;
@@ -529,6 +646,49 @@ where
 
 /// A kept seeded region's outputs: in backward, the generator is left as a recompute would
 /// leave it.
+/// What a region node's backward runs again: `forward` on `module` with the parameters
+/// `param_ids` replaced by the leaves after the first `input_count` tensors, the inputs those
+/// before, seeded with `seed`.
+fn recompute_body<M, I, O, F>(
+    module: &M,
+    param_ids: Vec<ParamId>,
+    input_layout: I::Layout,
+    input_count: usize,
+    forward: F,
+    seed: Option<u64>,
+) -> Body
+where
+    M: Module + Sync + 'static,
+    I: RegionTensors,
+    O: RegionTensors,
+    F: Fn(&M, I) -> O + Send + Sync + 'static,
+{
+    let template = module.clone();
+    Body(Arc::new(move |mut tensors| {
+        let device = params::device_of(&tensors[0]);
+        let strategy = retag::strategy_of(&tensors);
+        let leaves = tensors.split_off(input_count);
+        // Its caller's frozen parameters and running statistics carry the caller's strategy:
+        // a region nested in a `SaveComputeBound` one recomputes under Balanced.
+        let module = retag::all_tagged(
+            params::for_recompute(template.clone(), &param_ids, leaves),
+            strategy,
+        );
+        let inputs = I::unflatten(&input_layout, &mut tensors.into_iter());
+        if let Some(seed) = seed {
+            device.seed(seed);
+        }
+        let mut flat = Vec::new();
+        forward(&module, inputs).flatten(&mut flat);
+        if let Some(seed) = seed {
+            // Not where the forward left it (unknowable), but where a kept region's backward
+            // leaves it too: the stream after backward does not depend on the plan.
+            device.seed(after_recompute(seed));
+        }
+        flat
+    }))
+}
+
 fn reseeded_in_backward<O: RegionTensors>(outputs: O, seed: u64) -> O {
     let after = after_recompute(seed);
     each_tensor(outputs, |t| dispatch::reseed_in_backward(t, after))

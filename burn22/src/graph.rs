@@ -48,7 +48,7 @@ use burn_checkpoint_core::memory::recording;
 use crate::body::{Body, from_dispatch, to_dispatch};
 use crate::offload::Stored;
 use crate::produced;
-use crate::region;
+use crate::region::{self, Held};
 
 /// What the region node keeps besides its body: how many of its first tensors (its inputs) go
 /// to host memory, its slot in the step's memory report, and the seeds its recompute replays.
@@ -63,6 +63,11 @@ pub(crate) struct NodeSpec {
     /// Whether the node is a memory-bound op (a region nested in a `SaveComputeBound` one):
     /// Burn's Balanced checkpointing then recomputes its output where backward needs it.
     pub(crate) memory_bound: bool,
+    /// The runs of the regions its forward kept by name, in order: its recompute takes them.
+    pub(crate) held: Vec<Held>,
+    /// For the node of a region kept by name: its run, which its backward differentiates (the
+    /// body is not run again).
+    pub(crate) run: Option<Rerun>,
 }
 
 /// What a join must know of one of the region's tensors to give it a stand-in gradient.
@@ -229,13 +234,16 @@ struct RegionState<B: Backend> {
     output_stash: Option<Arc<Stash<B>>>,
     /// With one output: keeps the node marked as a region's output while it lives.
     _produced: Option<Arc<()>>,
-    /// A memory-bound node's body run again by its retro-forward, with autodiff (its leaves, then
-    /// its outputs), for its backward to differentiate rather than run the body a third time.
+    /// The body's run with autodiff (its leaves, then its outputs) for its backward to
+    /// differentiate rather than run the body: a memory-bound node's, made by its retro-forward
+    /// (else the body would run a third time), or a region kept by name's, made in forward.
     rematerialised: Arc<Mutex<Option<Rerun>>>,
+    /// The runs of the regions its forward kept by name: each recompute takes them.
+    held: Arc<[Held]>,
 }
 
-/// A body run again on fresh autodiff leaves: the leaves and the outputs, as dispatch tensors.
-type Rerun = (Vec<DispatchTensor>, Vec<DispatchTensor>);
+/// A body run on fresh autodiff leaves: the leaves and the outputs, as dispatch tensors.
+pub(crate) type Rerun = (Vec<DispatchTensor>, Vec<DispatchTensor>);
 
 impl<B: Backend> Clone for RegionState<B> {
     fn clone(&self) -> Self {
@@ -254,6 +262,7 @@ impl<B: Backend> Clone for RegionState<B> {
             output_stash: self.output_stash.clone(),
             _produced: self._produced.clone(),
             rematerialised: self.rematerialised.clone(),
+            held: self.held.clone(),
         }
     }
 }
@@ -438,7 +447,7 @@ where
         .cloned()
         .map(to_dispatch::<Ad<B, C>>)
         .collect();
-    let outputs = region::recomputing(&state.nested_seeds, || (state.body.0)(inputs));
+    let outputs = region::recomputing(&state.nested_seeds, &state.held, || (state.body.0)(inputs));
     check_recompute(&state.outputs, &outputs);
     (leaves, outputs)
 }
@@ -591,7 +600,8 @@ where
         outputs: outputs.iter().map(|o| (o.shape(), o.dtype())).collect(),
         output_stash: output_stash.clone(),
         _produced: None,
-        rematerialised: Arc::new(Mutex::new(None)),
+        rematerialised: Arc::new(Mutex::new(spec.run)),
+        held: spec.held.into(),
     };
     let guard = joined.node();
     let node_output = if several {

@@ -5,7 +5,8 @@
 //! it hold a parameter with autodiff, does it hold a layer that draws random numbers; and whether
 //! a tensor is one Burn's data parallelism all-reduces.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
 
 use burn::backend::{DispatchTensor, DispatchTensorKind};
 use burn::module::{Flag, Module, ModuleMapper, ModuleVisitor, Param, ParamId};
@@ -36,6 +37,11 @@ pub(crate) fn for_forward<M: Module>(module: &M) -> (M, Used) {
 }
 
 impl Used {
+    /// Every parameter stood in for, used or not.
+    pub(crate) fn ids(&self) -> HashSet<ParamId> {
+        self.0.iter().map(|entry| entry.id).collect()
+    }
+
     /// The trainable parameters the body used, in visit order: their ids and values, which are
     /// the region's parameters (the parents of its node besides its inputs).
     pub(crate) fn trainable(self) -> (Vec<ParamId>, Vec<DispatchTensor>) {
@@ -128,6 +134,91 @@ impl ModuleMapper for Replace {
         // back into their shared state): returned as they are, nothing changes.
         param
     }
+}
+
+/// `module` as a region kept by name runs it inside a node's forward: each of the node's
+/// stand-ins (`ids`) replaced by one whose first use makes a leaf of the stand-in's value (the
+/// node's stand-in then counts as used, and a lazy parameter is drawn there, as without
+/// regions). The leaves, in the order of first use, are in the returned list once the body ran.
+pub(crate) fn with_leaves<M: Module>(module: &M, ids: &HashSet<ParamId>) -> (M, Leaves) {
+    let leaves = Leaves::default();
+    let mapped = module.clone().map(&mut LeafMapper {
+        ids,
+        leaves: leaves.clone(),
+    });
+    (mapped, leaves)
+}
+
+/// The leaves a kept region's run made of its parameters: their ids and values, in order.
+#[derive(Clone, Default)]
+pub(crate) struct Leaves(Arc<Mutex<Vec<(ParamId, DispatchTensor)>>>);
+
+impl Leaves {
+    /// The ids and the leaves, in order of first use.
+    pub(crate) fn taken(self) -> (Vec<ParamId>, Vec<DispatchTensor>) {
+        let mut leaves = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        std::mem::take(&mut *leaves).into_iter().unzip()
+    }
+}
+
+struct LeafMapper<'a> {
+    ids: &'a HashSet<ParamId>,
+    leaves: Leaves,
+}
+
+impl ModuleMapper for LeafMapper<'_> {
+    fn map_float<const D: usize>(&mut self, param: Param<Tensor<D>>) -> Param<Tensor<D>> {
+        if !self.ids.contains(&param.id) {
+            return param;
+        }
+        let (id, device, shape) = (param.id, param.lazy_device(), param.lazy_shape());
+        let leaves = self.leaves.clone();
+        Param::uninitialized(
+            id,
+            move |_, _| {
+                let leaf = param.val().require_grad();
+                leaves
+                    .0
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .push((id, leaf.clone().into_dispatch()));
+                leaf
+            },
+            device,
+            true,
+            shape,
+        )
+    }
+}
+
+/// The values of `module`'s parameters `ids`, in that order (a recompute's leaves, where the
+/// node of a region kept by name is built).
+pub(crate) fn values_of(module: &impl Module, ids: &[ParamId]) -> Vec<DispatchTensor> {
+    struct Values(HashMap<ParamId, Option<DispatchTensor>>);
+
+    impl ModuleVisitor for Values {
+        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+            if let Some(value) = self.0.get_mut(&param.id) {
+                *value = Some(param.val().into_dispatch());
+            }
+        }
+    }
+
+    let mut values = Values(ids.iter().map(|&id| (id, None)).collect());
+    module.visit(&mut values);
+    ids.iter()
+        .map(|id| {
+            values.0.remove(id).flatten().expect(
+                "a checkpoint region kept by name runs with a parameter its forward's run did not \
+                 have: the body must depend on its inputs and module only",
+            )
+        })
+        .collect()
+}
+
+/// A leaf of `t`'s value, wanting a gradient.
+pub(crate) fn leaf(t: DispatchTensor) -> DispatchTensor {
+    Tensor::<1>::from_dispatch(t).require_grad().into_dispatch()
 }
 
 /// Applies the pending updates of `module`'s running statistics now, drawing nothing. Burn keeps

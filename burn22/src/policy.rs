@@ -1,5 +1,7 @@
 //! What a region keeps between forward and backward: [`Policy`], the same word as the crate for
-//! Burn 0.21's, with the two policies Burn 0.22 lets a crate run.
+//! Burn 0.21's, with the policies Burn 0.22 lets a crate run.
+
+use burn_checkpoint_core::KeptRegions;
 
 /// What a region keeps between forward and backward.
 ///
@@ -25,7 +27,7 @@
 /// let grads = y.sum().backward();
 /// assert!(linear.weight.val().grad(&grads).is_some());
 /// ```
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Policy {
     /// Everything the body computes is recomputed during backward; only the region's inputs are
@@ -48,4 +50,53 @@ pub enum Policy {
     /// naming it. Not with [`Region::offloaded`](crate::Region::offloaded): nothing of its is
     /// stored for a recompute.
     SaveComputeBound,
+    /// Everything the region itself runs is recomputed, as with [`Policy::RecomputeAll`], except
+    /// the work of the regions opened in its body (at any depth) whose names match (see
+    /// [`Policy::recompute_all_but`]): such a region runs its body once, in forward, with
+    /// autodiff, and that run is held until backward differentiates it; the recompute takes its
+    /// outputs from it rather than running it again.
+    RecomputeAllBut(KeptRegions),
+}
+
+impl Policy {
+    /// Recomputes everything but the regions opened in the body whose names match one of
+    /// `patterns` (`*` stands for any run of characters): what a region keeps is chosen by name,
+    /// outside the code of what it nests (torch_remat's SAVE regions, torchtitan's
+    /// `save_regions`).
+    ///
+    /// A kept region's own nested regions run as their code says (tracked, so a recomputed one
+    /// among them is a region node of its own). A kept region that draws random numbers (it is
+    /// seeded) leaves the device's generator seeded after its body, in forward and where the
+    /// recompute takes its outputs, so that what the enclosing body draws next is the same in
+    /// both.
+    ///
+    /// ```
+    /// use burn::tensor::{Device, Tensor};
+    /// use burn_checkpoint_22::{Policy, Region};
+    ///
+    /// let device = Device::flex().autodiff();
+    /// let x = Tensor::<2>::ones([8, 16], &device).require_grad();
+    /// let w = Tensor::<2>::ones([16, 16], &device).require_grad();
+    ///
+    /// let block = Region::named("block").policy(Policy::recompute_all_but(["attention.*"]));
+    /// let y = block.run_fn((x.clone(), w.clone()), |(x, w)| {
+    ///     // Held from forward to backward: not run again.
+    ///     let q = Region::named("attention.qkv").run_fn((x, w), |(x, w)| x.matmul(w));
+    ///     // Recomputed in backward, as the rest of the block.
+    ///     q.tanh().exp()
+    /// });
+    /// let grads = y.sum().backward();
+    /// assert!(w.grad(&grads).is_some());
+    /// ```
+    pub fn recompute_all_but<S: Into<String>>(patterns: impl IntoIterator<Item = S>) -> Self {
+        Policy::RecomputeAllBut(KeptRegions::new(patterns))
+    }
+
+    /// The names this policy keeps, if it keeps any.
+    pub(crate) fn kept(&self) -> Option<&KeptRegions> {
+        match self {
+            Policy::RecomputeAllBut(kept) => Some(kept),
+            _ => None,
+        }
+    }
 }

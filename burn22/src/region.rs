@@ -1,17 +1,22 @@
 //! The per-thread region state: which regions are open, what a top-level region is called, how a
 //! plan has it run, what the memory report hears of it, the seeds regions draw (recorded in
 //! forward, replayed when backward runs a body again), and which region names have had their
-//! recompute checked. Regions here open and close around their forward call; backward runs a
-//! region's body again under [`recomputing`], where the regions it opens are nested ones (no name
-//! index, no plan, nothing reported).
+//! recompute checked, and the runs of regions kept by name ([`Held`]: made in a region node's
+//! forward, taken by its recompute). Regions here open and close around their forward call;
+//! backward runs a region's body again under [`recomputing`], where the regions it opens are
+//! nested ones (no name index, no plan, nothing reported).
 
+use std::any::Any;
 use std::cell::{Cell, RefCell};
 use std::collections::{HashSet, VecDeque};
+use std::sync::Arc;
 
+use burn::backend::DispatchTensor;
+use burn::module::ParamId;
 use burn::tensor::Device;
 use burn_checkpoint_core::memory::recording;
 use burn_checkpoint_core::planner;
-use burn_checkpoint_core::{RegionId, RegionName, Treatment};
+use burn_checkpoint_core::{KeptRegions, RegionId, RegionName, Treatment};
 
 use crate::policy::Policy;
 use crate::seed::region_seed;
@@ -31,6 +36,67 @@ thread_local! {
     /// The region names whose first instance on this thread has been checked (its body run a
     /// second time, compared with its forward: `check.rs`).
     static CHECKED: RefCell<HashSet<String>> = RefCell::new(HashSet::new());
+    /// Where the runs of regions kept by name go and come from, innermost last.
+    static HOLDING: RefCell<Vec<Holding>> = const { RefCell::new(Vec::new()) };
+}
+
+/// The run of a region kept by name ([`Policy::recompute_all_but`](crate::Policy::recompute_all_but)):
+/// its body, run once in the forward of the region node it is nested in, with autodiff on fresh
+/// leaves of its tensors. The node's recompute builds the kept region's node from it (its
+/// gradient is this run's) instead of running the body again.
+#[derive(Clone)]
+pub(crate) struct Held {
+    /// The leaves: the region's inputs, then the parameters its body used.
+    pub(crate) leaves: Vec<DispatchTensor>,
+    /// Which parameters the leaves after the inputs are, in order.
+    pub(crate) params: Vec<ParamId>,
+    /// What the body gave (tracked).
+    pub(crate) outputs: Vec<DispatchTensor>,
+    /// The seeds the regions nested in it drew: where it is taken, the recompute skips them.
+    pub(crate) nested_seeds: Vec<u64>,
+    /// The arrangement of its outputs (the region's `O::Layout`).
+    pub(crate) layout: Arc<dyn Any + Send + Sync>,
+    name: RegionName,
+}
+
+impl std::fmt::Debug for Held {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "Held({}: {} leaves, {} outputs)",
+            self.name,
+            self.leaves.len(),
+            self.outputs.len()
+        )
+    }
+}
+
+/// One frame of [`HOLDING`].
+enum Holding {
+    /// A region node's forward (untracked): regions its policy keeps by name run held, and their
+    /// runs are added here (its node holds them).
+    Recording {
+        kept: Option<KeptRegions>,
+        /// The parameters the node's forward runs on stand-ins of: a kept region's run makes
+        /// leaves of those it uses.
+        stand_ins: Arc<HashSet<ParamId>>,
+        held: Vec<Held>,
+    },
+    /// A recompute (or the recompute check): the runs its region's forward held, in order.
+    Replaying(VecDeque<Held>),
+    /// A kept region's own run (tracked): the regions it opens run as their code says.
+    Barrier,
+}
+
+/// What a region kept by name does with its run.
+pub(crate) enum Hold {
+    /// Runs its body held (autodiff on leaves) and adds the run to the enclosing node's forward.
+    Run,
+    /// Adds this run, which the recompute it is in replays, to the enclosing node's forward (a
+    /// node inside that recompute holds it again, for its own recompute).
+    Pass(Held),
+    /// Builds its node from this run (it is in the recompute of the node that held it).
+    Node(Held),
 }
 
 /// The seeds drawn by seeded regions (see [`crate::Region::seeded`]).
@@ -57,6 +123,8 @@ pub(crate) enum Run {
     SaveComputeBound,
     /// A region node, its stored inputs on the device (`offload: false`) or in host memory.
     Region { offload: bool },
+    /// Kept by name by the region node it is nested in: see [`Opened::hold`].
+    Held,
 }
 
 /// An open region; closing it (dropping, panics included) restores the depth and the seed
@@ -71,6 +139,8 @@ pub(crate) struct Opened {
     pub(crate) memory_bound: bool,
     /// Whether a plan in force chose how it runs.
     pub(crate) planned: bool,
+    /// With [`Run::Held`]: what it does with its run.
+    pub(crate) hold: Option<Hold>,
     top_level: bool,
     /// Whether it still records seeds (until [`Opened::nested_seeds`] takes them).
     recording: bool,
@@ -78,7 +148,7 @@ pub(crate) struct Opened {
 
 /// Opens a region called `name` whose code asks for `policy` and `offload`: a top-level region
 /// gets the next index of its name and runs as the plan in force says (if it names it).
-pub(crate) fn open(name: RegionName, policy: Policy, offload: bool) -> Opened {
+pub(crate) fn open(name: RegionName, policy: &Policy, offload: bool) -> Opened {
     let top_level = DEPTH.with(|depth| {
         let top_level = depth.get() == 0;
         depth.set(depth.get() + 1);
@@ -86,7 +156,7 @@ pub(crate) fn open(name: RegionName, policy: Policy, offload: bool) -> Opened {
     });
     SEEDS.with(|seeds| seeds.borrow_mut().recording.push(Vec::new()));
     let coded = match policy {
-        Policy::RecomputeAll => Run::Region { offload },
+        Policy::RecomputeAll | Policy::RecomputeAllBut(_) => Run::Region { offload },
         Policy::SaveComputeBound => Run::SaveComputeBound,
     };
     let mut opened = Opened {
@@ -94,6 +164,7 @@ pub(crate) fn open(name: RegionName, policy: Policy, offload: bool) -> Opened {
         slot: None,
         memory_bound: SAVING.with(|saving| saving.borrow().last() == Some(&true)),
         planned: false,
+        hold: None,
         top_level,
         recording: true,
     };
@@ -115,6 +186,9 @@ pub(crate) fn open(name: RegionName, policy: Policy, offload: bool) -> Opened {
             recording::top_level_opened(&id.name, id.index, planned);
             opened.slot = recording::current_region();
         }
+    } else if let Some(hold) = hold(&name) {
+        opened.run = Run::Held;
+        opened.hold = Some(hold);
     }
     SAVING.with(|saving| {
         saving
@@ -181,8 +255,9 @@ impl Opened {
 }
 
 /// Runs `f` (a region's body run again in backward) with the regions it opens nested, the seeds
-/// its forward recorded replayed to them, and [`is_recomputing`] true.
-pub(crate) fn recomputing<R>(nested_seeds: &[u64], f: impl FnOnce() -> R) -> R {
+/// its forward recorded replayed to them, the runs of the regions it kept by name (`held`) given
+/// to them, and [`is_recomputing`] true.
+pub(crate) fn recomputing<R>(nested_seeds: &[u64], held: &[Held], f: impl FnOnce() -> R) -> R {
     struct Close;
     impl Drop for Close {
         fn drop(&mut self) {
@@ -202,6 +277,7 @@ pub(crate) fn recomputing<R>(nested_seeds: &[u64], f: impl FnOnce() -> R) -> R {
         // record (for their own recomputes).
     });
     let _close = Close;
+    let _frame = Frame::push(Holding::Replaying(held.iter().cloned().collect()));
     f()
 }
 
@@ -215,4 +291,136 @@ pub(crate) fn is_recomputing() -> bool {
 /// name says yes, later ones no.
 pub(crate) fn check_first(name: &RegionName) -> bool {
     CHECKED.with(|checked| checked.borrow_mut().insert(name.to_string()))
+}
+
+/// Whether a nested region called `name` is kept by name here, and what it does with its run.
+fn hold(name: &RegionName) -> Option<Hold> {
+    HOLDING.with(|holding| {
+        let mut holding = holding.borrow_mut();
+        let (innermost, outer) = holding.split_last_mut()?;
+        let is_next = |queue: &VecDeque<Held>| queue.front().is_some_and(|held| held.name == *name);
+        match innermost {
+            Holding::Barrier => None,
+            // In a recompute's body: the run its forward held, if it is this region's.
+            Holding::Replaying(queue) => is_next(queue)
+                .then(|| queue.pop_front())
+                .flatten()
+                .map(Hold::Node),
+            Holding::Recording { kept, .. } => {
+                // A node's forward inside a recompute: the run that recompute's forward held, if
+                // it is this region's (nothing between them but this forward).
+                if let Some(Holding::Replaying(queue)) = outer.last_mut()
+                    && is_next(queue)
+                {
+                    return queue.pop_front().map(Hold::Pass);
+                }
+                kept.as_ref()
+                    .is_some_and(|kept| kept.keeps(name))
+                    .then_some(Hold::Run)
+            }
+        }
+    })
+}
+
+/// Runs `f`, the forward of a region node whose policy keeps `kept` by name (on untracked
+/// tensors), and returns what it gave with the runs of the regions it kept, in order.
+pub(crate) fn recording_held<R>(
+    kept: Option<KeptRegions>,
+    stand_ins: HashSet<ParamId>,
+    f: impl FnOnce() -> R,
+) -> (R, Vec<Held>) {
+    // A region inside a node's forward builds no node (nothing there is tracked): the regions
+    // it opens hold their runs for that node.
+    if HOLDING.with(|holding| matches!(holding.borrow().last(), Some(Holding::Recording { .. }))) {
+        return (f(), Vec::new());
+    }
+    let _frame = Frame::push(Holding::Recording {
+        kept,
+        stand_ins: Arc::new(stand_ins),
+        held: Vec::new(),
+    });
+    let value = f();
+    let held = HOLDING.with(|holding| match holding.borrow_mut().last_mut() {
+        Some(Holding::Recording { held, .. }) => std::mem::take(held),
+        _ => Vec::new(),
+    });
+    (value, held)
+}
+
+/// The parameters the innermost node's forward runs on stand-ins of (see [`Hold::Run`]).
+pub(crate) fn stand_ins() -> Arc<HashSet<ParamId>> {
+    HOLDING.with(|holding| match holding.borrow().last() {
+        Some(Holding::Recording { stand_ins, .. }) => stand_ins.clone(),
+        _ => Arc::default(),
+    })
+}
+
+/// Runs `f`, a kept region's own run: the regions it opens run as their code says.
+pub(crate) fn held_run<R>(f: impl FnOnce() -> R) -> R {
+    let _frame = Frame::push(Holding::Barrier);
+    f()
+}
+
+/// Adds `held`, the run of a region kept by name, to the forward of the node it is nested in.
+pub(crate) fn add_held(held: Held) {
+    HOLDING.with(|holding| {
+        if let Some(Holding::Recording { held: runs, .. }) = holding.borrow_mut().last_mut() {
+            runs.push(held);
+        }
+    });
+}
+
+/// The seeds the regions nested in a kept region drew (`count` of them, recorded where it ran),
+/// skipped by the recompute that takes its run, and recorded again by the regions open around
+/// it (a node's forward in that recompute holds the run again).
+pub(crate) fn skip_nested_seeds(count: usize) {
+    SEEDS.with(|seeds| {
+        let mut seeds = seeds.borrow_mut();
+        let skipped: Vec<u64> = match seeds.replaying.last_mut() {
+            Some(queue) => (0..count).filter_map(|_| queue.pop_front()).collect(),
+            None => Vec::new(),
+        };
+        // The innermost recording is the kept region's own.
+        let enclosing = seeds.recording.len().saturating_sub(1);
+        for recording in &mut seeds.recording[..enclosing] {
+            recording.extend(&skipped);
+        }
+    });
+}
+
+impl Held {
+    /// A kept region's run: its leaves (inputs, then the parameters `params`), its outputs and
+    /// the seeds its nested regions drew.
+    pub(crate) fn new(
+        name: RegionName,
+        leaves: Vec<DispatchTensor>,
+        params: Vec<ParamId>,
+        (outputs, layout): (Vec<DispatchTensor>, Arc<dyn Any + Send + Sync>),
+        nested_seeds: Vec<u64>,
+    ) -> Self {
+        Self {
+            leaves,
+            params,
+            outputs,
+            nested_seeds,
+            layout,
+            name,
+        }
+    }
+}
+
+/// A frame of [`HOLDING`], popped when dropped (panics included).
+struct Frame;
+
+impl Frame {
+    fn push(frame: Holding) -> Frame {
+        HOLDING.with(|holding| holding.borrow_mut().push(frame));
+        Frame
+    }
+}
+
+impl Drop for Frame {
+    fn drop(&mut self) {
+        let _ = HOLDING.try_with(|holding| holding.borrow_mut().pop());
+    }
 }

@@ -286,4 +286,8 @@ fn gpt_blocks_as_regions_give_the_gradients_of_plain_autodiff() {
     assert_eq!(plain.iter().flatten().count(), 2 + 2 * 16 + 3);
     assert!(grads(Cut::Each) == plain, "every block a region");
     assert!(grads(Cut::EverySecond) == plain, "every second block");
+    assert!(
+        grads(Cut::EachKeepingAttention) == plain,
+        "every block a region keeping its attention by name"
+    );
 }

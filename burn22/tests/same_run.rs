@@ -75,6 +75,11 @@ enum Cut {
     SavingPairs,
     /// A region per pair of blocks, each block a `SaveComputeBound` region inside.
     NestedSaving,
+    /// A region per pair of blocks keeping its first block's region by name
+    /// (`Policy::recompute_all_but`), the second recomputed.
+    KeptByName,
+    /// The same, the kept region two deep (inside a recomputed region inside the pair's).
+    KeptDeep,
 }
 
 const WIDTH: usize = 12;
@@ -166,6 +171,16 @@ impl Net {
                     let x = saving().run(&pair.first, x, |b, x| b.forward(x));
                     saving().run(&pair.second, x, |b, x| b.forward(x))
                 }),
+                Cut::KeptByName => keeping_first().run(pair, x, |pair, x| {
+                    let x = Region::named("first").run(&pair.first, x, |b, x| b.forward(x));
+                    Region::named("second").run(&pair.second, x, |b, x| b.forward(x))
+                }),
+                Cut::KeptDeep => keeping_first().run(pair, x, |pair, x| {
+                    Region::named("middle").run(pair, x, |pair, x| {
+                        let x = Region::named("first").run(&pair.first, x, |b, x| b.forward(x));
+                        Region::named("second").run(&pair.second, x, |b, x| b.forward(x))
+                    })
+                }),
             };
         }
         if let Some(noisy) = &self.noisy {
@@ -174,6 +189,10 @@ impl Net {
                 Cut::Saving | Cut::SavingPairs => {
                     saving().run(noisy, x, |noisy, x| noisy.forward(x))
                 }
+                // The noisy block kept by name inside a region around it and the head's input.
+                Cut::KeptByName | Cut::KeptDeep => keeping_noisy().run(noisy, x, |noisy, x| {
+                    Region::named("noisy").run(noisy, x, |noisy, x| noisy.forward(x))
+                }),
                 _ => Region::named("noisy").run(noisy, x, |noisy, x| noisy.forward(x)),
             };
         }
@@ -183,6 +202,16 @@ impl Net {
         };
         self.head.forward(x)
     }
+}
+
+/// A region recomputing all but its nested region `first`.
+fn keeping_first() -> Region {
+    Region::named("pair").policy(Policy::recompute_all_but(["fir*"]))
+}
+
+/// A region recomputing all but its nested region `noisy`.
+fn keeping_noisy() -> Region {
+    Region::named("around noisy").policy(Policy::recompute_all_but(["noisy"]))
 }
 
 /// A region keeping its compute-bound outputs.
@@ -364,6 +393,100 @@ fn save_compute_bound_regions_give_the_plain_run_dropout_inside_included() {
             "NestedSaving on {device:?}"
         );
     }
+}
+
+/// Regions kept by name (`Policy::recompute_all_but`), nested one and two deep in a recomputed
+/// region, on a plain run and under Burn's Balanced checkpointing, and under plans that keep,
+/// save compute-bound outputs of or recompute the enclosing region: the plain run, lazy
+/// parameters and dropouts before and after included.
+#[test]
+fn regions_kept_by_name_give_the_plain_run() {
+    let _generator = generator();
+    for device in [
+        Device::flex().autodiff(),
+        Device::flex().autodiff().gradient_checkpointing(),
+    ] {
+        let plain = train(&device, Cut::None, ALL_BUT_NOISY);
+        for cut in [Cut::KeptByName, Cut::KeptDeep] {
+            assert_eq!(
+                train(&device, cut, ALL_BUT_NOISY),
+                plain,
+                "{cut:?} on {device:?}"
+            );
+        }
+        let plan = pair_plan(&[
+            Treatment::Keep,
+            Treatment::SaveComputeBound,
+            Treatment::RecomputeAll,
+        ]);
+        assert_eq!(
+            plan.run(|| train(&device, Cut::KeptByName, ALL_BUT_NOISY)),
+            plain,
+            "a plan on {device:?}"
+        );
+    }
+}
+
+/// A region kept by name with a dropout inside is seeded (the documented exception): the same
+/// run every time.
+#[test]
+fn a_region_kept_by_name_with_a_dropout_inside_gives_the_same_run_every_time() {
+    let _generator = generator();
+    let device = Device::flex().autodiff();
+    let noisy = Shape {
+        noisy: true,
+        ..ALL_BUT_NOISY
+    };
+    let first = train(&device, Cut::KeptByName, ALL_BUT_NOISY);
+    assert!(
+        train(&device, Cut::KeptByName, ALL_BUT_NOISY) == first,
+        "without noise"
+    );
+    let first = train(&device, Cut::KeptByName, noisy);
+    assert!(
+        train(&device, Cut::KeptByName, noisy) == first,
+        "run to run"
+    );
+    assert!(
+        train(&device, Cut::KeptDeep, noisy) == first,
+        "kept two deep"
+    );
+}
+
+/// A region kept by name runs its body once a step: in the enclosing region's forward. The
+/// enclosing region's recompute (and its first instance's check) takes the run it held.
+#[test]
+fn a_region_kept_by_name_runs_its_body_once() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static KEPT: AtomicUsize = AtomicUsize::new(0);
+    static RECOMPUTED: AtomicUsize = AtomicUsize::new(0);
+    let device = Device::flex().autodiff();
+    let x = Tensor::<2>::ones([3, 4], &device).require_grad();
+    let w = Tensor::<2>::ones([4, 4], &device).require_grad();
+    let mut recomputed = 0;
+    for step in 1..=3 {
+        let y = Region::named("block")
+            .policy(Policy::recompute_all_but(["kept"]))
+            .run_fn((x.clone(), w.clone()), |(x, w)| {
+                let h = Region::named("kept").run_fn((x, w.clone()), |(x, w)| {
+                    KEPT.fetch_add(1, Ordering::Relaxed);
+                    x.matmul(w).tanh()
+                });
+                Region::named("recomputed").run_fn((h, w), |(h, w)| {
+                    RECOMPUTED.fetch_add(1, Ordering::Relaxed);
+                    h.matmul(w).exp()
+                })
+            });
+        let grads = y.sum().backward();
+        assert!(x.grad(&grads).is_some() && w.grad(&grads).is_some());
+        assert_eq!(KEPT.load(Ordering::Relaxed), step, "step {step}");
+        // The recomputed one: in the block's forward, and in its recompute both its own forward
+        // and its own recompute (and the first step checks both regions' recomputes).
+        let now = RECOMPUTED.swap(0, Ordering::Relaxed);
+        recomputed += now;
+        assert_eq!(now, if step == 1 { 5 } else { 3 }, "step {step}");
+    }
+    assert_eq!(recomputed, 11);
 }
 
 /// A plan choosing save-compute-bound for some instances of a region, keep or recompute for

@@ -150,6 +150,10 @@ impl DenseNet {
                         };
                         region.run(layer, features.clone(), |layer, f| layer.forward(f))
                     }
+                    // No attention in a dense layer: nothing nested is kept.
+                    Unit::KeepingAttention => region
+                        .policy(Policy::recompute_all_but(["attention"]))
+                        .run(layer, features.clone(), |layer, f| layer.forward(f)),
                     Unit::SavingComputeBound => region.policy(Policy::SaveComputeBound).run(
                         layer,
                         features.clone(),

@@ -11,7 +11,7 @@ use burn::nn::{
     Embedding, EmbeddingConfig, Gelu, LayerNorm, LayerNormConfig, Linear, LinearConfig,
 };
 use burn::tensor::{Device, Distribution, Int, Tensor};
-use burn_checkpoint_22::{Policy, checkpoint};
+use burn_checkpoint_22::{Policy, Region, checkpoint};
 
 use crate::{Cut, Unit};
 
@@ -42,11 +42,36 @@ impl Block {
         self.forward(x)
     }
 
+    /// The block as a region that recomputes all but its attention, a region named
+    /// `attention` (`Policy::recompute_all_but`).
+    fn region_keeping_attention(&self, x: Tensor<3>) -> Tensor<3> {
+        Region::named("Block")
+            .policy(Policy::recompute_all_but(["attention"]))
+            .run(self, x, |block, x| block.forward_parts(x, true))
+    }
+
     fn forward(&self, x: Tensor<3>) -> Tensor<3> {
-        let [batch, seq, _] = x.dims();
-        let mask = generate_autoregressive_mask(batch, seq, &x.device());
-        let input = MhaInput::self_attn(self.norm1.forward(x.clone())).mask_attn(mask);
-        let x = x + self.attention.forward(input).context;
+        self.forward_parts(x, false)
+    }
+
+    /// The block, its attention a region named `attention` if `named` (only the cut that keeps
+    /// it opens it: inside a `SaveComputeBound` block a nested region is a memory-bound op, and
+    /// outside regions one of its own).
+    fn forward_parts(&self, x: Tensor<3>, named: bool) -> Tensor<3> {
+        let attention = |attention: &MultiHeadAttention, normed: Tensor<3>| {
+            let [batch, seq, _] = normed.dims();
+            let mask = generate_autoregressive_mask(batch, seq, &normed.device());
+            attention
+                .forward(MhaInput::self_attn(normed).mask_attn(mask))
+                .context
+        };
+        let normed = self.norm1.forward(x.clone());
+        let attended = if named {
+            Region::named("attention").run(&self.attention, normed, attention)
+        } else {
+            attention(&self.attention, normed)
+        };
+        let x = x + attended;
         let h = self
             .gelu
             .forward(self.up.forward(self.norm2.forward(x.clone())));
@@ -153,6 +178,7 @@ impl Gpt {
                 Unit::Region { offloaded: false } => block.region(x),
                 Unit::Region { offloaded: true } => block.offloaded_region(x),
                 Unit::SavingComputeBound => block.saving_region(x),
+                Unit::KeepingAttention => block.region_keeping_attention(x),
                 Unit::Plain => block.forward(x),
             };
         }

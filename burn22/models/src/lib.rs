@@ -34,6 +34,11 @@ pub enum Cut {
     /// inside a dense layer, its concatenation, first batch norm and ReLU are a region of their
     /// own, which Balanced recomputes (the "memory-efficient DenseNet" trade).
     EachSavingComputeBound,
+    /// Every unit a region recomputing all but its attention (`Policy::recompute_all_but`
+    /// naming the region `attention` a GPT block opens around burn-nn's `MultiHeadAttention`):
+    /// the attention's work is held from forward to backward. DenseNet's layers hold no
+    /// attention: for them it is [`Cut::Each`].
+    EachKeepingAttention,
 }
 
 /// How one unit runs under a [`Cut`].
@@ -46,6 +51,8 @@ pub enum Unit {
     Region { offloaded: bool },
     /// A region keeping its compute-bound outputs.
     SavingComputeBound,
+    /// A region recomputing all but its nested region `attention`.
+    KeepingAttention,
 }
 
 impl Cut {
@@ -58,6 +65,7 @@ impl Cut {
             Cut::EverySecond if index.is_multiple_of(2) => Unit::Region { offloaded: false },
             Cut::EverySecond => Unit::Plain,
             Cut::EachSavingComputeBound => Unit::SavingComputeBound,
+            Cut::EachKeepingAttention => Unit::KeepingAttention,
         }
     }
 }
