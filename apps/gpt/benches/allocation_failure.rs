@@ -101,9 +101,14 @@ where
     let mut batch = 1;
     while batch <= args.largest {
         let before = PANICS.lock().map(|p| p.len()).unwrap_or(0);
+        // Said before the step: a step that never ends (a hang, or a cold kernel cache) shows.
+        println!("{on}: batch {batch}: stepping");
         let start = Instant::now();
         match catch_unwind(AssertUnwindSafe(|| step::<B>(&args.shape, batch))) {
-            Ok(loss) => println!("{on}: batch {batch} trained (loss {loss:.4})"),
+            Ok(loss) => println!(
+                "{on}: batch {batch} trained in {:.1} s (loss {loss:.4})",
+                start.elapsed().as_secs_f64()
+            ),
             Err(_) => {
                 let panics = PANICS
                     .lock()
