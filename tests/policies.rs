@@ -162,6 +162,26 @@ fn recompute_all_but_keeps_the_regions_it_names() {
 }
 
 #[test]
+fn a_plan_recomputing_a_region_keeps_what_its_code_names() {
+    use burn_checkpoint::planner::{Plan, Treatment};
+    let (grads, recomputed) = step::<Ckpt>(|x, ws| {
+        Plan::new()
+            .with("block", 0, Treatment::RecomputeAll)
+            .run(|| {
+                Region::named("block")
+                    .policy(Policy::recompute_all_but(["middle"]))
+                    .run(|| {
+                        let h = layers(x, &ws[..1]);
+                        let h = Region::named("middle").run(|| layers(h, &ws[1..2]));
+                        layers(h, &ws[2..])
+                    })
+            })
+    });
+    assert_same(&plain(), &grads);
+    assert_eq!(recomputed.get("matmul"), Some(&2), "{recomputed:?}");
+}
+
+#[test]
 fn a_region_kept_by_name_keeps_its_own_nested_regions_policies() {
     // `middle` is kept at depth two; the region inside it recomputes as its code says.
     let (grads, recomputed) = step::<Ckpt>(|x, ws| {

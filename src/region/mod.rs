@@ -341,6 +341,12 @@ pub(crate) fn open(backend: Option<&'static str>, region: &Region) -> RegionGuar
             Some(treatment) => planned_run(treatment),
             None => (true, region.policy.clone(), region.offload),
         };
+        // A plan recomputing a region that keeps nested regions by name keeps them too: which
+        // regions it keeps is what its code says.
+        let policy = match (&policy, &region.policy) {
+            (Policy::RecomputeAll, Policy::RecomputeAllBut(_)) => region.policy.clone(),
+            _ => policy,
+        };
         // A recomputed region that keeps this one by name (`Policy::recompute_all_but`): every
         // op of its body keeps its output.
         let kept = state
