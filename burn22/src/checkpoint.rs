@@ -444,11 +444,11 @@ impl Region {
             device.seed(after_recompute(seed));
         }
         region::add_held(held.clone());
-        let layout = held
-            .layout
-            .downcast_ref::<O::Layout>()
-            .expect("a held run's outputs are the region's");
-        O::unflatten(layout, &mut held.outputs.into_iter().map(params::untracked))
+        let layout = held.layout::<O::Layout>();
+        O::unflatten(
+            &layout,
+            &mut held.outputs.into_iter().map(params::untracked),
+        )
     }
 
     /// The node of a region kept by name, in the recompute of the node that held its run:
@@ -469,11 +469,7 @@ impl Region {
         O: RegionTensors,
         F: Fn(&M, I) -> O + Send + Sync + 'static,
     {
-        let layout = held
-            .layout
-            .downcast_ref::<O::Layout>()
-            .expect("a held run's outputs are the region's")
-            .clone();
+        let layout = held.layout::<O::Layout>();
         let input_count = tensors.len();
         tensors.extend(params::values_of(module, &held.params));
         let outputs = held

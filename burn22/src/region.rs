@@ -389,6 +389,14 @@ pub(crate) fn skip_nested_seeds(count: usize) {
 }
 
 impl Held {
+    /// The arrangement of its outputs, the region's `O::Layout`.
+    pub(crate) fn layout<L: Clone + 'static>(&self) -> L {
+        self.layout
+            .downcast_ref::<L>()
+            .expect("a held run's outputs are the region's")
+            .clone()
+    }
+
     /// A kept region's run: its leaves (inputs, then the parameters `params`), its outputs and
     /// the seeds its nested regions drew.
     pub(crate) fn new(
