@@ -61,8 +61,8 @@ pub enum Policy {
     Custom(SavePredicate),
     /// Everything the region itself runs is recomputed, as with [`Policy::RecomputeAll`], except
     /// the work of the regions nested in it whose names match (see
-    /// [`Policy::recompute_all_but`]): every op those run keeps its output, as plain autodiff
-    /// would, so backward recomputes none of it.
+    /// [`Policy::recompute_all_but`]): the ops those run are Burn's own, held as plain autodiff
+    /// holds them, so backward recomputes none of them.
     RecomputeAllBut(KeptRegions),
 }
 
@@ -140,11 +140,6 @@ impl Policy {
     /// Whether a region called `name`, nested in a region of this policy, keeps its work.
     pub(crate) fn keeps(&self, name: &RegionName) -> bool {
         matches!(self, Policy::RecomputeAllBut(kept) if kept.keeps(name))
-    }
-
-    /// The policy of a region kept by name: every op it runs keeps its output.
-    pub(crate) fn save_all() -> Self {
-        Policy::custom(|_| Decision::Save)
     }
 }
 

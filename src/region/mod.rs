@@ -347,13 +347,12 @@ pub(crate) fn open(backend: Option<&'static str>, region: &Region) -> RegionGuar
             (Policy::RecomputeAll, Policy::RecomputeAllBut(_)) => region.policy.clone(),
             _ => policy,
         };
-        // A recomputed region that keeps this one by name (`Policy::recompute_all_but`): every
-        // op of its body keeps its output.
+        // A recomputed region that keeps this one by name (`Policy::recompute_all_but`): the ops
+        // of its body run as Burn's own, as outside regions (`op_context`).
         let kept = state
             .stack
             .iter()
             .any(|frame| frame.active && frame.policy.keeps(&id.name));
-        let policy = if kept { Policy::save_all() } else { policy };
         if top_level && recording::on() {
             recording::top_level_opened(&id.name, id.index, planned);
         }
@@ -365,6 +364,7 @@ pub(crate) fn open(backend: Option<&'static str>, region: &Region) -> RegionGuar
             decorated_ops: 0,
             policy,
             offload,
+            kept,
         });
         RegionGuard {
             instance,
@@ -432,6 +432,8 @@ struct Frame {
     policy: Policy,
     /// Whether what the region stores waits in host memory (for the regions nested in it too).
     offload: bool,
+    /// Kept by name by an enclosing region: the ops it runs itself are Burn's own.
+    kept: bool,
 }
 
 #[derive(Default)]
@@ -475,11 +477,15 @@ pub(crate) fn op_context() -> OpContext {
         OpContext {
             offload,
             // Only a region a plan keeps is inactive, and only a top-level one: the root is the
-            // first active frame.
+            // first active frame. The ops a region kept by name runs itself are Burn's own, as
+            // outside regions: held as plain autodiff holds them (their operands made in the
+            // enclosing region stored at their first use, as at any region's boundary).
             root: state
                 .stack
-                .iter()
-                .find(|frame| frame.active)
+                .last()
+                .is_none_or(|innermost| !innermost.kept)
+                .then(|| state.stack.iter().find(|frame| frame.active))
+                .flatten()
                 .map(|frame| frame.instance),
             watch,
             policy,
