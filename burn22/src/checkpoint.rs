@@ -395,9 +395,9 @@ impl Region {
         F: Fn(&M, I) -> O + Send + Sync + 'static,
     {
         let device = params::device_of(&tensors[0]);
-        let held = match hold {
+        let (held, node_params) = match hold {
             Hold::Run => {
-                let leaves: Vec<_> = tensors.into_iter().map(params::leaf).collect();
+                let leaves: Vec<_> = tensors.iter().cloned().map(params::leaf).collect();
                 let (module, params) = params::with_leaves(module, &region::stand_ins());
                 if let Some(seed) = seed {
                     device.seed(seed);
@@ -411,37 +411,36 @@ impl Region {
                 let layout: Arc<dyn Any + Send + Sync> = Arc::new(outputs.layout());
                 let mut flat = Vec::new();
                 outputs.flatten(&mut flat);
-                let (ids, param_leaves) = params.taken();
+                let (params, param_leaves) = params.taken();
                 let mut leaves = leaves;
                 leaves.extend(param_leaves);
-                Held::new(
-                    self.name.clone(),
+                let held = Held {
+                    name: self.name.clone(),
                     leaves,
-                    ids,
-                    (flat, layout),
-                    opened.nested_seeds(),
-                )
+                    params,
+                    outputs: flat,
+                    nested_seeds: opened.nested_seeds(),
+                    layout,
+                };
+                (held, None)
             }
             Hold::Pass(held) => {
                 // Its parameters count as used by the node whose forward this is (their
                 // stand-ins read): that node's recompute gives them their leaves.
-                drop(params::values_of(module, &held.params));
-                region::skip_nested_seeds(held.nested_seeds.len());
-                let _ = opened.nested_seeds();
-                held
+                drop(taking(module, &mut opened, &held));
+                (held, None)
             }
             Hold::Node(held) => {
-                region::skip_nested_seeds(held.nested_seeds.len());
-                let _ = opened.nested_seeds();
-                if let Some(seed) = seed {
-                    device.seed(after_recompute(seed));
-                }
-                return self.held_node(module, tensors, input_layout, forward, seed, held);
+                let values = taking(module, &mut opened, &held);
+                (held, Some(values))
             }
         };
         if let Some(seed) = seed {
-            // Where the recompute that takes this run leaves it too (see `Hold::Node`).
+            // Where the kept region's run left it, wherever the run is taken.
             device.seed(after_recompute(seed));
+        }
+        if let Some(values) = node_params {
+            return self.held_node(module, tensors, values, input_layout, forward, seed, held);
         }
         region::add_held(held.clone());
         let layout = held.layout::<O::Layout>();
@@ -454,10 +453,12 @@ impl Region {
     /// The node of a region kept by name, in the recompute of the node that held its run:
     /// over the recompute's tensors (its inputs, then the parameters the run used), its backward
     /// differentiating the run.
+    #[allow(clippy::too_many_arguments)]
     fn held_node<M, I, O, F>(
         &self,
         module: &M,
         mut tensors: Vec<DispatchTensor>,
+        param_values: Vec<DispatchTensor>,
         input_layout: &I::Layout,
         forward: F,
         seed: Option<u64>,
@@ -471,7 +472,7 @@ impl Region {
     {
         let layout = held.layout::<O::Layout>();
         let input_count = tensors.len();
-        tensors.extend(params::values_of(module, &held.params));
+        tensors.extend(param_values);
         let outputs = held
             .outputs
             .iter()
@@ -575,7 +576,7 @@ impl Region {
 /// [`Region::offloaded`] offloads.
 ///
 /// ```
-/// use burn::module::{Module, ParamId};
+/// use burn::module::Module;
 /// use burn::nn::{Linear, LinearConfig};
 /// use burn::tensor::{Device, Tensor};
 /// use burn_checkpoint_22::checkpoint;
@@ -642,6 +643,14 @@ where
 
 /// A kept seeded region's outputs: in backward, the generator is left as a recompute would
 /// leave it.
+/// Where a kept region's run is taken (passed on or made a node): the seeds its nested regions
+/// drew skipped, and the values of the parameters the run used, read from `module`.
+fn taking<M: Module>(module: &M, opened: &mut region::Opened, held: &Held) -> Vec<DispatchTensor> {
+    region::skip_nested_seeds(held.nested_seeds.len());
+    let _ = opened.nested_seeds();
+    params::values_of(module, &held.params)
+}
+
 /// What a region node's backward runs again: `forward` on `module` with the parameters
 /// `param_ids` replaced by the leaves after the first `input_count` tensors, the inputs those
 /// before, seeded with `seed`.

@@ -56,7 +56,8 @@ pub(crate) struct Held {
     pub(crate) nested_seeds: Vec<u64>,
     /// The arrangement of its outputs (the region's `O::Layout`).
     pub(crate) layout: Arc<dyn Any + Send + Sync>,
-    name: RegionName,
+    /// The kept region's name: a recompute takes the run where it opens a region of that name.
+    pub(crate) name: RegionName,
 }
 
 impl std::fmt::Debug for Held {
@@ -395,25 +396,6 @@ impl Held {
             .downcast_ref::<L>()
             .expect("a held run's outputs are the region's")
             .clone()
-    }
-
-    /// A kept region's run: its leaves (inputs, then the parameters `params`), its outputs and
-    /// the seeds its nested regions drew.
-    pub(crate) fn new(
-        name: RegionName,
-        leaves: Vec<DispatchTensor>,
-        params: Vec<ParamId>,
-        (outputs, layout): (Vec<DispatchTensor>, Arc<dyn Any + Send + Sync>),
-        nested_seeds: Vec<u64>,
-    ) -> Self {
-        Self {
-            leaves,
-            params,
-            outputs,
-            nested_seeds,
-            layout,
-            name,
-        }
     }
 }
 

@@ -315,14 +315,19 @@ pub struct RegionGuard {
     _not_send: PhantomData<*const ()>,
 }
 
-/// How a region runs under a plan's `treatment`: whether it is a region at all (`Keep` is not),
-/// its policy and whether it offloads.
-fn planned_run(treatment: Treatment) -> (bool, Policy, bool) {
+/// How a region whose code asks for `coded` runs under a plan's `treatment`: whether it is a
+/// region at all (`Keep` is not), its policy and whether it offloads. Recomputing keeps what the
+/// code keeps by name (`Policy::recompute_all_but`).
+fn planned_run(treatment: Treatment, coded: &Policy) -> (bool, Policy, bool) {
+    let recompute_all = match coded {
+        Policy::RecomputeAllBut(_) => coded.clone(),
+        _ => Policy::RecomputeAll,
+    };
     match treatment {
         Treatment::Keep => (false, Policy::RecomputeAll, false),
-        Treatment::RecomputeAll => (true, Policy::RecomputeAll, false),
+        Treatment::RecomputeAll => (true, recompute_all, false),
         Treatment::SaveComputeBound => (true, Policy::SaveComputeBound, false),
-        Treatment::Offload => (true, Policy::RecomputeAll, true),
+        Treatment::Offload => (true, recompute_all, true),
         // `Treatment` is non-exhaustive: a plan from a newer crate is refused by name.
         other => panic!("burn-checkpoint cannot run a region under the treatment {other}"),
     }
@@ -338,14 +343,8 @@ pub(crate) fn open(backend: Option<&'static str>, region: &Region) -> RegionGuar
         // A plan decides for top-level regions only; nested ones run as the code says.
         let planned = top_level.then(|| planner::planned(&id)).flatten();
         let (active, policy, offload) = match planned {
-            Some(treatment) => planned_run(treatment),
+            Some(treatment) => planned_run(treatment, &region.policy),
             None => (true, region.policy.clone(), region.offload),
-        };
-        // A plan recomputing a region that keeps nested regions by name keeps them too: which
-        // regions it keeps is what its code says.
-        let policy = match (&policy, &region.policy) {
-            (Policy::RecomputeAll, Policy::RecomputeAllBut(_)) => region.policy.clone(),
-            _ => policy,
         };
         // A recomputed region that keeps this one by name (`Policy::recompute_all_but`): the ops
         // of its body run as Burn's own, as outside regions (`op_context`).
