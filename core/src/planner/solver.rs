@@ -218,7 +218,7 @@ impl Profile {
 
     /// The peak the planner predicts for the instances under `chosen` (the module's
     /// documentation says how).
-    fn predict(&self, chosen: &[Treatment]) -> u64 {
+    pub(super) fn predict(&self, chosen: &[Treatment]) -> u64 {
         let held: Vec<u64> = chosen
             .iter()
             .enumerate()
