@@ -869,13 +869,21 @@ fn user_errors_are_one_line_without_a_backtrace() {
     }
 }
 
-/// The peaks of a `--memory-report FILE`'s profile: every region kept, and the smallest the
-/// planner reaches.
+/// The measured peaks of a `--memory-report FILE`'s profile: every region kept, and the least of
+/// its steps (a measurement, where the planner's `smallest_peak` is a prediction that may be lower:
+/// about 23.4 MiB predicted against 24.7 measured, at backward, where what lies outside the regions
+/// dominates).
 fn profiled_peaks(path: &Path) -> (u64, u64) {
     let planning: densenet_bc::train::report::Planning =
         serde_json::from_slice(&std::fs::read(path).unwrap()).expect("a JSON memory report");
     let profile = planning.profile.expect("the report holds the profile");
-    (profile.largest_peak(), profile.smallest_peak())
+    let least = profile
+        .treatments()
+        .into_iter()
+        .map(|t| profile.step(t).peak_bytes)
+        .min()
+        .expect("a profiled step");
+    (profile.largest_peak(), least)
 }
 
 #[test]
@@ -916,7 +924,9 @@ fn memory_budgets_plan_check_and_change_no_result() {
     let (roof, floor) = profiled_peaks(Path::new(&path("memory.json")));
     assert!(floor < roof, "recomputing holds less: {floor} vs {roof}");
 
-    // A budget between the two: a plan, checked within it, saved; the same results.
+    // A budget between the two measured peaks: a plan, checked within it, saved; the same
+    // results. (Between the roof and the predicted floor, it was once 0.3 MiB above the least
+    // measured step, less than a check's noise: the host meter counts every thread.)
     let budget = (roof + floor) / 2;
     let budgeted = run(
         &[
