@@ -43,13 +43,13 @@ impl Settings {
     pub fn current() -> Settings {
         Settings {
             verify_recomputes: recompute::verifying(),
-            offload_in_flight_limit: offload::offload_in_flight_limit(),
+            offload_in_flight_limit: offload::in_flight_limit(),
         }
     }
 
     /// Puts these settings in force, for the whole process.
     pub fn apply(self) {
         recompute::verify_recomputes(self.verify_recomputes);
-        offload::set_offload_in_flight_limit(self.offload_in_flight_limit);
+        offload::set_in_flight_limit(self.offload_in_flight_limit);
     }
 }

@@ -38,7 +38,7 @@ pub use burn_checkpoint_core::memory::{
 };
 use burn_checkpoint_core::memory::{DeviceMemory, Usage};
 
-/// A device whose memory [`Meter::Device`] reads: its pools' bytes in use and reserved,
+/// A device whose memory [`Meter::device`] reads: its pools' bytes in use and reserved,
 /// through Burn 0.22's `Device::memory_pool_usage` (device-wide). Made from the device by
 /// [`Meter::device`], which refuses a backend without pools (Flex: its tensors are the host's).
 ///

@@ -120,7 +120,7 @@ pub(crate) enum Run {
     /// Its body as plain autodiff ops: a plan keeps it.
     Keep,
     /// Its body as Burn's own ops, its tensors tagged Balanced while it runs
-    /// ([`Policy::SaveComputeBound`](crate::Policy::SaveComputeBound)).
+    /// ([`Policy::SaveComputeBound`]).
     SaveComputeBound,
     /// A region node, its stored inputs on the device (`offload: false`) or in host memory.
     Region { offload: bool },

@@ -1,7 +1,7 @@
 //! Regions on a cubecl runtime: Burn 0.22's wgpu backend (fusion and autotune on, as a Burn user
 //! gets it), over whatever Vulkan adapter the machine has — in CI Mesa's lavapipe, a Vulkan
 //! driver on the CPU (`scripts/setup` installs it). Gradients against plain autodiff on the same
-//! device; the memory report, offload and the planner read through `Meter::Device` (Burn's
+//! device; the memory report, offload and the planner read through `Meter::device` (Burn's
 //! `memory_pool_usage`: bytes in use and reserved).
 //!
 //! Without a Vulkan adapter the tests say so and pass, except under `CI`, where they fail.

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::fmt;
 use std::panic::Location;
 
-/// What names a region: the name given (`#[checkpoint(name = "..")]`, `checkpoint_named`), else
+/// What names a region: the name given (`#[checkpoint(name = "..")]`, `Region::named`), else
 /// the method or function `#[checkpoint]` is on (`crate::module::Type::method`, without generic
 /// arguments), else the place in the source the function form was called from
 /// (`src/model.rs:42:17`).

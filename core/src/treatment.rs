@@ -27,8 +27,8 @@ pub enum Treatment {
 
 impl Treatment {
     /// Every treatment, from the one that holds most to the one that holds least (on a device).
-    /// Which of them a profile measures is its meter's choice
-    /// ([`MemoryMeter::treatments`](crate::memory::MemoryMeter::treatments)).
+    /// Which of them a profile measures is its caller's choice (the treatments given to
+    /// [`Profile::measure`](crate::planner::Profile::measure); each crate's `planner::TREATMENTS`).
     pub const ALL: [Treatment; 4] = [
         Treatment::Keep,
         Treatment::SaveComputeBound,

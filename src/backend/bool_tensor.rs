@@ -7,7 +7,7 @@ forward_ops! {
     fn bool_empty(shape: Shape, device: &Device<Self>, dtype: BoolDType) -> BoolTensor<Self>;
     fn bool_zeros(shape: Shape, device: &Device<Self>, dtype: BoolDType) -> BoolTensor<Self>;
     fn bool_ones(shape: Shape, device: &Device<Self>, dtype: BoolDType) -> BoolTensor<Self>;
-    #[by_hand(Plain, Other, "forwarded (reads data: no graph node), counted in coverage::device_reads")]
+    #[by_hand(Plain, Other, "forwarded (reads data: no graph node), counted in Counters::device_reads")]
     fn bool_into_data(tensor: BoolTensor<Self>) -> impl Future<Output = Result<TensorData, ExecutionError>> + Send {
         crate::counters::note_device_read();
         <Autodiff<I, C> as BoolTensorOps<Autodiff<I, C>>>::bool_into_data(tensor)

@@ -9,7 +9,7 @@ forward_ops! {
     fn float_random(shape: Shape, distribution: Distribution, device: &Device<Self>, dtype: FloatDType) -> FloatTensor<Self>;
     fn float_zeros(shape: Shape, device: &Device<Self>, dtype: FloatDType) -> FloatTensor<Self>;
     fn float_ones(shape: Shape, device: &Device<Self>, dtype: FloatDType) -> FloatTensor<Self>;
-    #[by_hand(Plain, Other, "forwarded (reads data: no graph node), counted in coverage::device_reads")]
+    #[by_hand(Plain, Other, "forwarded (reads data: no graph node), counted in Counters::device_reads")]
     fn float_into_data(tensor: FloatTensor<Self>) -> impl Future<Output = Result<TensorData, ExecutionError>> + Send {
         crate::counters::note_device_read();
         <Autodiff<I, C> as FloatTensorOps<Autodiff<I, C>>>::float_into_data(tensor)

@@ -5,7 +5,7 @@ use super::*;
 forward_ops! {
     impl<I: Backend, C: CheckpointStrategy> IntTensorOps<Self> for Checkpointed<Autodiff<I, C>> {
     fn int_empty(shape: Shape, device: &Device<Self>, dtype: IntDType) -> IntTensor<Self>;
-    #[by_hand(Plain, Other, "forwarded (reads data: no graph node), counted in coverage::device_reads")]
+    #[by_hand(Plain, Other, "forwarded (reads data: no graph node), counted in Counters::device_reads")]
     fn int_into_data(tensor: IntTensor<Self>) -> impl Future<Output = Result<TensorData, ExecutionError>> + Send {
         crate::counters::note_device_read();
         <Autodiff<I, C> as IntTensorOps<Autodiff<I, C>>>::int_into_data(tensor)

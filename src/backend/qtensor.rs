@@ -20,7 +20,7 @@ forward_ops! {
     fn q_device(tensor: &QuantizedTensor<Self>) -> Device<Self>;
     fn q_to_device(tensor: QuantizedTensor<Self>, device: &Device<Self>) -> QuantizedTensor<Self>;
     fn q_reshape(tensor: QuantizedTensor<Self>, shape: Shape) -> QuantizedTensor<Self>;
-    #[by_hand(Plain, Other, "forwarded (reads data: no graph node), counted in coverage::device_reads")]
+    #[by_hand(Plain, Other, "forwarded (reads data: no graph node), counted in Counters::device_reads")]
     fn q_into_data(tensor: QuantizedTensor<Self>) -> impl Future<Output = Result<TensorData, ExecutionError>> + Send {
         crate::counters::note_device_read();
         <Autodiff<I, C> as QTensorOps<Autodiff<I, C>>>::q_into_data(tensor)

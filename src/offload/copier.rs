@@ -18,10 +18,9 @@
 //! copy ([`drop_finished`]).
 //!
 //! Copies in flight hold their device tensor (and, on CUDA, a pinned staging buffer) until they
-//! finish, so their bytes are bounded ([`set_offload_in_flight_limit`]): past the bound, forward
-//! waits for the oldest copies to finish, and says so in [`coverage::offload_copies`].
-//!
-//! [`coverage::offload_copies`]: crate::coverage::offload_copies
+//! finish, so their bytes are bounded ([`Settings::offload_in_flight_limit`](crate::Settings)):
+//! past the bound, forward waits for the oldest copies to finish, and says so in
+//! [`Counters::offload`](crate::counters::Counters::offload).
 
 use std::cell::RefCell;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -38,12 +37,12 @@ static IN_FLIGHT_LIMIT: AtomicUsize = AtomicUsize::new(1 << 30);
 
 /// The most bytes of offload copies that may be in flight per training thread before forward
 /// waits for the oldest (`Settings::offload_in_flight_limit`).
-pub(crate) fn offload_in_flight_limit() -> usize {
+pub(crate) fn in_flight_limit() -> usize {
     IN_FLIGHT_LIMIT.load(Ordering::Relaxed)
 }
 
-/// Sets the bound of [`offload_in_flight_limit`], for every thread.
-pub(crate) fn set_offload_in_flight_limit(bytes: usize) {
+/// Sets the bound of [`in_flight_limit`], for every thread.
+pub(crate) fn set_in_flight_limit(bytes: usize) {
     IN_FLIGHT_LIMIT.store(bytes, Ordering::Relaxed);
 }
 
@@ -145,7 +144,7 @@ pub(crate) fn submit(bytes: usize, copy: impl FnOnce() -> Leftover + Send + 'sta
         let mut copier = copier.borrow_mut();
         let copier = copier.get_or_insert_with(Copier::start);
         let in_flight = Arc::clone(&copier.in_flight);
-        let limit = offload_in_flight_limit();
+        let limit = in_flight_limit();
         {
             let mut copies = in_flight.wait_until(in_flight.lock(), false, |copies| {
                 copies.bytes == 0 || copies.bytes + bytes <= limit

@@ -2,9 +2,10 @@
 //! Everything offload is lives here: the host copies and their registry, the flag that tells the
 //! recompute machinery that the region op being built offloads, the outputs a policy marked
 //! ([`Decision::Offload`](crate::Decision::Offload)). The bytes are counted in
-//! burn-checkpoint-core's `memory::offloaded_bytes`, which the memory report reads.
+//! burn-checkpoint-core's memory module (`memory::OffloadedBytes` here), which the memory report
+//! reads.
 //!
-//! A region whose policy offloads ([`Policy::offloaded`](crate::Policy::offloaded)) keeps each
+//! A region whose policy offloads ([`Region::offloaded`](crate::Region::offloaded)) keeps each
 //! stored operand of its ops that is not a leaf (a parameter or a caller's input is held by its
 //! owner anyway: a copy would free nothing) as a [`HostCopy`]: read back once per tensor when an
 //! op first stores it, shared by every reader, dropped with its last reader. Neither direction
@@ -22,7 +23,7 @@ mod host_copy;
 mod prefetch;
 mod read;
 
-pub(crate) use copier::{offload_in_flight_limit, set_offload_in_flight_limit};
+pub(crate) use copier::{in_flight_limit, set_in_flight_limit};
 pub(crate) use host_copy::HostCopy;
 
 use std::cell::{Cell, RefCell};

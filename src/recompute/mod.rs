@@ -3,7 +3,7 @@
 //!
 //! The machinery, once for every op, as a chain: the recompute check (`check.rs`), what a region
 //! op is ([`RegionOp`], `region_op.rs`), recipes and their operands, the recompute walk
-//! (`recipe.rs`), the backward step (`step.rs`), and [`build`] (`build.rs`: an op as a node of
+//! (`recipe.rs`), the backward step (`step.rs`), and [`build()`] (`build.rs`: an op as a node of
 //! Burn's graph). Then the op families in `ops/`, one folder or file per
 //! [`OpKind`](crate::OpKind), as burn-cubecl's `kernel/` has them: each op a small struct
 //! implementing [`RegionOp`] (its forward and backward on the inner backend, and which inputs the

@@ -58,7 +58,7 @@ pub(super) enum Operand<I: Backend> {
     /// mask), or a stored one Burn would hold the same way (a compute-bound node: a region's
     /// boundary, an output a policy keeps, a parameter, an op outside regions).
     Held(Primitive<I>),
-    /// Stored, in host memory: the region offloads (`Policy::offloaded`).
+    /// Stored, in host memory: the region offloads (`Region::offloaded`).
     Offloaded(Arc<HostCopy<I>>),
 }
 

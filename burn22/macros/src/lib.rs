@@ -1,4 +1,4 @@
-//! The `#[checkpoint]` attribute of [`burn-checkpoint-22`]: use it through that crate, which
+//! The `#[checkpoint]` attribute of `burn-checkpoint-22`: use it through that crate, which
 //! re-exports it.
 
 use proc_macro::TokenStream;

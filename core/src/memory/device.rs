@@ -13,7 +13,7 @@ pub struct Usage {
     pub reserved: u64,
 }
 
-/// The memory counts of one device, for [`Meter::Device`](super::Meter::Device): what a Burn
+/// The memory counts of one device, for [`Meter::device`](super::Meter::device): what a Burn
 /// crate implements so that the one [`Meter`](super::Meter) reads its devices.
 ///
 /// ```

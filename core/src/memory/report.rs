@@ -34,7 +34,7 @@ pub struct StepReport {
     /// The step's wall-clock time, in seconds.
     pub seconds: f64,
     /// The most bytes regions held in host memory at once during the step (offloading
-    /// regions, see `Policy::offloaded`), above those held when it began. On a CPU backend they
+    /// regions, see `Region::offloaded`), above those held when it began. On a CPU backend they
     /// are also in `peak_bytes` (host and device memory are one); on a GPU they are not.
     #[serde(default)]
     pub offloaded_peak_bytes: u64,

@@ -1,5 +1,5 @@
 //! The op families, one folder or file per [`OpKind`](crate::OpKind): each op a small struct
-//! implementing [`RegionOp`](super::RegionOp), built with [`build`](super::build).
+//! implementing [`RegionOp`](super::RegionOp), built with [`build`](super::build()).
 
 mod concat;
 mod conv;
