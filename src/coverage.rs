@@ -1,4 +1,4 @@
-//! Which ops regions recompute, and what they did on this thread.
+//! Which ops regions recompute (what they did on this thread is [`counters`](crate::counters)).
 //!
 //! Every op of Burn's backend traits that the decorator lists is an [`Op`] with a [`Routing`]
 //! and an [`OpKind`](crate::OpKind), both written on its signature line in `src/backend/` (see

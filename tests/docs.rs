@@ -5,16 +5,17 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-/// The Markdown files of the repository (README.md, docs/, each crate's), `target/` left out.
-fn markdown_files(dir: &Path, out: &mut Vec<PathBuf>) {
+/// The repository's files whose names end with `ending` (README.md, docs/, each crate's),
+/// `target/` and hidden folders left out.
+fn files_ending(dir: &Path, ending: &str, out: &mut Vec<PathBuf>) {
     for entry in fs::read_dir(dir).unwrap() {
         let path = entry.unwrap().path();
         let name = path.file_name().unwrap().to_string_lossy().to_string();
         if path.is_dir() {
             if !name.starts_with('.') && name != "target" {
-                markdown_files(&path, out);
+                files_ending(&path, ending, out);
             }
-        } else if name.ends_with(".md") {
+        } else if name.ends_with(ending) {
             out.push(path);
         }
     }
@@ -27,7 +28,7 @@ fn every_rust_block_of_the_docs_is_compiled_or_says_why_not() {
     // that should run belongs in a rustdoc example, where it does.
     let repository = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut files = Vec::new();
-    markdown_files(repository, &mut files);
+    files_ending(repository, ".md", &mut files);
     let mut wrong = Vec::new();
     for file in files {
         let text = fs::read_to_string(&file).unwrap();
@@ -59,21 +60,6 @@ fn every_rust_block_of_the_docs_is_compiled_or_says_why_not() {
         }
     }
     assert!(wrong.is_empty(), "{wrong:#?}");
-}
-
-/// The repository's Rust files, `target/` and hidden folders left out.
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    for entry in fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        let name = path.file_name().unwrap().to_string_lossy().to_string();
-        if path.is_dir() {
-            if !name.starts_with('.') && name != "target" {
-                rust_files(&path, out);
-            }
-        } else if name.ends_with(".rs") {
-            out.push(path);
-        }
-    }
 }
 
 /// Names in the table's "removed" column that are still the name of something live, with
@@ -160,8 +146,8 @@ fn no_removed_name_is_written_where_users_read() {
     let names = removed_names(&fs::read_to_string(&table).unwrap());
     assert!(names.len() > 30, "the table was read: {names:?}");
     let mut files = Vec::new();
-    markdown_files(repository, &mut files);
-    rust_files(repository, &mut files);
+    files_ending(repository, ".md", &mut files);
+    files_ending(repository, ".rs", &mut files);
     let mut found = Vec::new();
     // This file names them to test the check.
     files.retain(|file| !file.ends_with("tests/docs.rs"));

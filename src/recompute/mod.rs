@@ -9,12 +9,17 @@
 //! implementing [`RegionOp`] (its forward and backward on the inner backend, and which inputs the
 //! backward reads).
 
-// The machinery, bottom-up: each file imports only those above it.
-mod build;
+// The machinery, bottom-up: each file imports only those above it (a comment between each
+// pair, or rustfmt would sort them by name).
 mod check;
-mod recipe;
+// What a region op is.
 mod region_op;
+// Recipes, their operands, the recompute walk.
+mod recipe;
+// The backward step.
 mod step;
+// An op as a node of Burn's graph.
+mod build;
 // The op families, over the machinery.
 mod ops;
 

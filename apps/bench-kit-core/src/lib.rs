@@ -7,7 +7,7 @@
 //! (host or device).
 //!
 //! The Burn 0.21 applications reach it through `bench-kit`, which re-exports it; the Burn 0.22
-//! crate's `compare` benchmark uses it directly.
+//! crate's benchmarks (`compare`, `budget`) and its trainer use it directly.
 
 pub mod args;
 pub mod figure;

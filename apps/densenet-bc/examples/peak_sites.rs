@@ -19,6 +19,7 @@ use burn::tensor::backend::Backend;
 use burn::tensor::{Distribution, Int, Tensor};
 use burn_checkpoint::Checkpointed;
 use burn_checkpoint::counters::Counters;
+use burn_checkpoint_core::memory::mib;
 use densenet_bc::{Cut, DenseNetConfig};
 
 #[global_allocator]
@@ -115,11 +116,11 @@ fn summarise(path: &str, top: usize) {
         .collect();
     sites.sort_by_key(|site| std::cmp::Reverse(site.0));
     let total: u64 = sites.iter().map(|s| s.0).sum();
-    println!("live at the peak: {:.1} MiB", total as f64 / 1048576.0);
+    println!("live at the peak: {:.1} MiB", mib(total as usize));
     for (bytes, blocks, names) in sites.iter().take(top) {
         println!(
             "{:8.2} MiB {blocks:5} blocks  {names}",
-            *bytes as f64 / 1048576.0
+            mib(*bytes as usize)
         );
     }
 }

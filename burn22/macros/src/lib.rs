@@ -24,8 +24,10 @@ use syn::{FnArg, GenericArgument, ImplItemFn, PathArguments, ReturnType, Type};
 /// `&mut` argument (backward runs the body twice), an `async fn`, and a method without a float
 /// tensor input.
 ///
-/// The body is `burn_checkpoint_22::checkpoint(self, (inputs…), |self, (inputs…)| body)`: see
-/// that function for what a region keeps and recomputes.
+/// The body becomes `Region::named("Type::method").run(self, (inputs…), |self, (inputs…)| body)`
+/// (with `.policy(..)`, `.offloaded()`, `.seeded()` as the arguments say): see `Region::run` for
+/// what a region keeps and recomputes. Named after the method, not after the call site as the
+/// function `checkpoint` names a region.
 ///
 /// The region is named `Type::method` (the type without generic arguments), as the memory report
 /// and plans call it; arguments, each optional: `name = "..."` names it otherwise, `policy =

@@ -10,6 +10,7 @@ use plotters::prelude::*;
 use crate::Row;
 
 use bench_kit::figure;
+use burn_checkpoint_core::memory::mib;
 
 /// Peak step memory against batch size, one line per method.
 struct MemoryByBatch<'a> {
@@ -29,7 +30,6 @@ impl figure::Figure for MemoryByBatch<'_> {
         DB::ErrorType: 'static,
     {
         let Self { rows, title } = *self;
-        let mib = |bytes: usize| bytes as f64 / (1024.0 * 1024.0);
         let mut methods: Vec<&str> = Vec::new();
         for row in rows {
             if !methods.contains(&row.method.as_str()) {
