@@ -20,22 +20,35 @@
 //! Names, the memory report, the planner and its JSON are burn-checkpoint-core's, shared with
 //! the crate for Burn 0.21.
 
+#![warn(missing_docs)]
+
+// Bottom-up: each module uses only those listed before it (docs/architecture.md has the table;
+// tests/layers.rs checks the order, as it does for the crate for Burn 0.21). Below them all:
+// burn-checkpoint-core.
+//
+// The vocabulary: leaves, importing nothing of the crate.
 mod body;
 mod check;
-mod checkpoint;
-mod dispatch;
-mod graph;
-pub mod memory;
-mod offload;
 mod params;
-pub mod planner;
-mod policy;
 mod produced;
+mod seed;
+mod tensors;
+// What regions keep.
+mod policy;
+// Measuring and planning (the recording and the solver are the core's).
+pub mod memory;
+pub mod planner;
+// The machinery: offload, the thread state, a save-compute-bound region's tags.
+mod offload;
 mod region;
 mod retag;
-mod seed;
+// A region in Burn's autodiff graph.
+mod graph;
+// Routing a region to the backend its tensors live on.
+mod dispatch;
+// The public face and what is built on it.
+mod checkpoint;
 mod sequential;
-mod tensors;
 
 pub use burn_checkpoint_22_macros::checkpoint;
 pub use burn_checkpoint_core::{RegionId, RegionName, Segments};

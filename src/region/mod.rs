@@ -315,19 +315,43 @@ pub struct RegionGuard {
     _not_send: PhantomData<*const ()>,
 }
 
-/// How a region whose code asks for `coded` runs under a plan's `treatment`: whether it is a
-/// region at all (`Keep` is not), its policy and whether it offloads. Recomputing keeps what the
-/// code keeps by name (`Policy::recompute_all_but`).
-fn planned_run(treatment: Treatment, coded: &Policy) -> (bool, Policy, bool) {
+/// How a region runs: as its code says, or as a plan's treatment says (the crate for Burn 0.22
+/// has the same enum, with the runs its mechanism adds).
+enum Run {
+    /// Its ops run as Burn's own: a plan keeps it ([`Treatment::Keep`]).
+    Keep,
+    /// A region: what it keeps, and whether what it stores waits in host memory (for the regions
+    /// nested in it too).
+    Region { policy: Policy, offload: bool },
+}
+
+impl Run {
+    /// The policy of a region that is one; `None` for one a plan keeps.
+    fn policy(&self) -> Option<&Policy> {
+        match self {
+            Run::Region { policy, .. } => Some(policy),
+            Run::Keep => None,
+        }
+    }
+
+    fn offloads(&self) -> bool {
+        matches!(self, Run::Region { offload: true, .. })
+    }
+}
+
+/// How a region whose code asks for `coded` runs under a plan's `treatment`. Recomputing keeps
+/// what the code keeps by name (`Policy::recompute_all_but`).
+fn planned_run(treatment: Treatment, coded: &Policy) -> Run {
     let recompute_all = match coded {
         Policy::RecomputeAllBut(_) => coded.clone(),
         _ => Policy::RecomputeAll,
     };
+    let region = |policy, offload| Run::Region { policy, offload };
     match treatment {
-        Treatment::Keep => (false, Policy::RecomputeAll, false),
-        Treatment::RecomputeAll => (true, recompute_all, false),
-        Treatment::SaveComputeBound => (true, Policy::SaveComputeBound, false),
-        Treatment::Offload => (true, recompute_all, true),
+        Treatment::Keep => Run::Keep,
+        Treatment::RecomputeAll => region(recompute_all, false),
+        Treatment::SaveComputeBound => region(Policy::SaveComputeBound, false),
+        Treatment::Offload => region(recompute_all, true),
         // `Treatment` is non-exhaustive: a plan from a newer crate is refused by name.
         other => panic!("burn-checkpoint cannot run a region under the treatment {other}"),
     }
@@ -342,27 +366,28 @@ pub(crate) fn open(backend: Option<&'static str>, region: &Region) -> RegionGuar
         let top_level = state.stack.is_empty();
         // A plan decides for top-level regions only; nested ones run as the code says.
         let planned = top_level.then(|| planner::planned(&id)).flatten();
-        let (active, policy, offload) = match planned {
+        let run = match planned {
             Some(treatment) => planned_run(treatment, &region.policy),
-            None => (true, region.policy.clone(), region.offload),
+            None => Run::Region {
+                policy: region.policy.clone(),
+                offload: region.offload,
+            },
         };
         // A recomputed region that keeps this one by name (`Policy::recompute_all_but`): the ops
         // of its body run as Burn's own, as outside regions (`op_context`).
         let kept = state
             .stack
             .iter()
-            .any(|frame| frame.active && frame.policy.keeps(&id.name));
+            .any(|frame| frame.run.policy().is_some_and(|p| p.keeps(&id.name)));
         if top_level && recording::on() {
             recording::top_level_opened(&id.name, id.index, planned);
         }
         state.stack.push(Frame {
             instance,
             id,
-            active,
+            run,
             backend,
             decorated_ops: 0,
-            policy,
-            offload,
             kept,
         });
         RegionGuard {
@@ -422,15 +447,12 @@ struct Frame {
     instance: u64,
     /// The region's name and index.
     id: RegionId,
-    /// False for a region a plan keeps ([`Treatment::Keep`]): its ops run as Burn's own.
-    active: bool,
+    /// A region (its policy decides for the ops run while it is the innermost region), or kept
+    /// by a plan.
+    run: Run,
     backend: Option<&'static str>,
     /// Ops of a `Checkpointed` backend run in this region (nested regions included once closed).
     decorated_ops: u64,
-    /// Decides for the ops run while this is the innermost region.
-    policy: Policy,
-    /// Whether what the region stores waits in host memory (for the regions nested in it too).
-    offload: bool,
     /// Kept by name by an enclosing region: the ops it runs itself are Burn's own.
     kept: bool,
 }
@@ -465,25 +487,27 @@ pub(crate) fn op_context() -> OpContext {
         let mut state = state.borrow_mut();
         let policy = state.stack.last_mut().and_then(|innermost| {
             innermost.decorated_ops += 1;
-            let asks = innermost.active && !innermost.policy.recomputes_all();
-            asks.then(|| innermost.policy.clone())
+            let policy = innermost.run.policy();
+            policy.filter(|policy| !policy.recomputes_all()).cloned()
         });
         // A region nested in an offloading one offloads too.
-        let offload = state
-            .stack
-            .iter()
-            .any(|frame| frame.active && frame.offload);
+        let offload = state.stack.iter().any(|frame| frame.run.offloads());
         OpContext {
             offload,
-            // Only a region a plan keeps is inactive, and only a top-level one: the root is the
-            // first active frame. The ops a region kept by name runs itself are Burn's own, as
+            // Only a top-level region can be kept by a plan: the root is the first frame that
+            // runs as a region. The ops a region kept by name runs itself are Burn's own, as
             // outside regions: held as plain autodiff holds them (their operands made in the
             // enclosing region stored at their first use, as at any region's boundary).
             root: state
                 .stack
                 .last()
                 .is_none_or(|innermost| !innermost.kept)
-                .then(|| state.stack.iter().find(|frame| frame.active))
+                .then(|| {
+                    state
+                        .stack
+                        .iter()
+                        .find(|frame| frame.run.policy().is_some())
+                })
                 .flatten()
                 .map(|frame| frame.instance),
             watch,
