@@ -249,11 +249,7 @@ impl Profile {
     /// step that peaked least, or, where a mix predicts less, each region under the treatment
     /// (of the best set) that holds least. What a fit tries last, whatever the target.
     pub(crate) fn least_plan(&self) -> Plan {
-        let least = self
-            .steps
-            .iter()
-            .min_by_key(|s| s.report.peak_bytes)
-            .expect("a profile has a step per treatment");
+        let least = self.least_measured_plan();
         let regions = self.steps[0].report.regions.len();
         let mixed = self
             .treatment_sets()
@@ -269,12 +265,28 @@ impl Profile {
                 (self.predict(&chosen), chosen)
             })
             .min_by_key(|(predicted, _)| *predicted);
-        let (predicted, chosen) = match mixed {
-            Some((predicted, chosen)) if predicted < least.report.peak_bytes => (predicted, chosen),
-            _ => (least.report.peak_bytes, vec![least.treatment; regions]),
-        };
-        let mut plan = self.plan_of(chosen);
-        plan.predicted_peak_bytes = predicted;
+        match mixed {
+            Some((predicted, chosen)) if predicted < least.predicted_peak_bytes => {
+                let mut plan = self.plan_of(chosen);
+                plan.predicted_peak_bytes = predicted;
+                plan
+            }
+            _ => least,
+        }
+    }
+
+    /// Every region under the treatment of the profiled step that peaked least: the plan with
+    /// the least peak *measured* rather than predicted (its prediction is that measurement).
+    /// What a fit on the host tries last, where predictions missed.
+    pub(crate) fn least_measured_plan(&self) -> Plan {
+        let least = self
+            .steps
+            .iter()
+            .min_by_key(|s| s.report.peak_bytes)
+            .expect("a profile has a step per treatment");
+        let regions = least.report.regions.len();
+        let mut plan = self.plan_of(vec![least.treatment; regions]);
+        plan.predicted_peak_bytes = least.report.peak_bytes;
         plan
     }
 
