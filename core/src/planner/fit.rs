@@ -79,12 +79,13 @@ impl Profile {
         // The last try, whatever the target says, is a least-memory plan. On a device the gap
         // between reserved and in-use bytes changes with the plan (pages), so a target lowered by
         // overshoots may pass below the in-use floor while the floor's plan still fits: there it
-        // is the least predicted plan. On the host it is the least *measured* one (every region
-        // under the treatment of the profiled step that peaked least): a prediction for a mix of
-        // treatments may miss by more than the retries correct (in a CI run of the trainer's
-        // budget test, the plan for a target of 23.8 MiB measured 25.8, while the least profiled step,
-        // below the 25.6 MiB budget by the test's making, would have fit it). On the host a
-        // budget below the floor is refused before any step.
+        // is the least predicted plan. On the host it is every region under the treatment of the
+        // profile's least step (measured, or extrapolated from measured steps): predictions may
+        // miss by more than the retries take back. In CI the trainer's budget test planned from a
+        // profile extrapolated from batches 2 and 4 to 8, its recompute-all step 22.4 MiB where it
+        // measures 24.5 to 24.7; its retries ended on a plan for a target of 23.8 MiB that
+        // measured 25.8 against a 25.6 MiB budget. On the host a budget below the floor is
+        // refused before any step.
         let device = gap > 0;
         let floor = self.smallest_peak();
         loop {
@@ -322,8 +323,8 @@ mod tests {
             .find(|s| s.report.peak_bytes == floor)
             .unwrap()
             .treatment;
-        // Every plan but the one that measured least peaks just over the budget, whatever it
-        // predicts (in CI the plan for a target of 23.8 MiB measured 25.8): the retries, each a little
+        // Every plan but the profile's least one peaks just over the budget, whatever it predicts
+        // (as from a profile extrapolated too low, in CI): the retries, each a little
         // lower, run out before their targets reach the floor.
         let peak = |budget: u64| {
             move |chosen: &[Treatment]| match chosen.iter().all(|&t| t == treatment) {

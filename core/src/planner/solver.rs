@@ -275,9 +275,10 @@ impl Profile {
         }
     }
 
-    /// Every region under the treatment of the profiled step that peaked least: the plan with
-    /// the least peak *measured* rather than predicted (its prediction is that measurement).
-    /// What a fit on the host tries last, where predictions missed.
+    /// Every region under the treatment of the profiled step that peaked least: the plan whose
+    /// prediction is a step of the profile itself (measured, or extrapolated from measured
+    /// steps), not a sum of its parts. What a fit on the host tries last, where predictions
+    /// missed.
     pub(crate) fn least_measured_plan(&self) -> Plan {
         let least = self
             .steps
