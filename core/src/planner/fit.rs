@@ -317,12 +317,7 @@ mod tests {
                 .unwrap();
         let least = profile.least_measured_plan();
         let (floor, roof) = (least.predicted_peak_bytes, profile.largest_peak());
-        let treatment = profile
-            .steps
-            .iter()
-            .find(|s| s.report.peak_bytes == floor)
-            .unwrap()
-            .treatment;
+        let treatment = profile.least_step().treatment;
         // Every plan but the profile's least one peaks just over the budget, whatever it predicts
         // (as from a profile extrapolated too low, in CI): the retries, each a little
         // lower, run out before their targets reach the floor.

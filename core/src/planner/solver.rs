@@ -30,7 +30,7 @@
 //! plans again for the budget less the overshoot (at most three times).
 
 use super::plan::Plan;
-use super::profile::Profile;
+use super::profile::{Profile, TreatedStep};
 use crate::memory::{StepReport, mib};
 use crate::treatment::Treatment;
 
@@ -247,7 +247,8 @@ impl Profile {
 
     /// The plan of [`Profile::smallest_peak`]: every region under the treatment of the measured
     /// step that peaked least, or, where a mix predicts less, each region under the treatment
-    /// (of the best set) that holds least. What a fit tries last, whatever the target.
+    /// (of the best set) that holds least. What a fit on a device tries last, whatever the
+    /// target.
     pub(crate) fn least_plan(&self) -> Plan {
         let least = self.least_measured_plan();
         let regions = self.steps[0].report.regions.len();
@@ -280,11 +281,7 @@ impl Profile {
     /// steps), not a sum of its parts. What a fit on the host tries last, where predictions
     /// missed.
     pub(crate) fn least_measured_plan(&self) -> Plan {
-        let least = self
-            .steps
-            .iter()
-            .min_by_key(|s| s.report.peak_bytes)
-            .expect("a profile has a step per treatment");
+        let least = self.least_step();
         let regions = least.report.regions.len();
         let mut plan = self.plan_of(vec![least.treatment; regions]);
         plan.predicted_peak_bytes = least.report.peak_bytes;
@@ -296,17 +293,20 @@ impl Profile {
         self.step(Treatment::Keep).peak_bytes
     }
 
-    fn below_floor(&self, budget: u64) -> PlanError {
-        let (treatment, step) = self
-            .steps
+    /// The profiled step that peaked least.
+    pub(crate) fn least_step(&self) -> &TreatedStep {
+        self.steps
             .iter()
-            .map(|s| (s.treatment, &s.report))
-            .min_by_key(|(_, report)| report.peak_bytes)
-            .expect("a profile measures every treatment");
+            .min_by_key(|s| s.report.peak_bytes)
+            .expect("a profile has a step per treatment")
+    }
+
+    fn below_floor(&self, budget: u64) -> PlanError {
+        let least = self.least_step();
         PlanError::BelowFloor {
             budget,
             floor: self.smallest_peak(),
-            holders: holders(treatment, step),
+            holders: holders(least.treatment, &least.report),
         }
     }
 }
