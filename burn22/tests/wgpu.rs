@@ -11,6 +11,7 @@ mod common;
 
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
+use bench_kit_core::agreement::Agreement;
 use burn::module::{Module, ParamId};
 use burn::nn::LinearConfig;
 use burn::nn::PaddingConfig2d;
@@ -145,28 +146,40 @@ impl Model {
     }
 }
 
+/// A step's loss and every parameter's gradient as values: tensor 0 is the loss, tensor i + 1
+/// parameter i's gradient.
+fn values((loss, grads): &(TensorData, Vec<Option<TensorData>>)) -> Vec<Vec<f32>> {
+    std::iter::once(loss)
+        .chain(grads.iter().map(|g| g.as_ref().expect("a gradient")))
+        .map(|data| data.try_to_vec::<f32>().unwrap())
+        .collect()
+}
+
 fn images(batch: usize, device: &Device) -> Tensor<4> {
     // 4 channels × 4 × 4 after the pool: WIDTH features.
     Tensor::random([batch, 3, 8, 8], Distribution::Default, device)
 }
 
+/// Within float reassociation of plain autodiff, not bit for bit: with fusion, autotune picks a
+/// fused kernel per program by timing it, and the recompute is fused with other neighbours than
+/// forward's op (`bench_kit_core::agreement`). Each cut's second run gives its first run's bits.
 #[test]
-fn every_cut_gives_plain_autodiffs_gradients_bitwise_on_wgpu() {
+fn every_cut_gives_plain_autodiffs_gradients_on_wgpu_and_its_own_bits_again() {
     let Some((_one, device)) = claim() else {
         return;
     };
     device.seed(5);
     let model = Model::new(4, &device);
     let x = images(16, &device);
-    let plain = model.gradients(&x, Cut::Plain);
+    let plain = values(&model.gradients(&x, Cut::Plain));
     for cut in [Cut::Blocks, Cut::Offloaded, Cut::Sequential] {
-        for step in 0..2 {
-            let got = model.gradients(&x, cut);
-            assert_eq!(plain.0.as_bytes(), got.0.as_bytes(), "{cut:?} {step}: loss");
-            for (i, (a, b)) in plain.1.iter().zip(&got.1).enumerate() {
-                let (a, b) = (a.as_ref().unwrap(), b.as_ref().unwrap());
-                assert_eq!(a.as_bytes(), b.as_bytes(), "{cut:?} {step}: parameter {i}");
-            }
+        let first = values(&model.gradients(&x, cut));
+        if let Err(difference) = Agreement::Reassociation.check(&first, &plain) {
+            panic!("{cut:?}: {difference}");
+        }
+        let again = values(&model.gradients(&x, cut));
+        if let Err(difference) = Agreement::Bitwise.check(&again, &first) {
+            panic!("{cut:?}, a second run against the first: {difference}");
         }
     }
 }
@@ -227,16 +240,11 @@ fn the_report_and_the_planner_read_the_devices_pools() {
         fitted.plan, fitted.measured_peak_bytes
     );
     assert!(fitted.measured_peak_bytes <= budget);
-    // The fitted plan gives plain gradients.
-    let plain = model.gradients(&x, Cut::Plain);
-    let planned: (TensorData, Vec<Option<TensorData>>) =
-        fitted.plan.run(|| model.gradients(&x, Cut::Blocks));
-    assert_eq!(plain.0.as_bytes(), planned.0.as_bytes());
-    for (a, b) in plain.1.iter().zip(&planned.1) {
-        assert_eq!(
-            a.as_ref().unwrap().as_bytes(),
-            b.as_ref().unwrap().as_bytes()
-        );
+    // The fitted plan gives plain gradients (as closely as a cut can: see the test above).
+    let plain = values(&model.gradients(&x, Cut::Plain));
+    let planned = values(&fitted.plan.run(|| model.gradients(&x, Cut::Blocks)));
+    if let Err(difference) = Agreement::Reassociation.check(&planned, &plain) {
+        panic!("the fitted plan: {difference}");
     }
     let json = serde_json::to_string(&fitted.plan).unwrap();
     assert_eq!(serde_json::from_str::<Plan>(&json).unwrap(), fitted.plan);

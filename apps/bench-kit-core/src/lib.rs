@@ -4,11 +4,13 @@
 //! [`schedule`] their learning rates, [`args`] their argument parsers, [`gpt`] is the GPT's shape every GPT benchmark
 //! takes, [`sweep`] runs the budget planner over a range of budgets against hand-made cuts,
 //! every step measured with the [`Meter`](burn_checkpoint_core::memory::Meter) it is given
-//! (host or device).
+//! (host or device), and [`agreement`] says how closely a step with regions must agree with plain
+//! autodiff's on a backend (the gradient tests of both crates).
 //!
 //! The Burn 0.21 applications reach it through `bench-kit`, which re-exports it; the Burn 0.22
 //! crate's benchmarks (`compare`, `budget`) and its trainer use it directly.
 
+pub mod agreement;
 pub mod args;
 pub mod figure;
 pub mod gpt;

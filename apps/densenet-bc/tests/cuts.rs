@@ -1,8 +1,10 @@
 //! DenseNet-BC-40 for two SGD steps with each checkpoint cut (and the layer cut offloading its
 //! stored features to host memory): the losses and every parameter gradient must equal those of
-//! the uncheckpointed network on plain `Autodiff`, on burn-flex (the project's CPU backend) and on
-//! NdArray.
+//! the uncheckpointed network on plain `Autodiff`: bit for bit on burn-flex (the project's CPU
+//! backend), NdArray and wgpu without fusion; on wgpu with fusion, where autotune picks kernels
+//! per fused program (`bench_kit::agreement`), the first step's within float reassociation.
 
+use bench_kit::agreement::Agreement;
 use burn::backend::Autodiff;
 use burn::module::{Module, ModuleVisitor, Param};
 use burn::nn::loss::CrossEntropyLossConfig;
@@ -99,6 +101,7 @@ bench_kit::backend_tests!(every_cut: every_cut_gives_the_uncheckpointed_losses_a
 
 fn every_cut_gives_the_uncheckpointed_losses_and_gradients<I: Backend>() {
     let device = Default::default();
+    let agreement = Agreement::for_backend(&I::name(&device));
     I::seed(&device, 3);
     let images =
         Tensor::<I, 4>::random([BATCH, 3, SIDE, SIDE], Distribution::Default, &device).into_data();
@@ -140,19 +143,19 @@ fn every_cut_gives_the_uncheckpointed_losses_and_gradients<I: Backend>() {
         for (step, ((loss, grads), (ref_loss, ref_grads))) in
             steps.iter().zip(reference.iter()).enumerate()
         {
-            assert_eq!(
-                loss.to_bits(),
-                ref_loss.to_bits(),
-                "{cut:?} {policy:?}: loss of step {step}"
-            );
-            assert_eq!(grads.len(), ref_grads.len());
-            for (i, (g, r)) in grads.iter().zip(ref_grads).enumerate() {
-                let g: Vec<u32> = g.iter().map(|v| v.to_bits()).collect();
-                let r: Vec<u32> = r.iter().map(|v| v.to_bits()).collect();
-                assert!(
-                    g == r,
-                    "{cut:?} {policy:?}: gradient {i} of step {step} differs"
-                );
+            // With fusion only the first step: a difference in the last bits of its gradients
+            // grows in the second to up to 4e-2 of a tensor's largest (batch-2 BatchNorm after
+            // an SGD step of 0.1; measured between NdArray and fused wgpu, 2.7e-5 in the first).
+            if step > 0 && agreement == Agreement::Reassociation {
+                continue;
+            }
+            let got: Vec<Vec<f32>> = std::iter::once(vec![*loss]).chain(grads.clone()).collect();
+            let want: Vec<Vec<f32>> = std::iter::once(vec![*ref_loss])
+                .chain(ref_grads.clone())
+                .collect();
+            // Tensor 0 is the loss, tensor i + 1 gradient i.
+            if let Err(difference) = agreement.check(&got, &want) {
+                panic!("{cut:?} {policy:?}, step {step}: {difference}");
             }
         }
     }

@@ -1,11 +1,15 @@
 //! Every checkpoint cut of the GPT model (burn-nn attention with a causal mask, LayerNorm, GELU
-//! MLP, dropout) gives the loss and every parameter gradient of plain `Autodiff`, bit for bit, on
-//! the same weights, tokens and dropout masks; regions that span many blocks are recomputed by a
-//! walk that visits each op once. On NdArray, and on a cubecl runtime: Burn's wgpu backend with
-//! and without fusion (on Mesa's lavapipe in CI, see `bench_kit::wgpu`).
+//! MLP, dropout) gives the loss and every parameter gradient of plain `Autodiff` on the same
+//! weights, tokens and dropout masks; regions that span many blocks are recomputed by a walk that
+//! visits each op once. On NdArray, and on a cubecl runtime: Burn's wgpu backend with and without
+//! fusion (on Mesa's lavapipe in CI, see `bench_kit::wgpu`). Bit for bit, except with fusion,
+//! where autotune picks kernels per fused program and the two programs agree within float
+//! reassociation (`bench_kit::agreement`); there the program with regions must give its own bits
+//! again.
 
 use std::sync::Mutex;
 
+use bench_kit::agreement::Agreement;
 use burn::backend::Autodiff;
 use burn::module::{Module, ModuleVisitor, Param};
 use burn::record::{BinBytesRecorder, FullPrecisionSettings, Recorder};
@@ -77,6 +81,7 @@ fn every_cut_gives_the_plain_gradients<I: Backend>() {
     type Plain<I> = Autodiff<I>;
     let _random = RANDOM.lock().unwrap_or_else(|e| e.into_inner());
     let device = Default::default();
+    let agreement = Agreement::for_backend(&I::name(&device));
     for dropout in [0.0, 0.1] {
         I::seed(&device, 1);
         let weights = BinBytesRecorder::<FullPrecisionSettings>::default()
@@ -100,10 +105,18 @@ fn every_cut_gives_the_plain_gradients<I: Backend>() {
         ] {
             Counters::reset();
             let ckpt = run::<Checkpointed<Autodiff<I>>>(&weights, cut, dropout, &tokens);
-            assert!(
-                bits(&ckpt) == bits(&plain),
-                "{cut:?}, dropout {dropout}: loss or gradients differ"
-            );
+            if let Err(difference) = agreement.check(&ckpt, &plain) {
+                panic!("{cut:?}, dropout {dropout}: loss or gradients differ: {difference}");
+            }
+            // Where kernels are picked per program, the program with regions must still give
+            // its own bits again, once tuned: a race would not.
+            if agreement == Agreement::Reassociation && cut == Cut::Block {
+                let again = run::<Checkpointed<Autodiff<I>>>(&weights, cut, dropout, &tokens);
+                assert!(
+                    bits(&again) == bits(&ckpt),
+                    "{cut:?}, dropout {dropout}: a second run differs from the first"
+                );
+            }
             let recomputed: u64 = Counters::now().recomputes.values().sum();
             assert_eq!(Counters::now().walk_steps, recomputed, "{cut:?}");
             assert_eq!(recomputed > 0, cut != Cut::None, "{cut:?}: {recomputed}");

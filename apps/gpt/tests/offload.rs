@@ -4,6 +4,7 @@
 //! without fusion; Mesa's lavapipe in CI):
 //! - the parameters after every step bitwise equal (a host buffer reused or read before its copy
 //!   finished would show here, as the silent corruption torchtitan's async offload once had);
+//!   with fusion, between the offloaded runs (see `offload_matches_regions_step_by_step`);
 //! - the training thread's device reads per step equal (offload adds no sync to it), and forward
 //!   never waits on a copy under the default in-flight bound;
 //! - on wgpu the training thread issues the reads itself (its read returns before it is done),
@@ -13,6 +14,7 @@
 
 use std::sync::Mutex;
 
+use bench_kit::agreement::Agreement;
 use burn::backend::Autodiff;
 use burn::module::{Module, ModuleVisitor, Param};
 use burn::optim::AdamWConfig;
@@ -101,9 +103,16 @@ fn offload_matches_regions_step_by_step<I: Backend>(issues_here: bool) {
         before,
         "every host copy released"
     );
+    // With fusion, autotune picks a fused kernel per program, and a copy's read ends a fused
+    // block where the regions without offload have none: the two programs may differ in the last
+    // bits (`bench_kit::agreement`). There the offloaded runs under other bounds, one program,
+    // are compared with the first offloaded run instead (a copy read before it finished would
+    // differ between them); without fusion, offload must give the regions' own bits.
+    let bitwise = Agreement::for_backend(&I::name(&device)) == Agreement::Bitwise;
+    let reference = if bitwise { &kept } else { &offloaded };
     for (step, (kept, offloaded)) in kept.iter().zip(&offloaded).enumerate() {
         assert!(
-            kept.params == offloaded.params,
+            !bitwise || kept.params == offloaded.params,
             "step {step}: the parameters differ with offload"
         );
         assert_eq!(
@@ -151,7 +160,10 @@ fn offload_matches_regions_step_by_step<I: Backend>(issues_here: bool) {
     let waited = train::<B<I>>(Cut::BlockOffload, &tokens);
     set_in_flight_limit(1 << 30);
     for (step, (kept, waited)) in kept.iter().zip(&waited).enumerate() {
-        assert!(kept.params == waited.params, "step {step}: waited differs");
+        assert!(
+            reference[step].params == waited.params,
+            "step {step}: waited differs"
+        );
         assert_eq!(
             waited.copies.forward_waits, waited.copies.copies,
             "step {step}: forward waits for every copy under a bound of 0"
@@ -159,9 +171,9 @@ fn offload_matches_regions_step_by_step<I: Backend>(issues_here: bool) {
         assert_eq!(waited.copies.most_in_flight, COPY, "step {step}");
         assert_eq!(kept.reads, waited.reads, "step {step}: device reads");
     }
-    for (step, (kept, bounded)) in kept.iter().zip(&bounded).enumerate() {
+    for (step, (reference, bounded)) in reference.iter().zip(&bounded).enumerate() {
         assert!(
-            kept.params == bounded.params,
+            reference.params == bounded.params,
             "step {step}: bounded differs"
         );
         assert_eq!(
