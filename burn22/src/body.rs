@@ -10,7 +10,7 @@ use burn::backend::{Backend, BackendTensor, DispatchKindConversion, DispatchTens
 
 /// A region's body as its recompute runs it, on dispatch tensors: the region's inputs, then its
 /// parameters, in (fresh autodiff leaves), its outputs out. Type-erased so that one graph node
-/// type serves every region. (The forward ran before the node was built, in `checkpoint.rs`.)
+/// type serves every region. (The forward ran before the node was built, in `region.rs`.)
 #[derive(Clone)]
 pub struct Body(pub Arc<dyn Fn(Vec<DispatchTensor>) -> Vec<DispatchTensor> + Send + Sync>);
 

@@ -1,6 +1,6 @@
 //! A region in Burn's autodiff graph.
 //!
-//! The region's forward has run by the time its node is built (`checkpoint.rs`: the body on
+//! The region's forward has run by the time its node is built (`region.rs`: the body on
 //! untracked autodiff tensors: layers see a training device, nothing is recorded). The graph
 //! gets:
 //! - a *join* node whose parents are the region's tensors (inputs and parameters; beyond 32, a
@@ -48,7 +48,7 @@ use burn_checkpoint_core::memory::recording;
 use crate::body::{Body, from_dispatch, to_dispatch};
 use crate::offload::Stored;
 use crate::produced;
-use crate::region::{self, Held};
+use crate::state::{self, Held};
 
 /// What the region node keeps besides its body: how many of its first tensors (its inputs) go
 /// to host memory, its slot in the step's memory report, and the seeds its recompute replays.
@@ -447,7 +447,7 @@ where
         .cloned()
         .map(to_dispatch::<Ad<B, C>>)
         .collect();
-    let outputs = region::recomputing(&state.nested_seeds, &state.held, || (state.body.0)(inputs));
+    let outputs = state::recomputing(&state.nested_seeds, &state.held, || (state.body.0)(inputs));
     check_recompute(&state.outputs, &outputs);
     (leaves, outputs)
 }

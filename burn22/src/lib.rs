@@ -40,19 +40,19 @@ pub mod memory;
 pub mod planner;
 // The machinery: offload, the thread state, a save-compute-bound region's tags.
 mod offload;
-mod region;
 mod retag;
+mod state;
 // A region in Burn's autodiff graph.
 mod graph;
 // Routing a region to the backend its tensors live on.
 mod dispatch;
 // The public face and what is built on it.
-mod checkpoint;
+mod region;
 mod sequential;
 
 pub use burn_checkpoint_22_macros::checkpoint;
 pub use burn_checkpoint_core::{RegionId, RegionName, Segments};
-pub use checkpoint::{Region, checkpoint, checkpoint_fn};
+pub use region::{Region, checkpoint, checkpoint_fn};
 pub use policy::Policy;
 pub use seed::region_seed;
 pub use sequential::{Layer, checkpoint_sequential};

@@ -4,7 +4,7 @@ use burn::module::Module;
 use burn::nn;
 use burn::tensor::Tensor;
 
-use crate::checkpoint::Region;
+use crate::region::Region;
 use crate::tensors::RegionTensors;
 use burn_checkpoint_core::Segments;
 

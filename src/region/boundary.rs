@@ -18,7 +18,7 @@ use burn_autodiff::grads::Gradients;
 use burn_autodiff::ops::{Backward, Ops};
 use burn_backend::{Backend, TensorMetadata};
 
-use super::{OpContext, OpRegion};
+use super::state::{OpContext, OpRegion};
 use crate::node_map::{Liveness, NodeMap};
 use crate::offload;
 use crate::op::Op;

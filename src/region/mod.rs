@@ -1,5 +1,7 @@
-//! Checkpoint regions: per-thread state, the RAII guard that opens and closes a region, and what
-//! the decorator asks of that state on every op.
+//! Checkpoint regions' public face: [`Region`], the guard that keeps one open, and
+//! [`checkpoint`]. The per-thread state they open and close is `state.rs`; what an op sees of it,
+//! and the stored version of a region output, `boundary.rs` (the same names as in the crate for
+//! Burn 0.22, where `region.rs` is the face and `state.rs` the state).
 //!
 //! A region is open while its [`RegionGuard`] lives. Regions nest; each has an instance number,
 //! and the outermost open one (the *root*) decides what is inside: a tensor made by a region op
@@ -8,21 +10,25 @@
 //! the decorator stores it (`boundary.rs`) before the op uses it, so that backward recomputes
 //! one region at a time from stored boundaries.
 
+// Bottom-up: the thread state, then the boundaries, which extend its per-op view.
+mod state;
+
 mod boundary;
 
 use std::borrow::Cow;
-use std::cell::RefCell;
-use std::marker::PhantomData;
-use std::sync::atomic::{AtomicBool, Ordering};
 
-use burn_checkpoint_core::memory::recording;
-use burn_checkpoint_core::planner;
-use burn_checkpoint_core::{RegionId, RegionName, Treatment};
+use burn_checkpoint_core::{RegionId, RegionName};
 
 use crate::policy::Policy;
 
 pub(crate) use boundary::forget_dropped_outputs;
 pub use boundary::remembered_outputs;
+pub(crate) use state::{OpContext, OpRegion};
+
+/// The region state as the op the decorator is about to run sees it (read once per op).
+pub(crate) fn op_context() -> OpContext {
+    state::op_context(boundary::watching())
+}
 
 /// A checkpoint region: its name, the [`Policy`] that decides op by op what it recomputes, and
 /// whether what it stores for backward waits in host memory. One value, three ways in:
@@ -178,7 +184,7 @@ impl Region {
     /// assert_eq!(Region::depth(), 0);
     /// ```
     pub fn enter(&self) -> RegionGuard {
-        open(None, self)
+        self.open(None)
     }
 
     /// Runs `f` as this region and returns what it returns: a tensor, a tuple of tensors, a
@@ -215,7 +221,7 @@ impl Region {
     /// Region::named("block").run(|| assert_eq!(Region::current().unwrap().to_string(), "block#0"));
     /// ```
     pub fn current() -> Option<RegionId> {
-        STATE.with(|state| state.borrow().stack.last().map(|frame| frame.id.clone()))
+        state::current()
     }
 
     /// How many regions are open on this thread.
@@ -228,7 +234,7 @@ impl Region {
     /// assert_eq!(Region::depth(), 0);
     /// ```
     pub fn depth() -> usize {
-        STATE.with(|state| state.borrow().stack.len())
+        state::depth()
     }
 
     /// Whether the code calling this runs inside a region's body run again in backward: never
@@ -264,7 +270,13 @@ impl Region {
     /// backend that is not `Checkpointed` can name it in its warning. Used by `#[checkpoint]`.
     #[doc(hidden)]
     pub fn enter_on<B: ?Sized>(&self) -> RegionGuard {
-        open(Some(core::any::type_name::<B>()), self)
+        self.open(Some(core::any::type_name::<B>()))
+    }
+
+    fn open(&self, backend: Option<&'static str>) -> RegionGuard {
+        RegionGuard {
+            _opened: state::open(backend, &self.name, &self.policy, self.offload),
+        }
     }
 }
 
@@ -310,244 +322,6 @@ pub fn checkpoint<R>(f: impl FnOnce() -> R) -> R {
 /// ```
 #[must_use = "the region closes when the guard is dropped"]
 pub struct RegionGuard {
-    instance: u64,
-    // Region state is per thread: the guard must be dropped on the thread that made it.
-    _not_send: PhantomData<*const ()>,
-}
-
-/// How a region runs: as its code says, or as a plan's treatment says (the crate for Burn 0.22
-/// has the same enum, with the runs its mechanism adds).
-enum Run {
-    /// Its ops run as Burn's own: a plan keeps it ([`Treatment::Keep`]).
-    Keep,
-    /// A region: what it keeps, and whether what it stores waits in host memory (for the regions
-    /// nested in it too).
-    Region { policy: Policy, offload: bool },
-}
-
-impl Run {
-    /// The policy of a region that is one; `None` for one a plan keeps.
-    fn policy(&self) -> Option<&Policy> {
-        match self {
-            Run::Region { policy, .. } => Some(policy),
-            Run::Keep => None,
-        }
-    }
-
-    fn offloads(&self) -> bool {
-        matches!(self, Run::Region { offload: true, .. })
-    }
-}
-
-/// How a region whose code asks for `coded` runs under a plan's `treatment`. Recomputing keeps
-/// what the code keeps by name (`Policy::recompute_all_but`).
-fn planned_run(treatment: Treatment, coded: &Policy) -> Run {
-    let recompute_all = match coded {
-        Policy::RecomputeAllBut(_) => coded.clone(),
-        _ => Policy::RecomputeAll,
-    };
-    let region = |policy, offload| Run::Region { policy, offload };
-    match treatment {
-        Treatment::Keep => Run::Keep,
-        Treatment::RecomputeAll => region(recompute_all, false),
-        Treatment::SaveComputeBound => region(Policy::SaveComputeBound, false),
-        Treatment::Offload => region(recompute_all, true),
-        // `Treatment` is non-exhaustive: a plan from a newer crate is refused by name.
-        other => panic!("burn-checkpoint cannot run a region under the treatment {other}"),
-    }
-}
-
-pub(crate) fn open(backend: Option<&'static str>, region: &Region) -> RegionGuard {
-    let id = RegionId::next(region.name.clone());
-    STATE.with(|state| {
-        let mut state = state.borrow_mut();
-        state.next_instance += 1;
-        let instance = state.next_instance;
-        let top_level = state.stack.is_empty();
-        // A plan decides for top-level regions only; nested ones run as the code says.
-        let planned = top_level.then(|| planner::planned(&id)).flatten();
-        let run = match planned {
-            Some(treatment) => planned_run(treatment, &region.policy),
-            None => Run::Region {
-                policy: region.policy.clone(),
-                offload: region.offload,
-            },
-        };
-        // A recomputed region that keeps this one by name (`Policy::recompute_all_but`): the ops
-        // of its body run as Burn's own, as outside regions (`op_context`).
-        let kept = state
-            .stack
-            .iter()
-            .any(|frame| frame.run.policy().is_some_and(|p| p.keeps(&id.name)));
-        if top_level && recording::on() {
-            recording::top_level_opened(&id.name, id.index, planned);
-        }
-        state.stack.push(Frame {
-            instance,
-            id,
-            run,
-            backend,
-            decorated_ops: 0,
-            kept,
-        });
-        RegionGuard {
-            instance,
-            _not_send: PhantomData,
-        }
-    })
-}
-
-impl Drop for RegionGuard {
-    fn drop(&mut self) {
-        // `try_with`: a guard dropped while the thread is being torn down has nothing to restore.
-        let closed = STATE.try_with(|state| {
-            let mut state = state.borrow_mut();
-            let position = state
-                .stack
-                .iter()
-                .rposition(|frame| frame.instance == self.instance)?;
-            // Regions close in reverse order; a guard leaked with `mem::forget` inside this one
-            // is closed with it.
-            let closed = state.stack.split_off(position);
-            let ops: u64 = closed.iter().map(|frame| frame.decorated_ops).sum();
-            // The enclosing region ran what this one ran.
-            if let Some(enclosing) = state.stack.last_mut() {
-                enclosing.decorated_ops += ops;
-            }
-            if position == 0 {
-                recording::top_level_closed();
-            }
-            Some((closed[0].backend, ops))
-        });
-        if let Ok(Some((backend, 0))) = closed {
-            warn_not_decorated(backend);
-        }
-    }
-}
-
-/// Says once per process that a region ran no op on a `Checkpointed` backend.
-fn warn_not_decorated(backend: Option<&'static str>) {
-    static WARNED: AtomicBool = AtomicBool::new(false);
-    if WARNED.swap(true, Ordering::Relaxed) {
-        return;
-    }
-    match backend {
-        Some(backend) => log::warn!(
-            "burn-checkpoint: a checkpoint region ran on backend `{backend}`, which is not \
-             `Checkpointed<Autodiff<..>>`: the region has no effect (said once per process)"
-        ),
-        None => log::warn!(
-            "burn-checkpoint: a checkpoint region ran no tensor op on a `Checkpointed<Autodiff<..>>` \
-             backend: regions have no effect on other backends (said once per process)"
-        ),
-    }
-}
-
-struct Frame {
-    instance: u64,
-    /// The region's name and index.
-    id: RegionId,
-    /// A region (its policy decides for the ops run while it is the innermost region), or kept
-    /// by a plan.
-    run: Run,
-    backend: Option<&'static str>,
-    /// Ops of a `Checkpointed` backend run in this region (nested regions included once closed).
-    decorated_ops: u64,
-    /// Kept by name by an enclosing region: the ops it runs itself are Burn's own.
-    kept: bool,
-}
-
-#[derive(Default)]
-struct State {
-    /// Open regions, outermost first.
-    stack: Vec<Frame>,
-    next_instance: u64,
-}
-
-thread_local! {
-    static STATE: RefCell<State> = RefCell::new(State::default());
-}
-
-/// What one op of the decorator needs to know of the region state: read once per op.
-pub(crate) struct OpContext {
-    /// The outermost open region, if any.
-    root: Option<u64>,
-    /// The innermost region's policy, unless it recomputes everything.
-    policy: Option<Policy>,
-    /// Whether an open region's policy keeps what it stores in host memory.
-    offload: bool,
-    /// Whether any tensor made in a region may still be used (so operands must be checked).
-    watch: bool,
-}
-
-/// The region state as the op the decorator is about to run sees it.
-pub(crate) fn op_context() -> OpContext {
-    let watch = boundary::watching();
-    STATE.with(|state| {
-        let mut state = state.borrow_mut();
-        let policy = state.stack.last_mut().and_then(|innermost| {
-            innermost.decorated_ops += 1;
-            let policy = innermost.run.policy();
-            policy.filter(|policy| !policy.recomputes_all()).cloned()
-        });
-        // A region nested in an offloading one offloads too.
-        let offload = state.stack.iter().any(|frame| frame.run.offloads());
-        OpContext {
-            offload,
-            // Only a top-level region can be kept by a plan: the root is the first frame that
-            // runs as a region. The ops a region kept by name runs itself are Burn's own, as
-            // outside regions: held as plain autodiff holds them (their operands made in the
-            // enclosing region stored at their first use, as at any region's boundary).
-            root: state
-                .stack
-                .last()
-                .is_none_or(|innermost| !innermost.kept)
-                .then(|| {
-                    state
-                        .stack
-                        .iter()
-                        .find(|frame| frame.run.policy().is_some())
-                })
-                .flatten()
-                .map(|frame| frame.instance),
-            watch,
-            policy,
-        }
-    })
-}
-
-impl OpContext {
-    /// Whether the op runs inside a region (asked by `route::stored_op`, which no op uses today).
-    #[allow(dead_code)]
-    pub(crate) fn in_region(&self) -> bool {
-        self.root.is_some()
-    }
-
-    /// The region the op runs in, if any.
-    pub(crate) fn region(&self) -> Option<OpRegion<'_>> {
-        self.root.map(|root| OpRegion {
-            root,
-            policy: self.policy.as_ref(),
-            offload: self.offload,
-        })
-    }
-}
-
-/// The region an op runs in, as that op sees it.
-pub(crate) struct OpRegion<'a> {
-    root: u64,
-    policy: Option<&'a Policy>,
-    offload: bool,
-}
-
-impl OpRegion<'_> {
-    /// The instance of the top-level region (its number on this thread, growing along forward).
-    pub(crate) fn instance(&self) -> u64 {
-        self.root
-    }
-
-    /// Whether the region keeps what its ops store in host memory.
-    pub(crate) fn offloads(&self) -> bool {
-        self.offload
-    }
+    // Closes the region when dropped (on the thread that opened it: it is not `Send`).
+    _opened: state::Opened,
 }
