@@ -12,7 +12,7 @@ use burn::module::{Module, ModuleVisitor, Param};
 use burn::record::Recorder;
 use burn::tensor::Tensor;
 use densenet_bc::data::fashion_mnist;
-use densenet_bc::train::runner::{MODEL_FILE, recorder};
+use densenet_bc::train::save::{MODEL_FILE, recorder};
 use densenet_bc::train::{EpochReport, Report};
 use densenet_bc::{DenseNet, DenseNetConfig};
 

@@ -12,8 +12,9 @@ use burn_checkpoint::Checkpointed;
 
 use super::options::{CheckpointMode, TrainOptions};
 use super::parallel::Parallel;
-use super::runner::{SingleDevice, StepRunner, restore_weights};
+use super::runner::{SingleDevice, StepRunner};
 use super::save::SavedWeights;
+use super::save::restore_weights;
 use crate::seeds::{Purpose, derive};
 use crate::{DenseNet, DenseNetConfig};
 use burn_checkpoint::memory::Meter;

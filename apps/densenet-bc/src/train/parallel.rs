@@ -14,8 +14,9 @@ use burn::tensor::{Int, Tensor};
 use burn_checkpoint_parallel::{DataParallel, DataParallelConfig, Nodes, split_batch};
 
 use super::options::TrainOptions;
-use super::runner::{EvalOutput, StepOutput, StepRunner, evaluate_batch, save_state, train_loss};
+use super::runner::{EvalOutput, StepOutput, StepRunner, evaluate_batch, train_loss};
 use super::save::Checksums;
+use super::save::save_state;
 use crate::DenseNet;
 use crate::data::HostBatch;
 use burn_checkpoint::memory::Meter;

@@ -17,6 +17,12 @@ use sha2::{Digest, Sha256};
 
 use super::report::EpochReport;
 
+mod records;
+
+pub use records::{
+    MODEL_FILE, OPTIMIZER_FILE, recorder, restore_weights, save_state, tensor_shapes,
+};
+
 /// The file that names the last complete epoch.
 pub const STATE_FILE: &str = "state.json";
 /// The version of the saved layout written now: 2 lists each weight file's SHA-256. Format 1
