@@ -113,30 +113,46 @@ fn main() {
     let labels =
         Tensor::<Flex, 1, Int>::random([args.batch], Distribution::Uniform(0.0, 10.0), &device)
             .into_data();
-    let trainer = |cut: Cut, policy: RegionPolicy| {
-        let config = config.clone().with_cut(cut).with_policy(policy);
+    let trainer = |cut: Cut, policy: RegionPolicy, offload: bool| {
+        let config = config
+            .clone()
+            .with_cut(cut)
+            .with_policy(policy)
+            .with_offload(offload);
         RefCell::new(Trainer::new(&config, &weights, &images, &labels))
     };
     // The planner's model: a region per dense layer, each of which a plan may keep.
-    let planned = trainer(Cut::Layer, RegionPolicy::RecomputeAll);
+    let planned = trainer(Cut::Layer, RegionPolicy::RecomputeAll, false);
     let hands = [
-        ("no region", Cut::None, RegionPolicy::RecomputeAll),
-        ("bottleneck", Cut::Bottleneck, RegionPolicy::RecomputeAll),
+        ("no region", Cut::None, RegionPolicy::RecomputeAll, false),
+        (
+            "bottleneck",
+            Cut::Bottleneck,
+            RegionPolicy::RecomputeAll,
+            false,
+        ),
         (
             "layer, save-compute-bound",
             Cut::Layer,
             RegionPolicy::SaveComputeBound,
+            false,
         ),
         (
             "layer, save-reductions",
             Cut::Layer,
             RegionPolicy::SaveReductions,
+            false,
         ),
-        ("layer", Cut::Layer, RegionPolicy::RecomputeAll),
-        ("layer, offloaded", Cut::Layer, RegionPolicy::Offload),
-        ("block", Cut::Block, RegionPolicy::RecomputeAll),
+        ("layer", Cut::Layer, RegionPolicy::RecomputeAll, false),
+        (
+            "layer, offloaded",
+            Cut::Layer,
+            RegionPolicy::RecomputeAll,
+            true,
+        ),
+        ("block", Cut::Block, RegionPolicy::RecomputeAll, false),
     ]
-    .map(|(name, cut, policy)| (name, trainer(cut, policy)));
+    .map(|(name, cut, policy, offload)| (name, trainer(cut, policy, offload)));
     let title = format!(
         "DenseNet-BC-{} (growth {}), batch {} of 3×32×32, SGD step, flex backend: the budget \
          planner over the dense layers' regions against hand-made cuts",

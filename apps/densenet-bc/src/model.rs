@@ -37,9 +37,6 @@ pub enum RegionPolicy {
     /// per channel), so that recomputing a BatchNorm skips the two passes over its input that
     /// computed them.
     SaveReductions,
-    /// [`Policy::RecomputeAll`], what the region stores (the earlier layers' features) held in
-    /// host memory ([`Region::offloaded`]).
-    Offload,
 }
 
 impl RegionPolicy {
@@ -53,7 +50,6 @@ impl RegionPolicy {
                 OpKind::Reduce => Decision::Save,
                 _ => Decision::Recompute,
             })),
-            RegionPolicy::Offload => region.offloaded(),
         }
     }
 }
@@ -66,9 +62,26 @@ pub const BOTTLENECK_REGION: &str = "densenet::bottleneck";
 /// The name of the regions of [`Cut::Block`].
 pub const BLOCK_REGION: &str = "densenet::block";
 
-/// Runs `f` as a region named `name` with `policy`.
-fn region<R>(name: &'static str, policy: RegionPolicy, f: impl FnOnce() -> R) -> R {
-    policy.region(name).run(f)
+/// Where a network's regions go and how they run: its config's `cut`, `policy` and `offload`,
+/// handed down its forward.
+#[derive(Clone, Copy)]
+struct Regions {
+    cut: Cut,
+    policy: RegionPolicy,
+    offload: bool,
+}
+
+impl Regions {
+    /// Runs `f` as a region named `name`.
+    fn run<R>(self, name: &'static str, f: impl FnOnce() -> R) -> R {
+        let region = self.policy.region(name);
+        let region = if self.offload {
+            region.offloaded()
+        } else {
+            region
+        };
+        region.run(f)
+    }
 }
 
 /// DenseNet-BC's hyper-parameters (defaults: the reference's DenseNet-BC on CIFAR-10).
@@ -103,6 +116,10 @@ pub struct DenseNetConfig {
     /// What the regions keep.
     #[config(default = "RegionPolicy::RecomputeAll")]
     pub policy: RegionPolicy,
+    /// Whether what the regions store waits in host memory ([`Region::offloaded`]), whatever
+    /// they keep.
+    #[config(default = false)]
+    pub offload: bool,
 }
 
 impl DenseNetConfig {
@@ -195,6 +212,7 @@ impl DenseNetConfig {
             relu: Relu::new(),
             cut: self.cut,
             policy: self.policy,
+            offload: self.offload,
         }
     }
 }
@@ -234,16 +252,14 @@ impl<B: Backend> DenseLayer<B> {
         self.conv1.forward(self.relu.forward(self.norm1.forward(x)))
     }
 
-    fn forward(&self, features: Vec<Tensor<B, 4>>, cut: Cut, policy: RegionPolicy) -> Tensor<B, 4> {
+    fn forward(&self, features: Vec<Tensor<B, 4>>, regions: Regions) -> Tensor<B, 4> {
         let rest = |x: Tensor<B, 4>| {
             let x = self.conv2.forward(self.relu.forward(self.norm2.forward(x)));
             self.dropout.forward(x)
         };
-        match cut {
-            Cut::Bottleneck => rest(region(BOTTLENECK_REGION, policy, || {
-                self.bottleneck(features)
-            })),
-            Cut::Layer => region(LAYER_REGION, policy, || rest(self.bottleneck(features))),
+        match regions.cut {
+            Cut::Bottleneck => rest(regions.run(BOTTLENECK_REGION, || self.bottleneck(features))),
+            Cut::Layer => regions.run(LAYER_REGION, || rest(self.bottleneck(features))),
             Cut::None | Cut::Block => rest(self.bottleneck(features)),
         }
     }
@@ -256,17 +272,17 @@ pub struct DenseBlock<B: Backend> {
 }
 
 impl<B: Backend> DenseBlock<B> {
-    fn forward(&self, x: Tensor<B, 4>, cut: Cut, policy: RegionPolicy) -> Tensor<B, 4> {
+    fn forward(&self, x: Tensor<B, 4>, regions: Regions) -> Tensor<B, 4> {
         let run = || {
             let mut features = vec![x];
             for layer in &self.layers {
-                let new = layer.forward(features.clone(), cut, policy);
+                let new = layer.forward(features.clone(), regions);
                 features.push(new);
             }
             Tensor::cat(features, 1)
         };
-        match cut {
-            Cut::Block => region(BLOCK_REGION, policy, run),
+        match regions.cut {
+            Cut::Block => regions.run(BLOCK_REGION, run),
             _ => run(),
         }
     }
@@ -318,14 +334,20 @@ pub struct DenseNet<B: Backend> {
     relu: Relu,
     cut: Cut,
     policy: RegionPolicy,
+    offload: bool,
 }
 
 impl<B: Backend> DenseNet<B> {
     /// Class logits `[batch, classes]` for images `[batch, channels, height, width]`.
     pub fn forward(&self, images: Tensor<B, 4>) -> Tensor<B, 2> {
+        let regions = Regions {
+            cut: self.cut,
+            policy: self.policy,
+            offload: self.offload,
+        };
         let mut x = self.stem.forward(images);
         for stage in &self.stages {
-            x = stage.block.forward(x, self.cut, self.policy);
+            x = stage.block.forward(x, regions);
             if let Some(transition) = &stage.transition {
                 x = transition.forward(x);
             }

@@ -109,13 +109,13 @@ fn every_cut_gives_the_uncheckpointed_losses_and_gradients<I: Backend>() {
     let recorder = BinBytesRecorder::<FullPrecisionSettings>::default();
     let mut references = std::collections::HashMap::new();
 
-    for (cut, policy) in [
-        (Cut::None, RegionPolicy::RecomputeAll),
-        (Cut::Bottleneck, RegionPolicy::RecomputeAll),
-        (Cut::Layer, RegionPolicy::RecomputeAll),
-        (Cut::Layer, RegionPolicy::SaveComputeBound),
-        (Cut::Layer, RegionPolicy::Offload),
-        (Cut::Block, RegionPolicy::RecomputeAll),
+    for (cut, policy, offload) in [
+        (Cut::None, RegionPolicy::RecomputeAll, false),
+        (Cut::Bottleneck, RegionPolicy::RecomputeAll, false),
+        (Cut::Layer, RegionPolicy::RecomputeAll, false),
+        (Cut::Layer, RegionPolicy::SaveComputeBound, false),
+        (Cut::Layer, RegionPolicy::RecomputeAll, true),
+        (Cut::Block, RegionPolicy::RecomputeAll, false),
     ] {
         let config = config(cut);
         let (bytes, reference) = references
@@ -124,6 +124,7 @@ fn every_cut_gives_the_uncheckpointed_losses_and_gradients<I: Backend>() {
         let model = config
             .with_cut(cut)
             .with_policy(policy)
+            .with_offload(offload)
             .init::<Checkpointed<Autodiff<I>>>(&device)
             .load_record(recorder.load(bytes.clone(), &device).unwrap());
         Counters::reset();

@@ -280,7 +280,7 @@ fn run<I: Backend>(args: &Args, meter: Meter) -> Vec<Row> {
                     &meter,
                     key,
                     "regions: layer, offloaded",
-                    &cut(Cut::Layer, RegionPolicy::Offload),
+                    &cut(Cut::Layer, RegionPolicy::RecomputeAll).with_offload(true),
                     &weights,
                 ),
                 "block" => trainer::<Checkpointed<Bal<I>>>(
