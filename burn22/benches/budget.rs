@@ -17,6 +17,7 @@
 
 // The tests' helpers: `initialised`, so that every method's copy holds the same weights.
 
+use bench_kit_core::densenet::DenseNetShape;
 use bench_kit_core::gpt::GptShape;
 use bench_kit_core::sweep::{self, Hand, StepFn};
 use burn::tensor::{Device, Int, Tensor, TensorData};
@@ -35,12 +36,9 @@ struct Args {
     /// Which model.
     #[arg(long, value_enum, default_value = "densenet")]
     model: Which,
-    /// DenseNet-BC depth (6n + 4).
-    #[arg(long, default_value_t = 100)]
-    depth: usize,
-    /// DenseNet-BC growth rate.
-    #[arg(long, default_value_t = 12)]
-    growth: usize,
+    /// The DenseNet-BC.
+    #[command(flatten)]
+    densenet: DenseNetShape,
     /// DenseNet batch size (32×32 images).
     #[arg(long, default_value_t = 16)]
     batch: usize,
@@ -117,8 +115,8 @@ fn densenet_step(args: &Args, method: Method, images: &TensorData) -> StepFn<'st
     let device = method.device();
     device.seed(1);
     let model = initialised(densenet::DenseNet::new(
-        args.depth,
-        args.growth,
+        args.densenet.depth,
+        args.densenet.growth,
         3,
         10,
         &device,
@@ -157,10 +155,10 @@ impl Task {
         match args.model {
             Which::Densenet => Task {
                 title: format!(
-                    "DenseNet-BC-{} (k={}), batch {} of 32×32 images, forward and backward, \
-                     Burn 0.22 on Flex: the budget planner over the dense layers' regions \
-                     against hand-made cuts",
-                    args.depth, args.growth, args.batch
+                    "{}, batch {} of 32×32 images, forward and backward, Burn 0.22 on Flex: \
+                     the budget planner over the dense layers' regions against hand-made cuts",
+                    args.densenet.describe(),
+                    args.batch
                 ),
                 unit: "layer",
                 batch: densenet::images(args.batch, &device).into_data(),

@@ -11,6 +11,7 @@
 
 use std::time::{Duration, Instant};
 
+use bench_kit_core::densenet::DenseNetShape;
 use bench_kit_core::gpt::GptShape;
 use burn::tensor::Device;
 use burn_checkpoint_22::memory::{CountingAllocator, Meter};
@@ -31,12 +32,9 @@ struct Args {
     /// Measured steps per method (after one warm-up step each).
     #[arg(long, default_value_t = 3)]
     steps: usize,
-    /// DenseNet-BC depth (6n + 4).
-    #[arg(long, default_value_t = 100)]
-    depth: usize,
-    /// DenseNet-BC growth rate.
-    #[arg(long, default_value_t = 12)]
-    growth: usize,
+    /// The DenseNet-BC.
+    #[command(flatten)]
+    densenet: DenseNetShape,
     /// DenseNet batch sizes (32×32 images).
     #[arg(long, value_delimiter = ',', default_value = "16,64")]
     batches: Vec<usize>,
@@ -165,18 +163,15 @@ fn densenet(args: &Args, batch: usize) -> Vec<Row> {
             let device = method.device();
             device.seed(1);
             initialised(densenet::DenseNet::new(
-                args.depth,
-                args.growth,
+                args.densenet.depth,
+                args.densenet.growth,
                 3,
                 10,
                 &device,
             ))
         })
         .collect();
-    let name = format!(
-        "DenseNet-BC-{} (k={}), batch {batch}",
-        args.depth, args.growth
-    );
+    let name = format!("{}, batch {batch}", args.densenet.describe());
     compare(&name, args.steps, &Method::DENSENET, |index, method| {
         let device = method.device();
         device.seed(2);

@@ -52,8 +52,8 @@ mod sequential;
 
 pub use burn_checkpoint_22_macros::checkpoint;
 pub use burn_checkpoint_core::{RegionId, RegionName, Segments};
-pub use region::{Region, checkpoint, checkpoint_fn};
 pub use policy::Policy;
+pub use region::{Region, checkpoint, checkpoint_fn};
 pub use seed::region_seed;
 pub use sequential::{Layer, checkpoint_sequential};
 pub use tensors::RegionTensors;

@@ -15,9 +15,9 @@ use crate::dispatch;
 use crate::graph::NodeSpec;
 use crate::params;
 use crate::policy::Policy;
-use crate::state::{self, Held, Hold, Run};
 use crate::retag;
 use crate::seed::after_recompute;
+use crate::state::{self, Held, Hold, Run};
 use crate::tensors::RegionTensors;
 
 /// A checkpoint region: its name, what it keeps ([`policy`](Region::policy)), whether its stored

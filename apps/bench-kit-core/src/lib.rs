@@ -12,9 +12,11 @@
 
 pub mod agreement;
 pub mod args;
+pub mod densenet;
 pub mod figure;
 pub mod gpt;
 pub mod output;
 pub mod schedule;
 pub mod sweep;
 pub mod table;
+pub mod tape;

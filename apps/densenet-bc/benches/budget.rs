@@ -13,6 +13,7 @@
 
 use std::cell::RefCell;
 
+use bench_kit::densenet::DenseNetShape;
 use burn::backend::{Autodiff, Flex};
 use burn::module::Module;
 use burn::nn::loss::CrossEntropyLossConfig;
@@ -24,7 +25,7 @@ use burn::tensor::{Distribution, Int, Tensor, TensorData};
 use burn_checkpoint::Checkpointed;
 use burn_checkpoint::memory::{CountingAllocator, Meter};
 use burn_checkpoint::planner::TREATMENTS;
-use densenet_bc::{Cut, DenseNet, DenseNetConfig, RegionPolicy};
+use densenet_bc::{DenseNet, DenseNetConfig, Method};
 
 use bench_kit::sweep;
 
@@ -38,12 +39,9 @@ type B = Checkpointed<Autodiff<Flex>>;
 /// DenseNet-BC under the budget planner, against the hand-made cuts.
 #[derive(clap::Parser)]
 struct Args {
-    /// DenseNet-BC depth.
-    #[arg(long, default_value_t = 100)]
-    depth: usize,
-    /// Growth rate.
-    #[arg(long, default_value_t = 12)]
-    growth: usize,
+    /// The network.
+    #[command(flatten)]
+    shape: DenseNetShape,
     /// Images per step (3×32×32).
     #[arg(long, default_value_t = 16)]
     batch: usize,
@@ -104,7 +102,7 @@ fn main() {
     }
     let device = Default::default();
     Flex::seed(&device, 1);
-    let config = DenseNetConfig::new(args.depth).with_growth_rate(args.growth);
+    let config = DenseNetConfig::new(args.shape.depth).with_growth_rate(args.shape.growth);
     let weights = BinBytesRecorder::<FullPrecisionSettings>::default()
         .record(config.init::<B>(&device).into_record(), ())
         .unwrap();
@@ -113,50 +111,27 @@ fn main() {
     let labels =
         Tensor::<Flex, 1, Int>::random([args.batch], Distribution::Uniform(0.0, 10.0), &device)
             .into_data();
-    let trainer = |cut: Cut, policy: RegionPolicy, offload: bool| {
-        let config = config
-            .clone()
-            .with_cut(cut)
-            .with_policy(policy)
-            .with_offload(offload);
+    let trainer = |method: Method| {
+        let config = method.configure(config.clone());
         RefCell::new(Trainer::new(&config, &weights, &images, &labels))
     };
     // The planner's model: a region per dense layer, each of which a plan may keep.
-    let planned = trainer(Cut::Layer, RegionPolicy::RecomputeAll, false);
+    let planned = trainer(Method::Layer);
     let hands = [
-        ("no region", Cut::None, RegionPolicy::RecomputeAll, false),
-        (
-            "bottleneck",
-            Cut::Bottleneck,
-            RegionPolicy::RecomputeAll,
-            false,
-        ),
-        (
-            "layer, save-compute-bound",
-            Cut::Layer,
-            RegionPolicy::SaveComputeBound,
-            false,
-        ),
-        (
-            "layer, save-reductions",
-            Cut::Layer,
-            RegionPolicy::SaveReductions,
-            false,
-        ),
-        ("layer", Cut::Layer, RegionPolicy::RecomputeAll, false),
-        (
-            "layer, offloaded",
-            Cut::Layer,
-            RegionPolicy::RecomputeAll,
-            true,
-        ),
-        ("block", Cut::Block, RegionPolicy::RecomputeAll, false),
+        Method::Plain,
+        Method::Bottleneck,
+        Method::LayerSave,
+        Method::LayerReduce,
+        Method::Layer,
+        Method::LayerOffload,
+        Method::Block,
     ]
-    .map(|(name, cut, policy, offload)| (name, trainer(cut, policy, offload)));
+    .map(|method| (method.name(), trainer(method)));
     let title = format!(
-        "DenseNet-BC-{} (growth {}), batch {} of 3×32×32, SGD step, flex backend: the budget \
-         planner over the dense layers' regions against hand-made cuts",
-        args.depth, args.growth, args.batch
+        "{}, batch {} of 3×32×32, SGD step, flex backend: the budget planner over the dense \
+         layers' regions against hand-made cuts",
+        args.shape.describe(),
+        args.batch
     );
     args.sweep.run(
         sweep::Measured {

@@ -15,6 +15,9 @@
 
 use std::time::Duration;
 
+use bench_kit::densenet::DenseNetShape;
+use bench_kit_core::tape::Tape;
+use burn::backend::autodiff::checkpoint::strategy::BalancedCheckpointing;
 use burn::backend::{Autodiff, Flex};
 use burn::module::Module;
 use burn::nn::loss::CrossEntropyLossConfig;
@@ -30,17 +33,14 @@ use burn_checkpoint_parallel::{
     split_batch,
 };
 use cpu_time::ProcessTime;
-use densenet_bc::{Cut, DenseNet, DenseNetConfig, RegionPolicy};
+use densenet_bc::{DenseNet, DenseNetConfig, Method};
 
 /// DenseNet-BC trained data-parallel: time per step and all-reduce cost of each method.
 #[derive(clap::Parser)]
 struct Args {
-    /// DenseNet-BC depth.
-    #[arg(long, default_value_t = 100)]
-    depth: usize,
-    /// Growth rate.
-    #[arg(long, default_value_t = 12)]
-    growth: usize,
+    /// The network.
+    #[command(flatten)]
+    shape: DenseNetShape,
     /// Images per step, split among the workers.
     #[arg(long, default_value_t = 32)]
     batch: usize,
@@ -53,14 +53,15 @@ struct Args {
     /// Rounds (methods interleaved).
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..))]
     rounds: u64,
-    /// Keys of the methods to run (`plain` always runs: the ratios' base): plain, per-tensor,
-    /// bottleneck, bottleneck-save, bottleneck-reduce, layer, layer-reduce, layer-save.
+    /// The methods to run besides plain, which always runs (the ratios' base) twice: bucketed
+    /// and, for contrast, with one all-reduce call per tensor.
     #[arg(
         long,
+        value_enum,
         value_delimiter = ',',
-        default_value = "plain,per-tensor,bottleneck,bottleneck-reduce,layer,layer-reduce"
+        default_value = "bottleneck,bottleneck-reduce,layer,layer-reduce"
     )]
-    methods: Vec<String>,
+    methods: Vec<Method>,
     /// All-reduce strategy.
     #[arg(long, value_enum, default_value_t = Strategy::Tree)]
     strategy: Strategy,
@@ -101,15 +102,15 @@ impl Args {
 
 type I = Flex;
 type Plain = Autodiff<I>;
+type Balanced = Autodiff<I, BalancedCheckpointing>;
+/// Regions over plain autodiff, not Balanced: the all-reduce's cost against plain's, with
+/// nothing else changed (docs/parallel.md's figures).
 type Regions = Checkpointed<Autodiff<I>>;
 
-/// One configuration measured.
-struct Method {
-    key: &'static str,
-    name: &'static str,
-    regions: bool,
-    cut: Cut,
-    policy: RegionPolicy,
+/// One configuration measured: a method and its all-reduce buckets.
+struct Configuration {
+    method: Method,
+    name: String,
     bucket_bytes: usize,
 }
 
@@ -125,7 +126,7 @@ struct Measured {
 /// Builds a `DataParallel` for `B` from `weights`, runs a warm-up step and `steps` timed steps.
 fn run<B: AutodiffBackend<InnerBackend = I>>(
     args: &Args,
-    method: &Method,
+    method: &Configuration,
     weights: &[u8],
     images: &TensorData,
     labels: &TensorData,
@@ -133,10 +134,8 @@ fn run<B: AutodiffBackend<InnerBackend = I>>(
 ) {
     let device = Default::default();
     let recorder = BinBytesRecorder::<FullPrecisionSettings>::default();
-    let model = DenseNetConfig::new(args.depth)
-        .with_growth_rate(args.growth)
-        .with_cut(method.cut)
-        .with_policy(method.policy)
+    let model = (method.method)
+        .configure(DenseNetConfig::new(args.shape.depth).with_growth_rate(args.shape.growth))
         .init::<B>(&device)
         .load_record(
             recorder
@@ -195,7 +194,7 @@ fn main() {
     let args = Args::parse();
     let device = Default::default();
     I::seed(&device, 1);
-    let config = DenseNetConfig::new(args.depth).with_growth_rate(args.growth);
+    let config = DenseNetConfig::new(args.shape.depth).with_growth_rate(args.shape.growth);
     let recorder = BinBytesRecorder::<FullPrecisionSettings>::default();
     let weights = recorder
         .record(config.init::<Plain>(&device).into_record(), ())
@@ -207,93 +206,44 @@ fn main() {
         Tensor::<I, 1, Int>::random([args.batch], Distribution::Uniform(0.0, 10.0), &device)
             .into_data();
 
-    let methods = [
-        Method {
-            key: "plain",
-            name: "plain Autodiff",
-            regions: false,
-            cut: Cut::None,
-            policy: RegionPolicy::RecomputeAll,
-            bucket_bytes: DEFAULT_BUCKET_BYTES,
-        },
-        Method {
-            key: "per-tensor",
-            name: "plain Autodiff, one call per tensor",
-            regions: false,
-            cut: Cut::None,
-            policy: RegionPolicy::RecomputeAll,
-            bucket_bytes: 0,
-        },
-        Method {
-            key: "bottleneck",
-            name: "regions: bottleneck (the reference's cut)",
-            regions: true,
-            cut: Cut::Bottleneck,
-            policy: RegionPolicy::RecomputeAll,
-            bucket_bytes: DEFAULT_BUCKET_BYTES,
-        },
-        Method {
-            key: "bottleneck-save",
-            name: "regions: bottleneck, SaveComputeBound",
-            regions: true,
-            cut: Cut::Bottleneck,
-            policy: RegionPolicy::SaveComputeBound,
-            bucket_bytes: DEFAULT_BUCKET_BYTES,
-        },
-        Method {
-            key: "bottleneck-reduce",
-            name: "regions: bottleneck, SaveReductions",
-            regions: true,
-            cut: Cut::Bottleneck,
-            policy: RegionPolicy::SaveReductions,
-            bucket_bytes: DEFAULT_BUCKET_BYTES,
-        },
-        Method {
-            key: "layer",
-            name: "regions: layer",
-            regions: true,
-            cut: Cut::Layer,
-            policy: RegionPolicy::RecomputeAll,
-            bucket_bytes: DEFAULT_BUCKET_BYTES,
-        },
-        Method {
-            key: "layer-reduce",
-            name: "regions: layer, SaveReductions",
-            regions: true,
-            cut: Cut::Layer,
-            policy: RegionPolicy::SaveReductions,
-            bucket_bytes: DEFAULT_BUCKET_BYTES,
-        },
-        Method {
-            key: "layer-save",
-            name: "regions: layer, SaveComputeBound",
-            regions: true,
-            cut: Cut::Layer,
-            policy: RegionPolicy::SaveComputeBound,
-            bucket_bytes: DEFAULT_BUCKET_BYTES,
-        },
-    ];
-    let methods: Vec<Method> = methods
-        .into_iter()
-        .filter(|m| m.key == "plain" || args.methods.iter().any(|k| k == m.key))
-        .collect();
+    let configuration = |method: Method, name: &str, bucket_bytes| Configuration {
+        method,
+        name: name.to_string(),
+        bucket_bytes,
+    };
+    let methods: Vec<Configuration> = [
+        configuration(Method::Plain, Method::Plain.label(), DEFAULT_BUCKET_BYTES),
+        configuration(Method::Plain, "plain Autodiff, one call per tensor", 0),
+    ]
+    .into_iter()
+    .chain(
+        args.methods
+            .iter()
+            .filter(|&&method| method != Method::Plain)
+            .map(|&method| configuration(method, method.label(), DEFAULT_BUCKET_BYTES)),
+    )
+    .collect();
     let mut measured: Vec<Measured> = methods.iter().map(|_| Measured::default()).collect();
     for round in 0..args.rounds {
         eprintln!("round {round}");
         for (method, measured) in methods.iter().zip(&mut measured) {
-            if method.regions {
-                run::<Regions>(&args, method, &weights, &images, &labels, measured);
-            } else {
-                run::<Plain>(&args, method, &weights, &images, &labels, measured);
+            match method.method.tape() {
+                Tape::Plain => run::<Plain>(&args, method, &weights, &images, &labels, measured),
+                Tape::Balanced => {
+                    run::<Balanced>(&args, method, &weights, &images, &labels, measured)
+                }
+                // Over plain autodiff here, whatever the method's tape (see `Regions`).
+                Tape::Regions | Tape::RegionsOverBalanced => {
+                    run::<Regions>(&args, method, &weights, &images, &labels, measured)
+                }
             }
         }
     }
 
     println!(
-        "DenseNet-BC-{} (growth {}, {} parameters), 3×32×32, batch {} on {} Flex workers \
-         ({} each), {:?} all-reduce, SGD step, median of {} steps",
-        args.depth,
-        args.growth,
+        "{} ({} parameters), 3×32×32, batch {} on {} Flex workers ({} each), {:?} all-reduce, \
+         SGD step, median of {} steps",
+        args.shape.describe(),
         parameters,
         args.batch,
         args.workers,

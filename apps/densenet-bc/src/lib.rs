@@ -20,6 +20,7 @@
 //!
 //! Not part of burn-checkpoint's public API: it is the model the benchmark and the trainer share.
 
+mod method;
 mod model;
 
 pub mod data;
@@ -29,6 +30,7 @@ pub mod train;
 /// for Burn 0.22).
 pub use image_data::seeds;
 
+pub use method::Method;
 pub use model::{
     BLOCK_REGION, BOTTLENECK_REGION, Cut, DenseBlock, DenseLayer, DenseNet, DenseNetConfig,
     LAYER_REGION, RegionPolicy, Stage, Transition,

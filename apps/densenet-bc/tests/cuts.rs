@@ -14,7 +14,7 @@ use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::{Distribution, Int, Tensor, TensorData};
 use burn_checkpoint::Checkpointed;
 use burn_checkpoint::counters::Counters;
-use densenet_bc::{Cut, DenseNet, DenseNetConfig, RegionPolicy};
+use densenet_bc::{DenseNet, DenseNetConfig, Method};
 
 const BATCH: usize = 2;
 const SIDE: usize = 8;
@@ -22,7 +22,7 @@ const SIDE: usize = 8;
 /// DenseNet-BC-40 (6 layers per block) for every cut, `Block` included: a block-wide region's
 /// concatenations form many paths to the same ancestors, which this crate's recompute walk
 /// visits once each (Burn 0.21's checkpointer walked every path, exponential in the block).
-fn config(_: Cut) -> DenseNetConfig {
+fn config() -> DenseNetConfig {
     DenseNetConfig::new(40)
 }
 
@@ -109,35 +109,34 @@ fn every_cut_gives_the_uncheckpointed_losses_and_gradients<I: Backend>() {
     let recorder = BinBytesRecorder::<FullPrecisionSettings>::default();
     let mut references = std::collections::HashMap::new();
 
-    for (cut, policy, offload) in [
-        (Cut::None, RegionPolicy::RecomputeAll, false),
-        (Cut::Bottleneck, RegionPolicy::RecomputeAll, false),
-        (Cut::Layer, RegionPolicy::RecomputeAll, false),
-        (Cut::Layer, RegionPolicy::SaveComputeBound, false),
-        (Cut::Layer, RegionPolicy::RecomputeAll, true),
-        (Cut::Block, RegionPolicy::RecomputeAll, false),
+    // Plain: the decorator without a region.
+    for method in [
+        Method::Plain,
+        Method::Bottleneck,
+        Method::Layer,
+        Method::LayerSave,
+        Method::LayerOffload,
+        Method::Block,
     ] {
-        let config = config(cut);
+        let config = config();
         let (bytes, reference) = references
             .entry(config.blocks())
             .or_insert_with(|| reference::<I>(&config, &images, &labels));
-        let model = config
-            .with_cut(cut)
-            .with_policy(policy)
-            .with_offload(offload)
+        let model = method
+            .configure(config)
             .init::<Checkpointed<Autodiff<I>>>(&device)
             .load_record(recorder.load(bytes.clone(), &device).unwrap());
         Counters::reset();
         let steps = two_steps(model, &images, &labels);
         assert!(
             Counters::now().fallbacks.is_empty(),
-            "{cut:?}: ops fell back: {:?}",
+            "{method:?}: ops fell back: {:?}",
             Counters::now().fallbacks
         );
-        if cut != Cut::None {
+        if method.tape().regions() {
             assert!(
                 !Counters::now().recomputes.is_empty(),
-                "{cut:?}: nothing recomputed"
+                "{method:?}: nothing recomputed"
             );
         }
 
@@ -156,7 +155,7 @@ fn every_cut_gives_the_uncheckpointed_losses_and_gradients<I: Backend>() {
                 .collect();
             // Tensor 0 is the loss, tensor i + 1 gradient i.
             if let Err(difference) = agreement.check(&got, &want) {
-                panic!("{cut:?} {policy:?}, step {step}: {difference}");
+                panic!("{method:?}, step {step}: {difference}");
             }
         }
     }

@@ -108,7 +108,7 @@ fn synthetic_run_reports_every_figure() {
     let dir = tempfile::tempdir().unwrap();
     let owned = tiny(&["--data", "synthetic", "--epochs", "2"]);
     let report = train_ok(&args(&owned), &dir.path().join("report.json"));
-    assert_eq!(report.method, "regions (dense layer)");
+    assert_eq!(report.method, "regions: layer");
     assert_eq!(
         report.backend,
         "Checkpointed<Autodiff<Flex, BalancedCheckpointing>>"
@@ -156,9 +156,9 @@ fn checkpoint_modes_give_the_same_losses() {
         assert_eq!(report.checkpoint, mode);
         report
     };
-    let none = run("none");
+    let none = run("plain");
     assert_eq!(none.backend, "Autodiff<Flex>");
-    for mode in ["balanced", "regions", "regions-save-compute"] {
+    for mode in ["balanced", "layer", "layer-save"] {
         let other = run(mode);
         // Bitwise: the regions recompute the same ops on the same values.
         assert_eq!(results(&other), results(&none), "--checkpoint {mode}");
@@ -181,7 +181,7 @@ fn two_devices_train_data_parallel_with_every_mode() {
         ]);
         train_ok(&args(&owned), &dir.path().join(format!("{mode}.json")))
     };
-    let none = run("none");
+    let none = run("plain");
     assert_eq!((none.device_count, none.batch_size), (2, 4));
     assert_eq!(none.devices, ["cpu", "cpu"]);
     for epoch in &none.epochs {
@@ -192,7 +192,7 @@ fn two_devices_train_data_parallel_with_every_mode() {
         assert!((0.0..=1.0).contains(&accuracy));
     }
     // Regions on every worker change what is stored, not a bit of the results.
-    let regions = run("regions");
+    let regions = run("layer");
     assert_eq!(results(&regions), results(&none));
     assert!(regions.peak_step_bytes > 0);
 
@@ -204,7 +204,7 @@ fn two_devices_train_data_parallel_with_every_mode() {
         "--epochs",
         "2",
         "--checkpoint",
-        "none",
+        "plain",
     ]);
     let single = train_ok(&args(&owned), &dir.path().join("single.json"));
     let (one, two) = (single.epochs[0].train_loss, none.epochs[0].train_loss);
@@ -261,7 +261,7 @@ fn wgpu_devices_train_the_same_run_every_run() {
             "--devices",
             "wgpu,wgpu",
             "--checkpoint",
-            "regions",
+            "layer",
             "--save",
             save.to_str().unwrap(),
         ]);
@@ -965,11 +965,11 @@ fn memory_budgets_plan_check_and_change_no_result() {
     assert!(error.contains("smallest peak"), "{error}");
     let error = train_err(&args(&owned(&[
         "--checkpoint",
-        "none",
+        "plain",
         "--memory-budget",
         "1GiB",
     ])));
-    assert!(error.contains("--checkpoint regions"), "{error}");
+    assert!(error.contains("--checkpoint layer"), "{error}");
 
     // The largest batch for the peak the batch of 8 had with every region kept: at least 8.
     // The host meter counts the whole process, whose threads allocate a few tens of KB more or

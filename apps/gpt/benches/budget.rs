@@ -24,7 +24,7 @@ use burn::tensor::{Int, Tensor, TensorData};
 use burn_checkpoint::Checkpointed;
 use burn_checkpoint::memory::{CountingAllocator, Meter};
 use burn_checkpoint::planner::TREATMENTS;
-use gpt::{Cut, Gpt};
+use gpt::{Cut, Gpt, Method};
 
 use bench_kit::gpt::GptShape;
 use bench_kit::sweep;
@@ -92,16 +92,17 @@ fn main() {
     };
     // The planner's model: a region per block, each of which a plan may keep.
     let planned = trainer(Cut::Block);
+    // Every method of the model's backend (`Checkpointed<Autodiff<Flex>>`), by name.
     let hands = [
-        ("no region", Cut::None),
-        ("per block, save-compute-bound", Cut::BlockSaveCompute),
-        ("per block", Cut::Block),
-        ("per block, offloaded", Cut::BlockOffload),
-        ("sequential, sqrt", Cut::SequentialSqrt),
-        ("sequential, 2 segments", Cut::SequentialTwo),
-        ("whole stack", Cut::Whole),
+        Method::Plain,
+        Method::BlockSave,
+        Method::Block,
+        Method::BlockOffload,
+        Method::SeqSqrt,
+        Method::SeqTwo,
+        Method::Whole,
     ]
-    .map(|(name, cut)| (name, trainer(cut)));
+    .map(|method| (method.name(), trainer(method.cut())));
     let title = format!(
         "{}, AdamW step, flex backend: the budget planner over the blocks' regions against \
          hand-made cuts",

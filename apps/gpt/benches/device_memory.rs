@@ -14,13 +14,15 @@
 //! cargo bench -p gpt --bench device_memory                         # 4 blocks, d 256, batch 8 × 128
 //! cargo bench -p gpt --bench device_memory -- --pools exclusive --cleanup none,step
 //! cargo bench -p gpt --features cuda --bench device_memory -- --backend cuda --blocks 12 \
-//!     --d-model 768 --heads 12 --seq 512 --batch 8 --vocab 50257 --methods all   # GPT-2 small
+//!     --d-model 768 --heads 12 --seq 512 --batch 8 --vocab 50257 \
+//!     --methods plain,balanced,block,block-balanced,block-save,block-offload,seq-sqrt,whole   # GPT-2 small
 //! ```
 
 use std::path::PathBuf;
 
 use bench_kit::child;
 use bench_kit::device::{StepFigures, measure_steps};
+use bench_kit::tape::Tape;
 use bench_kit::wgpu::{Pools, set_pools};
 use burn::backend::Autodiff;
 use burn::backend::autodiff::checkpoint::strategy::BalancedCheckpointing;
@@ -31,7 +33,7 @@ use burn_checkpoint::Checkpointed;
 use burn_checkpoint::memory::{MemoryMeter, Meter};
 use burn_checkpoint_core::memory::mib;
 use clap::{Parser, ValueEnum};
-use gpt::{Cut, Gpt};
+use gpt::{Cut, Gpt, Method};
 use serde::{Deserialize, Serialize};
 
 mod common;
@@ -45,7 +47,7 @@ struct Args {
     /// Measured steps per process (after one warm-up step).
     #[arg(long, default_value_t = 3)]
     steps: usize,
-    /// Methods, each in a process of its own (`all` for every one).
+    /// Methods, each in a process of its own.
     #[arg(long, value_enum, value_delimiter = ',', default_values_t = [Method::Plain, Method::Block])]
     methods: Vec<Method>,
     /// What is done about reserved bytes, each measured for every method.
@@ -63,59 +65,6 @@ struct Args {
     /// Passed by `cargo bench`.
     #[arg(long, hide = true)]
     bench: bool,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
-enum Method {
-    /// Plain `Autodiff`.
-    Plain,
-    /// Burn's `Autodiff<_, BalancedCheckpointing>`.
-    Balanced,
-    /// A region per block.
-    Block,
-    /// A region per block over Balanced.
-    BlockBalanced,
-    /// A region per block keeping matmul outputs (`SaveComputeBound`).
-    BlockSave,
-    /// A region per block, its input held in host memory.
-    BlockOffload,
-    /// `checkpoint_sequential`, √n segments.
-    SeqSqrt,
-    /// The whole stack one region.
-    Whole,
-    /// Every method above.
-    All,
-}
-
-impl Method {
-    const EACH: [Method; 8] = [
-        Method::Plain,
-        Method::Balanced,
-        Method::Block,
-        Method::BlockBalanced,
-        Method::BlockSave,
-        Method::BlockOffload,
-        Method::SeqSqrt,
-        Method::Whole,
-    ];
-
-    fn cut(self) -> Cut {
-        match self {
-            Method::Plain | Method::Balanced | Method::All => Cut::None,
-            Method::Block | Method::BlockBalanced => Cut::Block,
-            Method::BlockSave => Cut::BlockSaveCompute,
-            Method::BlockOffload => Cut::BlockOffload,
-            Method::SeqSqrt => Cut::SequentialSqrt,
-            Method::Whole => Cut::Whole,
-        }
-    }
-
-    fn name(self) -> String {
-        self.to_possible_value()
-            .expect("a value")
-            .get_name()
-            .to_string()
-    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
@@ -183,11 +132,11 @@ fn methods<I: Backend>(
 ) -> StepFigures {
     type Bal<I> = Autodiff<I, BalancedCheckpointing>;
     let cut = method.cut();
-    match method {
-        Method::Plain => measure::<Autodiff<I>>(args, cut, cleanup, meter),
-        Method::Balanced => measure::<Bal<I>>(args, cut, cleanup, meter),
-        Method::BlockBalanced => measure::<Checkpointed<Bal<I>>>(args, cut, cleanup, meter),
-        _ => measure::<Checkpointed<Autodiff<I>>>(args, cut, cleanup, meter),
+    match method.tape() {
+        Tape::Plain => measure::<Autodiff<I>>(args, cut, cleanup, meter),
+        Tape::Balanced => measure::<Bal<I>>(args, cut, cleanup, meter),
+        Tape::Regions => measure::<Checkpointed<Autodiff<I>>>(args, cut, cleanup, meter),
+        Tape::RegionsOverBalanced => measure::<Checkpointed<Bal<I>>>(args, cut, cleanup, meter),
     }
 }
 
@@ -214,10 +163,7 @@ fn run_child(args: &Args, method: Method, cleanup: Cleanup) -> StepFigures {
 }
 
 fn main() {
-    let mut args: Args = GptShape::parse_with(common::DEVICE_SHAPE);
-    if args.methods.contains(&Method::All) {
-        args.methods = Method::EACH.to_vec();
-    }
+    let args: Args = GptShape::parse_with(common::DEVICE_SHAPE);
     if let Some(task) = child::task() {
         let (method, cleanup) = serde_json::from_str(&task).expect("a child's task");
         child::report(&run_child(&args, method, cleanup));

@@ -20,6 +20,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use bench_kit::gpt::GptShape;
+use bench_kit::tape::Tape;
 use burn::backend::Autodiff;
 use burn::backend::autodiff::checkpoint::strategy::BalancedCheckpointing;
 use burn::module::{AutodiffModule, Module};
@@ -33,7 +34,7 @@ use burn_checkpoint::memory::{CountingAllocator, Meter};
 use burn_checkpoint_core::memory::mib;
 use clap::{Parser, ValueEnum};
 use cpu_time::ProcessTime;
-use gpt::{Cut, Gpt, GptConfig};
+use gpt::{Cut, Gpt, GptConfig, Method};
 use plotters::prelude::*;
 use serde::Serialize;
 
@@ -60,7 +61,7 @@ struct Args {
     #[arg(long, default_value_t = 5)]
     steps: usize,
     /// The methods, in the order they run in each round.
-    #[arg(long, value_enum, value_delimiter = ',', default_values_t = Method::ALL)]
+    #[arg(long, value_enum, value_delimiter = ',', default_values_t = DEFAULT_METHODS)]
     methods: Vec<Method>,
     /// The CPU backend.
     #[arg(long, value_enum, default_value_t = CpuBackend::Flex)]
@@ -79,68 +80,19 @@ enum CpuBackend {
     Ndarray,
 }
 
-/// A way to run the step.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-enum Method {
-    /// Plain `Autodiff<I>`.
-    Plain,
-    /// Burn's `Autodiff<I, BalancedCheckpointing>`.
-    Balanced,
-    /// `#[checkpoint]` per block on `Checkpointed<Autodiff<I>>`.
-    Block,
-    /// The same over Balanced: `Checkpointed<Autodiff<I, BalancedCheckpointing>>`.
-    BlockBalanced,
-    /// Per block, keeping matmul outputs (`Policy::SaveComputeBound`).
-    BlockSave,
-    /// Per block, keeping the attention's work by name (`Policy::recompute_all_but`).
-    BlockKeepAttention,
-    /// `checkpoint_sequential` with √n segments.
-    SeqSqrt,
-    /// `checkpoint_sequential` with 2 segments.
-    SeqTwo,
-    /// The whole stack one region.
-    Whole,
-}
-
-impl Method {
-    const ALL: [Method; 9] = [
-        Method::Plain,
-        Method::Balanced,
-        Method::Block,
-        Method::BlockBalanced,
-        Method::BlockSave,
-        Method::BlockKeepAttention,
-        Method::SeqSqrt,
-        Method::SeqTwo,
-        Method::Whole,
-    ];
-
-    fn name(self) -> &'static str {
-        match self {
-            Method::Plain => "plain Autodiff",
-            Method::Balanced => "Burn BalancedCheckpointing",
-            Method::Block => "#[checkpoint] per block",
-            Method::BlockBalanced => "#[checkpoint] per block, over Balanced",
-            Method::BlockSave => "per block, SaveComputeBound",
-            Method::BlockKeepAttention => "per block, attention kept by name",
-            Method::SeqSqrt => "checkpoint_sequential, Sqrt",
-            Method::SeqTwo => "checkpoint_sequential, 2 segments",
-            Method::Whole => "whole stack one region",
-        }
-    }
-
-    fn cut(self) -> Cut {
-        match self {
-            Method::Plain | Method::Balanced => Cut::None,
-            Method::Block | Method::BlockBalanced => Cut::Block,
-            Method::BlockSave => Cut::BlockSaveCompute,
-            Method::BlockKeepAttention => Cut::BlockKeepingAttention,
-            Method::SeqSqrt => Cut::SequentialSqrt,
-            Method::SeqTwo => Cut::SequentialTwo,
-            Method::Whole => Cut::Whole,
-        }
-    }
-}
+/// The methods run unless `--methods` says otherwise: all but offload (`--bench offload_time`
+/// measures it).
+const DEFAULT_METHODS: [Method; 9] = [
+    Method::Plain,
+    Method::Balanced,
+    Method::Block,
+    Method::BlockBalanced,
+    Method::BlockSave,
+    Method::BlockKeepAttention,
+    Method::SeqSqrt,
+    Method::SeqTwo,
+    Method::Whole,
+];
 
 /// What one measured step gives.
 struct Step {
@@ -252,11 +204,11 @@ fn run<I: Backend>(args: &Args, config: &GptConfig) -> Vec<Row> {
         .iter()
         .map(|&method| {
             let cut = method.cut();
-            match method {
-                Method::Plain => trainer::<Autodiff<I>>(config, &weights, cut),
-                Method::Balanced => trainer::<Bal<I>>(config, &weights, cut),
-                Method::BlockBalanced => trainer::<Checkpointed<Bal<I>>>(config, &weights, cut),
-                _ => trainer::<Checkpointed<Autodiff<I>>>(config, &weights, cut),
+            match method.tape() {
+                Tape::Plain => trainer::<Autodiff<I>>(config, &weights, cut),
+                Tape::Balanced => trainer::<Bal<I>>(config, &weights, cut),
+                Tape::Regions => trainer::<Checkpointed<Autodiff<I>>>(config, &weights, cut),
+                Tape::RegionsOverBalanced => trainer::<Checkpointed<Bal<I>>>(config, &weights, cut),
             }
         })
         .collect();
@@ -266,7 +218,7 @@ fn run<I: Backend>(args: &Args, config: &GptConfig) -> Vec<Row> {
             let step = runner.step(&tokens);
             eprintln!(
                 "round {round} {}: {:.2?} (CPU {:.2?}), peak {:.1} MiB, loss {}",
-                method.name(),
+                method.label(),
                 step.wall,
                 step.cpu,
                 mib(step.peak),
@@ -286,7 +238,7 @@ fn run<I: Backend>(args: &Args, config: &GptConfig) -> Vec<Row> {
         .iter()
         .zip(&summary)
         .map(|(method, s)| Row {
-            method: method.name(),
+            method: method.label(),
             blocks: args.shape.blocks,
             d_model: args.shape.d_model,
             seq: args.shape.seq,

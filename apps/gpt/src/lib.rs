@@ -20,6 +20,8 @@
 //!
 //! Not part of burn-checkpoint's public API.
 
+mod method;
 mod model;
 
+pub use method::Method;
 pub use model::{Block, Cut, Gpt, GptConfig};

@@ -24,6 +24,8 @@ use std::time::{Duration, Instant};
 use clap::Parser;
 use cpu_time::ProcessTime;
 
+use bench_kit::densenet::DenseNetShape;
+use bench_kit_core::tape::Tape;
 use burn::backend::Autodiff;
 use burn::backend::autodiff::checkpoint::strategy::BalancedCheckpointing;
 use burn::module::Module;
@@ -38,7 +40,7 @@ use burn_checkpoint::Checkpointed;
 use burn_checkpoint::memory::CountingAllocator;
 use burn_checkpoint::memory::Meter;
 use burn_checkpoint_core::memory::mib;
-use densenet_bc::{Cut, DenseNet, DenseNetConfig, RegionPolicy};
+use densenet_bc::{DenseNet, DenseNetConfig, Method};
 use serde::Serialize;
 
 mod plot;
@@ -46,37 +48,23 @@ mod plot;
 #[global_allocator]
 static ALLOCATOR: CountingAllocator = CountingAllocator;
 
-/// Every method, by key.
-const METHODS: &[&str] = &[
-    "plain",
-    "balanced",
-    "bottleneck",
-    "layer",
-    "layer-save",
-    "bottleneck-reduce",
-    "layer-reduce",
-    "layer-offload",
-    "block",
-];
-const DEFAULT_METHODS: &[&str] = &[
-    "plain",
-    "balanced",
-    "bottleneck",
-    "layer",
-    "layer-save",
-    "block",
+/// The methods run unless `--methods` says otherwise.
+const DEFAULT_METHODS: &[Method] = &[
+    Method::Plain,
+    Method::Balanced,
+    Method::Bottleneck,
+    Method::Layer,
+    Method::LayerSave,
+    Method::Block,
 ];
 
 /// DenseNet-BC training steps with every checkpoint method: peak memory and time per step
 /// against plain autodiff and Burn's BalancedCheckpointing.
 #[derive(Parser)]
 struct Args {
-    /// DenseNet-BC depth.
-    #[arg(long, default_value_t = 100)]
-    depth: usize,
-    /// Growth rate.
-    #[arg(long, default_value_t = 12)]
-    growth: usize,
+    /// The network.
+    #[command(flatten)]
+    shape: DenseNetShape,
     /// Batch sizes, one table each.
     #[arg(long, value_delimiter = ',', default_value = "16,32,64")]
     batches: Vec<usize>,
@@ -86,10 +74,10 @@ struct Args {
     /// flex, ndarray (`--features ndarray`) or cuda (`--features cuda`).
     #[arg(long, default_value = "flex")]
     backend: String,
-    /// Methods to run, comma-separated: plain, balanced, bottleneck, layer, layer-save,
-    /// bottleneck-reduce, layer-reduce, layer-offload, block.
-    #[arg(long, value_delimiter = ',', default_values_t = DEFAULT_METHODS.iter().map(|m| m.to_string()))]
-    methods: Vec<String>,
+    /// Methods to run, comma-separated (default: plain, balanced, bottleneck, layer, layer-save,
+    /// block).
+    #[arg(long, value_enum, value_delimiter = ',', default_values_t = DEFAULT_METHODS.to_vec())]
+    methods: Vec<Method>,
     /// Where the table, JSON and plots go (`<out>.md`, `.json`, `.svg`, `.png`).
     #[arg(long, default_value = "densenet-bench")]
     out: PathBuf,
@@ -100,8 +88,7 @@ struct Args {
 
 /// One method's measurements at one batch size: medians and maxima over the measured steps.
 struct Summary {
-    key: String,
-    name: String,
+    method: Method,
     peak: usize,
     held: usize,
     wall: f64,
@@ -138,27 +125,21 @@ struct Step {
 }
 
 /// A method under test: its own backend, model and optimizer.
-trait Method {
-    fn key(&self) -> &str;
-    fn name(&self) -> String;
+trait Runner {
+    fn method(&self) -> Method;
     fn step(&mut self, images: &TensorData, labels: &TensorData) -> Step;
 }
 
 struct Trainer<B: AutodiffBackend, O: Optimizer<DenseNet<B>, B>> {
-    key: String,
-    name: String,
+    method: Method,
     model: Option<DenseNet<B>>,
     optimizer: O,
     meter: Meter,
 }
 
-impl<B: AutodiffBackend, O: Optimizer<DenseNet<B>, B>> Method for Trainer<B, O> {
-    fn key(&self) -> &str {
-        &self.key
-    }
-
-    fn name(&self) -> String {
-        self.name.clone()
+impl<B: AutodiffBackend, O: Optimizer<DenseNet<B>, B>> Runner for Trainer<B, O> {
+    fn method(&self) -> Method {
+        self.method
     }
 
     fn step(&mut self, images: &TensorData, labels: &TensorData) -> Step {
@@ -193,11 +174,10 @@ impl<B: AutodiffBackend, O: Optimizer<DenseNet<B>, B>> Method for Trainer<B, O> 
 
 fn trainer<B: AutodiffBackend>(
     meter: &Meter,
-    key: &str,
-    name: &str,
+    method: Method,
     config: &DenseNetConfig,
     weights: &[u8],
-) -> Box<dyn Method> {
+) -> Box<dyn Runner> {
     let device = Default::default();
     let recorder = BinBytesRecorder::<FullPrecisionSettings>::default();
     let model = config
@@ -208,8 +188,7 @@ fn trainer<B: AutodiffBackend>(
         .with_weight_decay(Some(WeightDecayConfig::new(1e-4)))
         .init::<B, DenseNet<B>>();
     Box::new(Trainer {
-        key: key.to_string(),
-        name: name.to_string(),
+        method,
         meter: meter.clone(),
         model: Some(model),
         optimizer,
@@ -223,7 +202,7 @@ fn median(values: &[Duration]) -> Duration {
 }
 
 fn run<I: Backend>(args: &Args, meter: Meter) -> Vec<Row> {
-    let config = DenseNetConfig::new(args.depth).with_growth_rate(args.growth);
+    let config = DenseNetConfig::new(args.shape.depth).with_growth_rate(args.shape.growth);
     let device: I::Device = Default::default();
     I::seed(&device, 1);
     let recorder = BinBytesRecorder::<FullPrecisionSettings>::default();
@@ -231,66 +210,18 @@ fn run<I: Backend>(args: &Args, meter: Meter) -> Vec<Row> {
         .record(config.init::<Autodiff<I>>(&device).into_record(), ())
         .unwrap();
     type Bal<I> = Autodiff<I, BalancedCheckpointing>;
-    let cut = |cut: Cut, policy: RegionPolicy| config.clone().with_cut(cut).with_policy(policy);
     let mut rows = Vec::new();
     for &batch in &args.batches {
-        let mut methods: Vec<Box<dyn Method>> = Vec::new();
-        for key in &args.methods {
-            methods.push(match key.as_str() {
-                "plain" => trainer::<Autodiff<I>>(&meter, key, "plain Autodiff", &config, &weights),
-                "balanced" => {
-                    trainer::<Bal<I>>(&meter, key, "Burn BalancedCheckpointing", &config, &weights)
+        let mut runners: Vec<Box<dyn Runner>> = Vec::new();
+        for &method in &args.methods {
+            let config = method.configure(config.clone());
+            runners.push(match method.tape() {
+                Tape::Plain => trainer::<Autodiff<I>>(&meter, method, &config, &weights),
+                Tape::Balanced => trainer::<Bal<I>>(&meter, method, &config, &weights),
+                Tape::Regions => unreachable!("DenseNet's methods run regions over Balanced"),
+                Tape::RegionsOverBalanced => {
+                    trainer::<Checkpointed<Bal<I>>>(&meter, method, &config, &weights)
                 }
-                "bottleneck" => trainer::<Checkpointed<Bal<I>>>(
-                    &meter,
-                    key,
-                    "regions: bottleneck (the reference's cut)",
-                    &cut(Cut::Bottleneck, RegionPolicy::RecomputeAll),
-                    &weights,
-                ),
-                "layer" => trainer::<Checkpointed<Bal<I>>>(
-                    &meter,
-                    key,
-                    "regions: layer",
-                    &cut(Cut::Layer, RegionPolicy::RecomputeAll),
-                    &weights,
-                ),
-                "bottleneck-reduce" => trainer::<Checkpointed<Bal<I>>>(
-                    &meter,
-                    key,
-                    "regions: bottleneck, SaveReductions",
-                    &cut(Cut::Bottleneck, RegionPolicy::SaveReductions),
-                    &weights,
-                ),
-                "layer-reduce" => trainer::<Checkpointed<Bal<I>>>(
-                    &meter,
-                    key,
-                    "regions: layer, SaveReductions",
-                    &cut(Cut::Layer, RegionPolicy::SaveReductions),
-                    &weights,
-                ),
-                "layer-save" => trainer::<Checkpointed<Bal<I>>>(
-                    &meter,
-                    key,
-                    "regions: layer, SaveComputeBound",
-                    &cut(Cut::Layer, RegionPolicy::SaveComputeBound),
-                    &weights,
-                ),
-                "layer-offload" => trainer::<Checkpointed<Bal<I>>>(
-                    &meter,
-                    key,
-                    "regions: layer, offloaded",
-                    &cut(Cut::Layer, RegionPolicy::RecomputeAll).with_offload(true),
-                    &weights,
-                ),
-                "block" => trainer::<Checkpointed<Bal<I>>>(
-                    &meter,
-                    key,
-                    "regions: block",
-                    &cut(Cut::Block, RegionPolicy::RecomputeAll),
-                    &weights,
-                ),
-                other => panic!("unknown method `{other}`; methods: {}", METHODS.join(",")),
             });
         }
         let images =
@@ -298,13 +229,13 @@ fn run<I: Backend>(args: &Args, meter: Meter) -> Vec<Row> {
         let labels =
             Tensor::<I, 1, Int>::random([batch], Distribution::Uniform(0.0, 10.0), &device)
                 .into_data();
-        let mut measured: Vec<Vec<Step>> = methods.iter().map(|_| Vec::new()).collect();
+        let mut measured: Vec<Vec<Step>> = runners.iter().map(|_| Vec::new()).collect();
         for step in 0..=args.steps {
-            for (method, steps) in methods.iter_mut().zip(&mut measured) {
-                let s = method.step(&images, &labels);
+            for (runner, steps) in runners.iter_mut().zip(&mut measured) {
+                let s = runner.step(&images, &labels);
                 eprintln!(
                     "batch {batch} step {step} {}: {:.2?} (CPU {:.2?}), peak {:.1} MiB",
-                    method.name(),
+                    runner.method().label(),
                     s.time,
                     s.cpu,
                     mib(s.peak)
@@ -315,15 +246,14 @@ fn run<I: Backend>(args: &Args, meter: Meter) -> Vec<Row> {
                 }
             }
         }
-        let summary: Vec<Summary> = methods
+        let summary: Vec<Summary> = runners
             .iter()
             .zip(&measured)
-            .map(|(method, steps)| {
+            .map(|(runner, steps)| {
                 let wall: Vec<Duration> = steps.iter().map(|s| s.time).collect();
                 let cpu: Vec<Duration> = steps.iter().map(|s| s.cpu).collect();
                 Summary {
-                    key: method.key().to_string(),
-                    name: method.name(),
+                    method: runner.method(),
                     peak: steps.iter().map(|s| s.peak).max().unwrap(),
                     held: steps.iter().map(|s| s.held).max().unwrap(),
                     wall: median(&wall).as_secs_f64(),
@@ -336,16 +266,16 @@ fn run<I: Backend>(args: &Args, meter: Meter) -> Vec<Row> {
         let on_host = matches!(meter, Meter::Host);
         let basis = |s: &Summary| if on_host { s.cpu } else { s.wall };
         // Ratios to a method left out of `--methods` are NaN (JSON null).
-        let reference = |key: &str| {
+        let reference = |method: Method| {
             summary
                 .iter()
-                .find(|s| s.key == key)
+                .find(|s| s.method == method)
                 .map_or((f64::NAN, f64::NAN), |s| (s.peak as f64, basis(s)))
         };
-        let (plain, balanced) = (reference("plain"), reference("balanced"));
+        let (plain, balanced) = (reference(Method::Plain), reference(Method::Balanced));
         for s in &summary {
             rows.push(Row {
-                method: s.name.clone(),
+                method: s.method.label().to_string(),
                 devices: 1,
                 batch,
                 peak_bytes: s.peak,
@@ -384,9 +314,10 @@ fn main() {
         "CPU"
     };
     let title = format!(
-        "DenseNet-BC-{} (growth {}), 3×32×32, SGD step, {} backend, median of {} steps; time \
-         ratios from {basis} time",
-        args.depth, args.growth, args.backend, args.steps
+        "{}, 3×32×32, SGD step, {} backend, median of {} steps; time ratios from {basis} time",
+        args.shape.describe(),
+        args.backend,
+        args.steps
     );
     let table = markdown(&title, &rows);
     print!("{table}");
@@ -395,7 +326,7 @@ fn main() {
         &rows,
         &format!(
             "DenseNet-BC-{}, {}: peak step memory",
-            args.depth, args.backend
+            args.shape.depth, args.backend
         ),
         &args.out,
     ) {

@@ -1,4 +1,4 @@
-//! From a checkpoint mode and a device list to a [`StepRunner`] on the matching backend type:
+//! From a method's tape and a device list to a [`StepRunner`] on the matching backend type:
 //! the only place that names backend types.
 
 use burn::backend::Autodiff;
@@ -10,13 +10,14 @@ use burn::optim::momentum::MomentumConfig;
 use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn_checkpoint::Checkpointed;
 
-use super::options::{CheckpointMode, TrainOptions};
+use super::options::TrainOptions;
 use super::parallel::Parallel;
 use super::runner::{SingleDevice, StepRunner};
 use super::save::SavedWeights;
 use super::save::restore_weights;
 use crate::seeds::{Purpose, derive};
 use crate::{DenseNet, DenseNetConfig};
+use bench_kit_core::tape::Tape;
 use burn_checkpoint::memory::Meter;
 
 /// A runner and what the report says about it.
@@ -43,26 +44,26 @@ pub fn sgd(options: &TrainOptions) -> SgdConfig {
     )
 }
 
-/// A runner for `mode` on `devices` of the inner backend `I`, with freshly initialised weights
+/// A runner on `tape`, over `devices` of the inner backend `I`, with freshly initialised weights
 /// (drawn from the run's seed), or the weights and optimizer state saved in `resume`.
 pub fn runner<I: Backend>(
-    mode: CheckpointMode,
+    tape: Tape,
     config: &DenseNetConfig,
     devices: &[I::Device],
     options: &TrainOptions,
     meter: Meter,
     resume: Option<&SavedWeights>,
 ) -> anyhow::Result<Built> {
-    match mode {
-        CheckpointMode::None => build::<Autodiff<I>>(config, devices, options, meter, resume),
-        CheckpointMode::Balanced => {
+    match tape {
+        Tape::Plain => build::<Autodiff<I>>(config, devices, options, meter, resume),
+        Tape::Balanced => {
             build::<Autodiff<I, BalancedCheckpointing>>(config, devices, options, meter, resume)
         }
-        CheckpointMode::Regions | CheckpointMode::RegionsSaveCompute => {
-            build::<Checkpointed<Autodiff<I, BalancedCheckpointing>>>(
-                config, devices, options, meter, resume,
-            )
-        }
+        Tape::RegionsOverBalanced => build::<Checkpointed<Autodiff<I, BalancedCheckpointing>>>(
+            config, devices, options, meter, resume,
+        ),
+        // Not built: a backend type more to compile, for a tape no method has.
+        Tape::Regions => unreachable!("DenseNet's methods run their regions over Balanced"),
     }
 }
 

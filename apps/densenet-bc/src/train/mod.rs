@@ -12,7 +12,7 @@ pub mod run;
 pub mod runner;
 pub mod save;
 
-pub use options::{CheckpointMode, DeviceSpec, TrainOptions, parse_devices};
+pub use options::{DeviceSpec, TrainOptions, parse_devices};
 pub use parallel::Parallel;
 pub use report::{EpochReport, Report};
 pub use run::run;

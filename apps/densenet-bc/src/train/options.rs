@@ -7,8 +7,8 @@ use burn_checkpoint_parallel::NodeArgs;
 use clap::Parser;
 use serde::{Deserialize, Serialize};
 
+use crate::Method;
 use crate::data::DataSource;
-use crate::{Cut, RegionPolicy};
 
 /// Trains DenseNet-BC on Fashion-MNIST, CIFAR-10 or synthetic images, with or without gradient
 /// checkpointing regions, and reports accuracy, the peak memory of a training step and the time
@@ -32,14 +32,15 @@ pub struct TrainOptions {
     #[arg(long, value_name = "DIR")]
     pub data_dir: Option<PathBuf>,
 
-    /// What is kept between forward and backward. none: plain Autodiff, everything;
-    /// balanced: Burn's BalancedCheckpointing (cheap ops recomputed); regions: burn-checkpoint
-    /// regions around each dense layer, on top of balanced (least memory); regions-save-compute:
-    /// the same regions keeping convolution outputs (recomputes only cheap ops).
-    #[arg(long, value_enum, default_value = "regions")]
-    pub checkpoint: CheckpointMode,
+    /// What is kept between forward and backward. plain: plain Autodiff, everything;
+    /// balanced: Burn's BalancedCheckpointing (cheap ops recomputed); layer: burn-checkpoint
+    /// regions around each dense layer, on top of balanced (least memory); layer-save: the same
+    /// regions keeping convolution outputs (recomputes only cheap ops); the others as the
+    /// benchmark's methods (docs/densenet.md).
+    #[arg(long, value_enum, default_value = "layer")]
+    pub checkpoint: Method,
 
-    /// The reference demo's flag: the same as --checkpoint regions.
+    /// The reference demo's flag: the same as --checkpoint layer.
     #[arg(long, conflicts_with = "checkpoint")]
     pub efficient: bool,
 
@@ -119,8 +120,8 @@ pub struct TrainOptions {
     /// least recompute time, from steps profiled on a copy of the model, and checks the plan on
     /// a step; an error says the smallest peak reachable if SIZE cannot be met. SIZE is the
     /// step's peak above what is held between steps (the weights and optimizer state), the
-    /// figure the report's peak step memory gives. Needs --checkpoint regions (or
-    /// regions-save-compute) and one device.
+    /// figure the report's peak step memory gives. Needs a --checkpoint with regions (layer,
+    /// layer-save, …) and one device.
     #[arg(long, value_name = "SIZE", value_parser = byte_size)]
     pub memory_budget: Option<u64>,
 
@@ -150,59 +151,12 @@ pub struct TrainOptions {
 }
 
 impl TrainOptions {
-    /// The checkpoint mode, `--efficient` included.
-    pub fn checkpoint_mode(&self) -> CheckpointMode {
+    /// The method, `--efficient` included.
+    pub fn method(&self) -> Method {
         if self.efficient {
-            CheckpointMode::Regions
+            Method::Layer
         } else {
             self.checkpoint
-        }
-    }
-}
-
-/// What a training step keeps between forward and backward.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
-#[serde(rename_all = "kebab-case")]
-pub enum CheckpointMode {
-    /// Plain `Autodiff<I>`: every activation backward needs is held.
-    None,
-    /// Burn's `Autodiff<I, BalancedCheckpointing>`: cheap (memory-bound) ops are recomputed.
-    Balanced,
-    /// `Checkpointed<Autodiff<I, BalancedCheckpointing>>`, each dense layer a region.
-    Regions,
-    /// As `Regions`, the regions keeping convolution and pooling outputs (`SaveComputeBound`).
-    RegionsSaveCompute,
-}
-
-impl CheckpointMode {
-    /// The name on the command line.
-    pub fn name(self) -> &'static str {
-        match self {
-            CheckpointMode::None => "none",
-            CheckpointMode::Balanced => "balanced",
-            CheckpointMode::Regions => "regions",
-            CheckpointMode::RegionsSaveCompute => "regions-save-compute",
-        }
-    }
-
-    /// The method, as the report's table names it.
-    pub fn method(self) -> &'static str {
-        match self {
-            CheckpointMode::None => "plain Autodiff",
-            CheckpointMode::Balanced => "Burn BalancedCheckpointing",
-            CheckpointMode::Regions => "regions (dense layer)",
-            CheckpointMode::RegionsSaveCompute => "regions (dense layer, SaveComputeBound)",
-        }
-    }
-
-    /// Where the model puts its regions, and what they keep.
-    pub fn cut(self) -> (Cut, RegionPolicy) {
-        match self {
-            CheckpointMode::None | CheckpointMode::Balanced => {
-                (Cut::None, RegionPolicy::RecomputeAll)
-            }
-            CheckpointMode::Regions => (Cut::Layer, RegionPolicy::RecomputeAll),
-            CheckpointMode::RegionsSaveCompute => (Cut::Layer, RegionPolicy::SaveComputeBound),
         }
     }
 }
@@ -313,11 +267,11 @@ mod tests {
     }
 
     #[test]
-    fn efficient_is_regions_and_conflicts_with_checkpoint() {
+    fn efficient_is_the_layer_cut_and_conflicts_with_checkpoint() {
         let options = TrainOptions::try_parse_from(["train", "--efficient"]).unwrap();
-        assert_eq!(options.checkpoint_mode(), CheckpointMode::Regions);
-        let options = TrainOptions::try_parse_from(["train", "--checkpoint", "none"]).unwrap();
-        assert_eq!(options.checkpoint_mode(), CheckpointMode::None);
+        assert_eq!(options.method(), Method::Layer);
+        let options = TrainOptions::try_parse_from(["train", "--checkpoint", "plain"]).unwrap();
+        assert_eq!(options.method(), Method::Plain);
         assert!(
             TrainOptions::try_parse_from(["train", "--efficient", "--checkpoint", "none"]).is_err()
         );

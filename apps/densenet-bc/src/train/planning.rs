@@ -40,12 +40,12 @@ pub fn prepare(
     shape: [usize; 3],
     console: &mut Console,
 ) -> anyhow::Result<Planning> {
-    let (cut, _) = options.checkpoint_mode().cut();
-    if cut == crate::Cut::None {
+    if !options.method().tape().regions() {
         bail!(
             "--memory-report, --memory-budget, --fit-batch and --plan choose how the dense layers' \
-             regions run: give --checkpoint regions or regions-save-compute, not {}",
-            options.checkpoint_mode().name()
+             regions run: give --checkpoint layer (or another method with regions: layer-save, \
+             bottleneck, block, …), not {}",
+            options.method().name()
         );
     }
     let mut scratch = Scratch {

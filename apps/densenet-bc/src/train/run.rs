@@ -337,16 +337,14 @@ fn run_on<I: Backend>(
 ) -> anyhow::Result<Report> {
     let splits = data::load(options.data, options.data_dir.as_deref(), options.seed)?;
     let saved = saved_run(options, outputs.save.as_ref())?;
-    let mode = options.checkpoint_mode();
-    let (cut, policy) = mode.cut();
+    let method = options.method();
     let config = DenseNetConfig::new(options.depth)
         .with_growth_rate(options.growth_rate)
         .with_input_channels(splits.shape[0])
-        .with_classes(splits.classes)
-        .with_cut(cut)
-        .with_policy(policy);
+        .with_classes(splits.classes);
+    let config = method.configure(config);
     let built = backend::runner::<I>(
-        mode,
+        method.tape(),
         &config,
         devices,
         options,
@@ -398,7 +396,7 @@ fn run_on<I: Backend>(
         options.data.name(),
         splits.train.len(),
         valid.num_items(),
-        mode.method(),
+        method.label(),
         built.backend,
         options.batch_size
     ))?;
@@ -448,8 +446,8 @@ fn run_on<I: Backend>(
         }
     }
     let report = Report {
-        method: mode.method().to_string(),
-        checkpoint: mode.name().to_string(),
+        method: method.label().to_string(),
+        checkpoint: method.name().to_string(),
         backend: built.backend,
         devices: parse_devices(&options.devices)
             .map_err(anyhow::Error::msg)?

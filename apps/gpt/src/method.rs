@@ -1,0 +1,130 @@
+//! The ways to train the GPT, named once for its benchmarks and tests.
+
+use bench_kit_core::tape::Tape;
+
+use crate::model::Cut;
+
+/// How a training step runs: which autodiff backend and where the model's regions go. The
+/// benchmarks' `--methods` take these names.
+///
+/// ```
+/// use bench_kit_core::tape::Tape;
+/// use gpt::{Cut, Method};
+///
+/// let method = Method::BlockBalanced;
+/// assert_eq!((method.name(), method.cut()), ("block-balanced", Cut::Block));
+/// assert_eq!(method.tape(), Tape::RegionsOverBalanced);
+/// ```
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum Method {
+    /// Plain `Autodiff<I>`.
+    Plain,
+    /// Burn's `Autodiff<I, BalancedCheckpointing>`.
+    Balanced,
+    /// `#[checkpoint]` per block ([`Cut::Block`]) on `Checkpointed<Autodiff<I>>`.
+    Block,
+    /// The same over Balanced: `Checkpointed<Autodiff<I, BalancedCheckpointing>>`.
+    BlockBalanced,
+    /// Per block, keeping matmul outputs ([`Cut::BlockSaveCompute`]).
+    BlockSave,
+    /// Per block, keeping the attention's work by name ([`Cut::BlockKeepingAttention`]).
+    BlockKeepAttention,
+    /// Per block, its input held in host memory ([`Cut::BlockOffload`]).
+    BlockOffload,
+    /// `checkpoint_sequential` with √n segments ([`Cut::SequentialSqrt`]).
+    SeqSqrt,
+    /// `checkpoint_sequential` with 2 segments ([`Cut::SequentialTwo`]).
+    SeqTwo,
+    /// The whole stack one region ([`Cut::Whole`]).
+    Whole,
+}
+
+impl Method {
+    /// Every method, in the order tables list them.
+    pub const ALL: [Method; 10] = [
+        Method::Plain,
+        Method::Balanced,
+        Method::Block,
+        Method::BlockBalanced,
+        Method::BlockSave,
+        Method::BlockKeepAttention,
+        Method::BlockOffload,
+        Method::SeqSqrt,
+        Method::SeqTwo,
+        Method::Whole,
+    ];
+
+    /// The name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Method::Plain => "plain",
+            Method::Balanced => "balanced",
+            Method::Block => "block",
+            Method::BlockBalanced => "block-balanced",
+            Method::BlockSave => "block-save",
+            Method::BlockKeepAttention => "block-keep-attention",
+            Method::BlockOffload => "block-offload",
+            Method::SeqSqrt => "seq-sqrt",
+            Method::SeqTwo => "seq-two",
+            Method::Whole => "whole",
+        }
+    }
+
+    /// The method as tables name it.
+    pub fn label(self) -> &'static str {
+        match self {
+            Method::Plain => "plain Autodiff",
+            Method::Balanced => "Burn BalancedCheckpointing",
+            Method::Block => "#[checkpoint] per block",
+            Method::BlockBalanced => "#[checkpoint] per block, over Balanced",
+            Method::BlockSave => "per block, SaveComputeBound",
+            Method::BlockKeepAttention => "per block, attention kept by name",
+            Method::BlockOffload => "per block, offloaded",
+            Method::SeqSqrt => "checkpoint_sequential, Sqrt",
+            Method::SeqTwo => "checkpoint_sequential, 2 segments",
+            Method::Whole => "whole stack one region",
+        }
+    }
+
+    /// The autodiff backend the method trains on.
+    pub fn tape(self) -> Tape {
+        match self {
+            Method::Plain => Tape::Plain,
+            Method::Balanced => Tape::Balanced,
+            Method::BlockBalanced => Tape::RegionsOverBalanced,
+            _ => Tape::Regions,
+        }
+    }
+
+    /// Where the model's regions go ([`GptConfig::cut`](crate::GptConfig::cut)).
+    pub fn cut(self) -> Cut {
+        match self {
+            Method::Plain | Method::Balanced => Cut::None,
+            Method::Block | Method::BlockBalanced => Cut::Block,
+            Method::BlockSave => Cut::BlockSaveCompute,
+            Method::BlockKeepAttention => Cut::BlockKeepingAttention,
+            Method::BlockOffload => Cut::BlockOffload,
+            Method::SeqSqrt => Cut::SequentialSqrt,
+            Method::SeqTwo => Cut::SequentialTwo,
+            Method::Whole => Cut::Whole,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::ValueEnum;
+
+    use super::*;
+
+    #[test]
+    fn names_are_the_command_lines() {
+        assert_eq!(Method::value_variants(), Method::ALL);
+        for method in Method::ALL {
+            assert_eq!(Method::from_str(method.name(), false), Ok(method));
+        }
+    }
+}
