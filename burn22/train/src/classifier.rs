@@ -99,12 +99,13 @@ impl Probe {
     }
 }
 
-/// A network, its dense layers or blocks regions when `regions`, the budget planner's plan its
-/// training steps run under, if any, and the probe its steps record in.
+/// A network, where its regions go, the budget planner's plan its training steps run under, if
+/// any, and the probe its steps record in.
 #[derive(Module, Debug)]
 pub struct Classifier {
     model: Network,
-    regions: bool,
+    #[module(skip)]
+    cut: Cut,
     #[module(skip)]
     plan: Option<Plan>,
     #[module(skip)]
@@ -112,12 +113,12 @@ pub struct Classifier {
 }
 
 impl Classifier {
-    /// `model` trained with a region per dense layer (GPT block) when `regions`, its steps
-    /// recorded in `probe`.
-    pub fn new(model: Network, regions: bool, probe: Probe) -> Self {
+    /// `model` trained with its regions at `cut` (a dense layer, a GPT block each: the cuts
+    /// whose unit is the model's), its steps recorded in `probe`.
+    pub fn new(model: Network, cut: Cut, probe: Probe) -> Self {
         Classifier {
             model,
-            regions,
+            cut,
             plan: None,
             probe,
         }
@@ -143,7 +144,7 @@ impl Classifier {
     ///
     /// If `batch` is not the network's kind (the trainer pairs them).
     pub fn classify(&self, batch: Batch) -> ClassificationOutput {
-        let cut = if self.regions { Cut::Each } else { Cut::None };
+        let cut = self.cut;
         let (logits, targets): (Tensor<2>, Tensor<1, Int>) = match (&self.model, batch) {
             (Network::DenseNet(model), Batch::Images(batch)) => {
                 (model.forward(batch.images, cut), batch.labels)

@@ -30,7 +30,7 @@ use burn_checkpoint_22::memory::Meter;
 use burn_checkpoint_22::planner::{Plan, Profile, TREATMENTS};
 use burn_checkpoint_22_models::densenet::DenseNet;
 use burn_checkpoint_22_models::gpt::Gpt;
-use burn_checkpoint_22_models::initialised;
+use burn_checkpoint_22_models::{Cut, initialised};
 use burn_checkpoint_core::memory::mib;
 use clap::{Parser, ValueEnum};
 use image_data::seeds::{Purpose, derive};
@@ -69,9 +69,11 @@ pub struct Options {
     #[arg(long, value_name = "FILE")]
     pub text: Option<PathBuf>,
 
-    /// The methods to train, comma-separated, each from the same seed. none: plain autodiff;
+    /// The methods to train, comma-separated, each from the same seed. plain: plain autodiff;
     /// balanced: Burn's gradient checkpointing (the Learner's `gradient_checkpointing()`);
-    /// regions: a region per dense layer (per block, --model gpt), on top of balanced.
+    /// regions: a region per dense layer (per block, --model gpt), on top of balanced;
+    /// regions-save: the same regions keeping their compute-bound outputs (matmul, conv,
+    /// pooling: `Policy::SaveComputeBound`).
     #[arg(long, value_enum, value_delimiter = ',', default_value = "regions")]
     pub checkpoint: Vec<Method>,
 
@@ -181,30 +183,40 @@ pub enum Model {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Method {
     /// Plain autodiff: every activation backward needs is held.
-    None,
+    #[value(alias = "none")]
+    Plain,
     /// Burn's gradient checkpointing (Balanced): cheap, memory-bound ops are recomputed.
     Balanced,
     /// A region per dense layer (GPT block) on top of Balanced: their activations are
-    /// recomputed in backward.
+    /// recomputed in backward ([`Cut::Each`]).
     Regions,
+    /// The same regions keeping their compute-bound outputs
+    /// ([`Cut::EachSavingComputeBound`]).
+    RegionsSave,
 }
 
 impl Method {
     /// The name on the command line and in the table.
     pub fn name(self) -> &'static str {
         match self {
-            Method::None => "none",
+            Method::Plain => "plain",
             Method::Balanced => "balanced",
             Method::Regions => "regions",
+            Method::RegionsSave => "regions-save",
         }
     }
 
     fn burn_checkpointing(self) -> bool {
-        self != Method::None
+        self != Method::Plain
     }
 
-    fn regions(self) -> bool {
-        self == Method::Regions
+    /// Where the network's regions go.
+    fn cut(self) -> Cut {
+        match self {
+            Method::Plain | Method::Balanced => Cut::None,
+            Method::Regions => Cut::Each,
+            Method::RegionsSave => Cut::EachSavingComputeBound,
+        }
     }
 }
 
@@ -274,7 +286,10 @@ impl Options {
         };
         // Only DenseNet-BC has batch norm.
         if self.devices > 1
-            && self.checkpoint.contains(&Method::Regions)
+            && self
+                .checkpoint
+                .iter()
+                .any(|method| method.cut() != Cut::None)
             && self.model == Model::Densenet
         {
             eprintln!(
@@ -351,16 +366,18 @@ impl Options {
                 )),
             })
         };
-        let plan = if method.regions() {
+        // The planner plans the layer cut's regions (`regions`): the other methods run as they
+        // are.
+        let plan = if method == Method::Regions {
             // A copy of its own (batch norm's running statistics included): the profiled steps
             // leave the trained model as it was.
-            let copy = Classifier::new(network(), true, Probe::new(meter.clone()));
+            let copy = Classifier::new(network(), Cut::Each, Probe::new(meter.clone()));
             self.plan(&copy, data.first(batch, &device), meter)?
         } else {
             None
         };
         let probe = Probe::new(meter.clone());
-        let mut model = Classifier::new(network(), method.regions(), probe.clone());
+        let mut model = Classifier::new(network(), method.cut(), probe.clone());
         let planned = plan.is_some();
         if let Some(plan) = plan {
             model = model.with_plan(plan);

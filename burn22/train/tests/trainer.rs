@@ -63,9 +63,9 @@ fn assert_like_the_first(methods: &[Trained]) {
 
 #[test]
 fn every_method_trains_the_same_weights_run_after_run() {
-    let methods = train(&["--checkpoint", "none,balanced,regions"]);
+    let methods = train(&["--checkpoint", "plain,balanced,regions,regions-save"]);
     let names: Vec<_> = methods.iter().map(|t| t.row.method.as_str()).collect();
-    assert_eq!(names, ["none", "balanced", "regions"]);
+    assert_eq!(names, ["plain", "balanced", "regions", "regions-save"]);
     let plain = &methods[0];
     assert_eq!(plain.step_peaks.len(), 6, "2 epochs of 3 steps");
     assert!(plain.step_peaks.iter().all(|&peak| peak > 0), "measured");
@@ -73,7 +73,7 @@ fn every_method_trains_the_same_weights_run_after_run() {
     let again = train(&["--checkpoint", "regions"]);
     assert!(again[0].parameters == methods[2].parameters, "run to run");
     // Training moved the weights: a seed alone would pass the comparisons above.
-    let other_seed = train(&["--checkpoint", "none", "--seed", "2"]);
+    let other_seed = train(&["--checkpoint", "plain", "--seed", "2"]);
     assert!(other_seed[0].parameters != plain.parameters);
 }
 
@@ -102,7 +102,7 @@ fn gpt(extra: &[&str]) -> anyhow::Result<Vec<Trained>> {
 
 #[test]
 fn the_gpt_trains_the_same_weights_with_and_without_regions() {
-    let methods = gpt(&["--checkpoint", "none,balanced,regions"]).expect("trains");
+    let methods = gpt(&["--checkpoint", "plain,balanced,regions,regions-save"]).expect("trains");
     let plain = &methods[0];
     assert_eq!(plain.step_peaks.len(), 6, "2 epochs of 3 steps");
     assert!(plain.row.valid_accuracy > 0.0, "some next bytes predicted");
@@ -113,7 +113,7 @@ fn the_gpt_trains_the_same_weights_with_and_without_regions() {
         "the plan changes no bit"
     );
     // Dropout in the attention: the regions are seeded, their masks drawn from seeds of their
-    // own, so regions train another run than none, and the same one every time.
+    // own, so regions train another run than plain, and the same one every time.
     let dropout = |method| {
         gpt(&["--checkpoint", method, "--dropout", "0.1"]).expect("trains")[0]
             .parameters
@@ -121,7 +121,7 @@ fn the_gpt_trains_the_same_weights_with_and_without_regions() {
     };
     let seeded = dropout("regions");
     assert!(seeded == dropout("regions"), "run to run");
-    assert!(seeded != dropout("none"), "the documented exception");
+    assert!(seeded != dropout("plain"), "the documented exception");
     let message = |extra: &[&str]| format!("{:#}", gpt(extra).expect_err("refused"));
     assert!(message(&["--heads", "3"]).contains("not a multiple of --heads"));
     assert!(message(&["--dropout", "1"]).contains("below 1"));
@@ -143,7 +143,7 @@ fn trainable(trained: &Trained) -> Vec<&(String, Vec<f32>)> {
 #[test]
 fn regions_train_the_same_weights_on_two_devices() {
     let two = ["--devices", "2", "--limit", "4"];
-    let plain = train(&[&["--checkpoint", "none"][..], &two].concat());
+    let plain = train(&[&["--checkpoint", "plain"][..], &two].concat());
     for _ in 0..2 {
         let regions = train(&[&["--checkpoint", "regions"][..], &two].concat());
         assert_eq!(regions[0].row.devices, 2);
@@ -157,9 +157,9 @@ fn regions_train_the_same_weights_on_two_devices() {
     // Burn's own run is the same run after run, running statistics included: the workers take
     // their steps in lockstep. (With regions those statistics can differ in their last bits:
     // docs/burn-0.22.md, "Batch norm under burn-train's multi-device strategy".)
-    let again = train(&[&["--checkpoint", "none"][..], &two].concat());
+    let again = train(&[&["--checkpoint", "plain"][..], &two].concat());
     assert!(again[0].parameters == plain[0].parameters);
-    let one = train(&["--checkpoint", "none", "--limit", "4"]);
+    let one = train(&["--checkpoint", "plain", "--limit", "4"]);
     assert!(
         trainable(&one[0]) != trainable(&plain[0]),
         "two devices: half the updates"
@@ -168,7 +168,7 @@ fn regions_train_the_same_weights_on_two_devices() {
 
 #[test]
 fn a_budget_plan_trains_the_same_weights_and_an_unmeetable_one_says_the_floor() {
-    let plain = train(&["--checkpoint", "none"]);
+    let plain = train(&["--checkpoint", "plain"]);
     let planned = train(&[
         "--checkpoint",
         "regions",
@@ -197,7 +197,7 @@ fn bad_settings_say_what_to_write() {
         Err(e) => e.to_string(),
     };
     assert!(error(&["--depth", "11"]).contains("6n + 4"));
-    assert!(error(&["--checkpoint", "none", "--memory-report"]).contains("add regions"));
+    assert!(error(&["--checkpoint", "plain", "--memory-report"]).contains("add regions"));
     assert!(error(&["--batch-size", "100000"]).contains("more than the"));
     let cifar = Options::try_parse_from(["train22", "--data", "cifar10"]).unwrap();
     let message = cifar.train_all(&Meter::Host).unwrap_err().to_string();

@@ -1,5 +1,5 @@
 //! The trainer for Burn 0.22 users: `cargo run --release --manifest-path burn22/train/Cargo.toml
-//! -- --checkpoint none,balanced,regions` (`--help` for the rest).
+//! -- --checkpoint plain,balanced,regions` (`--help` for the rest).
 
 use bench_kit_core::table::markdown;
 use burn_checkpoint_22::memory::{CountingAllocator, MemoryMeter, Meter};
