@@ -61,7 +61,7 @@ struct Args {
     #[arg(long, default_value_t = 5)]
     steps: usize,
     /// The methods, in the order they run in each round.
-    #[arg(long, value_enum, value_delimiter = ',', default_values_t = DEFAULT_METHODS)]
+    #[arg(long, value_enum, value_delimiter = ',', default_values_t = default_methods())]
     methods: Vec<Method>,
     /// The CPU backend.
     #[arg(long, value_enum, default_value_t = CpuBackend::Flex)]
@@ -82,17 +82,12 @@ enum CpuBackend {
 
 /// The methods run unless `--methods` says otherwise: all but offload (`--bench offload_time`
 /// measures it).
-const DEFAULT_METHODS: [Method; 9] = [
-    Method::Plain,
-    Method::Balanced,
-    Method::Block,
-    Method::BlockBalanced,
-    Method::BlockSave,
-    Method::BlockKeepAttention,
-    Method::SeqSqrt,
-    Method::SeqTwo,
-    Method::Whole,
-];
+fn default_methods() -> Vec<Method> {
+    Method::ALL
+        .into_iter()
+        .filter(|&method| method != Method::BlockOffload)
+        .collect()
+}
 
 /// What one measured step gives.
 struct Step {
