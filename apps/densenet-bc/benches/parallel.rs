@@ -104,7 +104,7 @@ type I = Flex;
 type Plain = Autodiff<I>;
 type Balanced = Autodiff<I, BalancedCheckpointing>;
 /// Regions over plain autodiff, not Balanced: the all-reduce's cost against plain's, with
-/// nothing else changed (docs/parallel.md's figures).
+/// nothing else changed (docs/data-parallel.md's figures).
 type Regions = Checkpointed<Autodiff<I>>;
 
 /// One configuration measured: a method and its all-reduce buckets.
