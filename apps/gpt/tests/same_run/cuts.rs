@@ -7,8 +7,6 @@
 //! reassociation (`bench_kit::agreement`); there the program with regions must give its own bits
 //! again.
 
-use std::sync::Mutex;
-
 use bench_kit::agreement::Agreement;
 use burn::backend::Autodiff;
 use burn::module::{Module, ModuleVisitor, Param};
@@ -18,9 +16,6 @@ use burn::tensor::{Distribution, Int, Tensor, TensorData};
 use burn_checkpoint::Checkpointed;
 use burn_checkpoint::counters::Counters;
 use gpt::{Cut, Gpt, GptConfig};
-
-/// A backend's random generator is shared by the process: dropout masks are drawn from it.
-static RANDOM: Mutex<()> = Mutex::new(());
 
 fn config(dropout: f64) -> GptConfig {
     GptConfig::new(48, 16, 6, 2, 12).with_dropout(dropout)
@@ -72,7 +67,7 @@ bench_kit::backend_tests!(every_cut: every_cut_gives_the_plain_gradients, [
 
 fn every_cut_gives_the_plain_gradients<I: Backend>() {
     type Plain<I> = Autodiff<I>;
-    let _random = RANDOM.lock().unwrap_or_else(|e| e.into_inner());
+    let _alone = super::alone();
     let device = Default::default();
     let agreement = Agreement::for_backend(&I::name(&device));
     for dropout in [0.0, 0.1] {

@@ -12,8 +12,6 @@
 //! - under a bound smaller than one copy, forward waits (counted) and the values stay the same;
 //!   under a bound of 0, forward waits for every copy (synchronous offload), the same again.
 
-use std::sync::Mutex;
-
 use bench_kit::agreement::Agreement;
 use burn::backend::Autodiff;
 use burn::module::{Module, ModuleVisitor, Param};
@@ -24,9 +22,6 @@ use burn_checkpoint::counters::{self, Counters};
 use burn_checkpoint::memory::OffloadedBytes;
 use burn_checkpoint::{Checkpointed, Settings};
 use gpt::{Cut, Gpt, GptConfig};
-
-/// The backend's random generator and the in-flight bound are the process's.
-static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 const STEPS: usize = 6;
 /// The bytes of one block's input.
@@ -90,7 +85,7 @@ fn train<B: AutodiffBackend>(cut: Cut, tokens: &TensorData) -> Vec<Step> {
 /// seen one of `I`'s reads pending after its first poll).
 fn offload_matches_regions_step_by_step<I: Backend>(issues_here: bool) {
     type B<I> = Checkpointed<Autodiff<I>>;
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _alone = super::alone();
     let device = Default::default();
     I::seed(&device, 5);
     let tokens =
@@ -184,7 +179,7 @@ fn offload_matches_regions_step_by_step<I: Backend>(issues_here: bool) {
 }
 
 // On wgpu a copy's read is issued by the training thread (it returns before the copy is done).
-bench_kit::backend_tests!(offload: offload_matches_regions_step_by_step, [
+bench_kit::backend_tests!(step_by_step: offload_matches_regions_step_by_step, [
     ndarray(false),
     wgpu(true),
     wgpu_unfused(true),

@@ -1,0 +1,127 @@
+//! How Burn 0.21's wgpu backend (cubecl 0.10) fails an allocation, on a real device (Mesa's
+//! lavapipe in CI): what issue 49's out-of-memory report has to catch. The device's pools are
+//! capped at 1 MiB a buffer (a cubecl memory configuration: the largest pool takes nothing
+//! bigger), and a 4 MiB tensor asks for more.
+//!
+//! What it pins down:
+//! - the failure is a panic on cubecl's **device thread**, not the caller's, whose message names
+//!   the bytes asked for (`can't allocate buffer of size: 4194304`: cubecl-runtime's
+//!   `IoError::BufferTooBig`, which the CUDA runtime returns for `CUDA_ERROR_OUT_OF_MEMORY`
+//!   too);
+//! - the caller's ops are queued without a panic, and the step fails at its next read, with a
+//!   message that does not say memory (a handle whose memory does not exist);
+//! - the process lives on and the device computes again.
+//!
+//! So a report must watch every thread's panics while a step runs (a panic hook, chained to the
+//! one it replaces and put back after), and tell the step's failure by what the device thread
+//! said, not by the caller's message.
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Mutex;
+
+use bench_kit::wgpu::Unfused;
+use burn::backend::wgpu::graphics::AutoGraphicsApi;
+use burn::backend::wgpu::{MemoryConfiguration, RuntimeOptions, WgpuDevice, init_setup};
+use burn::tensor::{Tensor, TensorData};
+use cubecl_runtime::memory_management::{MemoryPoolOptions, PoolType};
+
+const MIB: u64 = 1 << 20;
+
+/// Every panic raised while the hook is installed: its thread's name and message.
+static PANICS: Mutex<Vec<(String, String)>> = Mutex::new(Vec::new());
+
+fn message(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_default()
+}
+
+#[test]
+fn a_failed_allocation_panics_on_the_device_thread_and_the_step_fails_at_its_next_read() {
+    // Mesa's lavapipe warns without a runtime directory; any writable one will do.
+    if std::env::var_os("XDG_RUNTIME_DIR").is_none() {
+        // SAFETY: before any wgpu thread starts (this binary's only test).
+        unsafe { std::env::set_var("XDG_RUNTIME_DIR", std::env::temp_dir()) };
+    }
+    let device = WgpuDevice::default();
+    // Before the device's first tensor: cubecl takes a device's options once.
+    let set_up = catch_unwind(|| {
+        init_setup::<AutoGraphicsApi>(
+            &device,
+            RuntimeOptions {
+                memory_config: MemoryConfiguration::Custom {
+                    pool_options: vec![MemoryPoolOptions {
+                        pool_type: PoolType::SlicedPages {
+                            page_size: MIB,
+                            max_slice_size: MIB,
+                        },
+                        dealloc_period: None,
+                    }],
+                },
+                ..RuntimeOptions::default()
+            },
+        )
+    });
+    if set_up.is_err() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "no Vulkan adapter: CI installs Mesa's lavapipe (scripts/setup)"
+        );
+        eprintln!("skipped: no Vulkan adapter");
+        return;
+    }
+    let small = || Tensor::<Unfused, 1>::from_floats([1.0, 2.0, 3.0], &device);
+    assert_eq!(
+        (small() * 2.0).into_data(),
+        TensorData::from([2.0f32, 4.0, 6.0])
+    );
+
+    let caller = std::thread::current().id();
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let thread = std::thread::current();
+        let name = match thread.id() == caller {
+            true => "the caller".to_string(),
+            false => thread.name().unwrap_or("(unnamed)").to_string(),
+        };
+        if let Ok(mut panics) = PANICS.lock() {
+            panics.push((name, message(info.payload())));
+        }
+    }));
+    let mut queued = false;
+    let step = catch_unwind(AssertUnwindSafe(|| {
+        // 4 MiB: more than any pool takes.
+        let big = Tensor::<Unfused, 1>::ones([1 << 20], &device) * 2.0;
+        queued = true;
+        big.into_data()
+    }));
+    let _ = std::panic::take_hook();
+    std::panic::set_hook(default);
+    let panics = PANICS.lock().unwrap().clone();
+    for (thread, message) in &panics {
+        eprintln!(
+            "panic on {thread}: {}",
+            message.lines().next().unwrap_or("")
+        );
+    }
+
+    assert!(queued, "queuing the ops did not panic on the caller");
+    let failed = step.expect_err("the step's read fails");
+    let read = message(&*failed);
+    assert!(
+        !read.contains("can't allocate"),
+        "the caller's message: {read}"
+    );
+    let allocation = panics
+        .iter()
+        .find(|(_, message)| message.contains("can't allocate buffer of size: 4194304"))
+        .unwrap_or_else(|| panic!("no panic names the allocation: {panics:?}"));
+    assert_ne!(allocation.0, "the caller", "{panics:?}");
+    // The device computes again.
+    assert_eq!(
+        (small() * 2.0).into_data(),
+        TensorData::from([2.0f32, 4.0, 6.0])
+    );
+}
