@@ -34,7 +34,8 @@
 
 use burn::tensor::Device;
 pub use burn_checkpoint_core::memory::{
-    CountingAllocator, MemoryMeter, NameTotals, OffloadedBytes, Peak, RegionRecord, StepReport,
+    CountingAllocator, MemoryMeter, NameTotals, OffloadedBytes, OutOfMemory, Peak, RegionRecord,
+    StepReport,
 };
 use burn_checkpoint_core::memory::{DeviceMemory, Usage};
 

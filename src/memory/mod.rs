@@ -58,7 +58,8 @@
 mod device;
 
 pub use burn_checkpoint_core::memory::{
-    CountingAllocator, MemoryMeter, NameTotals, OffloadedBytes, Peak, RegionRecord, StepReport,
+    CountingAllocator, MemoryMeter, NameTotals, OffloadedBytes, OutOfMemory, Peak, RegionRecord,
+    StepReport,
 };
 pub use device::MeteredDevice;
 

@@ -14,15 +14,19 @@
 //!
 //! So a report must watch every thread's panics while a step runs (a panic hook, chained to the
 //! one it replaces and put back after), and tell the step's failure by what the device thread
-//! said, not by the caller's message.
+//! said, not by the caller's message: `StepReport::try_measure` does, and the test then runs a
+//! step with regions under it, with the device's meter, whose second region fails so.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Mutex;
 
 use bench_kit::wgpu::Unfused;
+use burn::backend::Autodiff;
 use burn::backend::wgpu::graphics::AutoGraphicsApi;
 use burn::backend::wgpu::{MemoryConfiguration, RuntimeOptions, WgpuDevice, init_setup};
 use burn::tensor::{Tensor, TensorData};
+use burn_checkpoint::memory::{Meter, StepReport};
+use burn_checkpoint::{Checkpointed, Region};
 use cubecl_runtime::memory_management::{MemoryPoolOptions, PoolType};
 
 const MIB: u64 = 1 << 20;
@@ -120,6 +124,39 @@ fn a_failed_allocation_panics_on_the_device_thread_and_the_step_fails_at_its_nex
         .unwrap_or_else(|| panic!("no panic names the allocation: {panics:?}"));
     assert_ne!(allocation.0, "the caller", "{panics:?}");
     // The device computes again.
+    assert_eq!(
+        (small() * 2.0).into_data(),
+        TensorData::from([2.0f32, 4.0, 6.0])
+    );
+
+    // The same failure in a step with regions, measured with the device's meter under
+    // `StepReport::try_measure`: the report of the step up to it instead of the panic.
+    type B = Checkpointed<Autodiff<Unfused>>;
+    let meter = Meter::device(device.clone()).expect("cubecl counts wgpu bytes");
+    // 256 KiB: the first region's output fits a page, the second's 16 times more does not.
+    let x = Tensor::<B, 1>::ones([1 << 16], &device).require_grad();
+    let outcome = StepReport::try_measure(meter, || {
+        let y = Region::named("small").run(|| x.clone() * 2.0);
+        let z = Region::named("big").run(|| y.clone().repeat_dim(0, 16) * 3.0);
+        let _ = z.sum().backward();
+    });
+    let failure = outcome.expect_err("the step runs out of memory");
+    eprintln!("{failure}");
+    assert_eq!(failure.requested_bytes, Some(4 << 20), "{failure}");
+    assert_ne!(failure.thread, "the caller");
+    // The ops are queued: the step's thread sees the failure at its next read, after the region
+    // whose op failed has closed (`forward, after big#0` here; `in` where a read is inside).
+    assert!(failure.at.contains("big#0"), "{failure}");
+    let names: Vec<&str> = failure
+        .report
+        .regions
+        .iter()
+        .map(|r| r.name.as_str())
+        .collect();
+    assert_eq!(names, ["small", "big"], "{failure}");
+    assert!(failure.report.regions[0].held_bytes >= 1 << 18, "{failure}");
+    assert!(failure.in_use_bytes.is_some() && failure.reserved_bytes.is_some());
+    // Nothing is left watching: the device computes again, a panic is a panic.
     assert_eq!(
         (small() * 2.0).into_data(),
         TensorData::from([2.0f32, 4.0, 6.0])

@@ -256,15 +256,11 @@ fn in_child<T: serde::de::DeserializeOwned>(task: Task) -> T {
 }
 
 fn run(fused: bool, exclusive: bool, block: bool) -> StepFigures {
-    in_child(Task::Steps {
+    let f: StepFigures = in_child(Task::Steps {
         fused,
         exclusive,
         block,
-    })
-}
-
-/// The table's row of a method's figures.
-fn row(fused: bool, exclusive: bool, block: bool, f: &StepFigures) {
+    });
     println!(
         "| {} | {} | {} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} |",
         if fused { "fused" } else { "unfused" },
@@ -276,20 +272,7 @@ fn row(fused: bool, exclusive: bool, block: bool, f: &StepFigures) {
         mib(f.reserved_peak as usize),
         f.reserved_peak as f64 / f.live_peak() as f64,
     );
-}
-
-/// `a` and `b` side by side, each on a thread of its own: the children are processes, each
-/// counting its own device memory, so two at a time change no figure the test checks (on two
-/// cores, the test's ten children take about a third less time so; issue 48).
-fn both<A: Send, B: Send>(a: impl FnOnce() -> A + Send, b: impl FnOnce() -> B + Send) -> (A, B) {
-    std::thread::scope(|scope| {
-        let a = scope.spawn(a);
-        let b = b();
-        let a = a
-            .join()
-            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-        (a, b)
-    })
+    f
 }
 
 fn main() {
@@ -315,12 +298,8 @@ fn main() {
     let mut held = Vec::new();
     for fused in [false, true] {
         for exclusive in [false, true] {
-            let (plain, block) = both(
-                || run(fused, exclusive, false),
-                || run(fused, exclusive, true),
-            );
-            row(fused, exclusive, false, &plain);
-            row(fused, exclusive, true, &block);
+            let plain = run(fused, exclusive, false);
+            let block = run(fused, exclusive, true);
             let what = format!("fused {fused}, exclusive pools {exclusive}");
             assert!(
                 block.held * 4 < plain.held,
@@ -373,8 +352,7 @@ fn main() {
 
     // The planner budgets what a device reserves: a budget between the profile's reserved peaks
     // with every region kept and every region recomputed is fitted, measured in reserved bytes.
-    // The planner's child and the sweep's, side by side (see `both`).
-    let (fit, swept): (Fit, Sweep) = both(|| in_child(Task::Fit), || in_child(Task::Sweep));
+    let fit: Fit = in_child(Task::Fit);
     println!(
         "planner on wgpu: reserved {:.2} MiB kept, {:.2} MiB recomputed; budget {:.2} MiB, \
          the fitted plan reserved {:.2} MiB",
@@ -404,6 +382,7 @@ fn main() {
     // The sweep measures with the meter it is given: this test installs no counting allocator,
     // so a host reading would be 0 everywhere; on the device every point is the bytes reserved,
     // the cut per block below plain, and a plan within 5% of its budget.
+    let swept: Sweep = in_child(Task::Sweep);
     print!("{}", swept.markdown());
     let point = |method: &str| {
         let found = swept.points.iter().find(|p| p.method == method);

@@ -23,6 +23,7 @@
 //! The counts cover every thread of the process: measure with nothing else running.
 
 mod device;
+mod failure;
 mod host;
 mod measure;
 mod meter;
@@ -31,6 +32,7 @@ pub mod recording;
 mod report;
 
 pub use device::{DeviceMemory, Usage};
+pub use failure::OutOfMemory;
 pub use host::{CountingAllocator, mib};
 pub use measure::{Measure, Peak};
 pub use meter::{HostMeter, MemoryMeter, Meter};

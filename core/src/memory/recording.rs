@@ -6,8 +6,10 @@
 
 use std::cell::{Cell, RefCell};
 use std::fmt;
+use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 use std::time::Instant;
 
+use super::failure::{OutOfMemory, Watch, step_message};
 use super::meter::MemoryMeter;
 use super::offloaded as offload;
 use super::report::{RegionRecord, StepReport};
@@ -131,13 +133,70 @@ impl StepReport {
     pub fn measure<R>(meter: impl MemoryMeter, step: impl FnOnce() -> R) -> (R, StepReport) {
         record(Box::new(meter), step)
     }
+
+    /// [`StepReport::measure`] for a step that may run out of memory: where an allocation fails
+    /// while `step` runs, the step's panic becomes an [`OutOfMemory`] (boxed: it holds a report)
+    /// with the report of the
+    /// step so far (each region instance and what it held then, what was made outside regions,
+    /// where the step was, the bytes asked for, in use and reserved) and both messages: the
+    /// backend's and the step's own. Any other panic is resumed as it was.
+    ///
+    /// A `Result`, not the panic resumed after a printed report: a training loop can save what
+    /// it has, tell the user what would fit and exit with a code of its own (docs/trainer.md),
+    /// where a panic leaves it only unwinding. The backend's panics are still printed by the
+    /// process's hook as they happen (the watch chains to it); the device stays usable (on
+    /// cubecl's runtimes, docs/gpu.md).
+    ///
+    /// How the failure is seen: cubecl's runtimes panic on their device thread with "can't
+    /// allocate buffer of size: N", and the step's own thread fails later, at a read, with a
+    /// message that does not say memory. While a step runs here, a panic hook watches every
+    /// thread's panics for an allocation failure (chained to the hook it replaced, and put back
+    /// when the last watched step ends). A host backend cannot be caught: Rust's allocator
+    /// aborts the process.
+    ///
+    /// ```
+    /// use burn_checkpoint_core::memory::{HostMeter, StepReport};
+    ///
+    /// // A panic that is no allocation failure is resumed: the caller sees it as it was.
+    /// let caught = std::panic::catch_unwind(|| {
+    ///     StepReport::try_measure(HostMeter, || panic!("a bug, not memory"))
+    /// });
+    /// assert!(caught.is_err());
+    /// ```
+    pub fn try_measure<R>(
+        meter: impl MemoryMeter,
+        step: impl FnOnce() -> R,
+    ) -> Result<(R, StepReport), Box<OutOfMemory>> {
+        record_or_out_of_memory(Box::new(meter), step)
+    }
 }
 
 /// Records the step `f` runs on this thread, measured with `meter`; nested calls record into
 /// the outermost.
 fn record<R>(meter: Box<dyn MemoryMeter>, f: impl FnOnce() -> R) -> (R, StepReport) {
-    if ON.with(Cell::get) {
+    let Some(off) = start(meter) else {
         return (f(), StepReport::default());
+    };
+    let result = f();
+    let report = finish(&mut Ending::Settled);
+    drop(off);
+    (result, report)
+}
+
+/// Turns the recording off on every exit path, panics included.
+struct Off;
+
+impl Drop for Off {
+    fn drop(&mut self) {
+        ON.with(|on| on.set(false));
+        RECORDING.with(|recording| recording.borrow_mut().take());
+    }
+}
+
+/// Starts recording with `meter`; `None` inside a recording already.
+fn start(meter: Box<dyn MemoryMeter>) -> Option<Off> {
+    if ON.with(Cell::get) {
+        return None;
     }
     // On a device, the step's reserved peak is its own, not what earlier steps left in pools.
     meter.release();
@@ -169,21 +228,54 @@ fn record<R>(meter: Box<dyn MemoryMeter>, f: impl FnOnce() -> R) -> (R, StepRepo
             outside_windows: start_bytes,
         })
     });
-    // Off again on every exit path, panics included.
-    struct Off;
-    impl Drop for Off {
-        fn drop(&mut self) {
-            ON.with(|on| on.set(false));
-            RECORDING.with(|recording| recording.borrow_mut().take());
-        }
-    }
-    let off = Off;
     ON.with(|on| on.set(true));
-    let result = f();
-    let report = RECORDING.with(|recording| {
+    Some(Off)
+}
+
+/// How the recorded step ended.
+enum Ending {
+    /// It finished: the meter is settled (a device synced) and read at its end.
+    Settled,
+    /// It failed: the meter is read as it is (a sync could fail again), and the region open
+    /// then holds what it held when the failure was seen. Where the step was, and the bytes in
+    /// use and reserved then.
+    Failed {
+        at: String,
+        in_use: Option<u64>,
+        reserved: Option<u64>,
+    },
+}
+
+/// The report of the step recorded so far.
+fn finish(ending: &mut Ending) -> StepReport {
+    RECORDING.with(|recording| {
         let mut recording = recording.borrow_mut();
         let recording = recording.as_mut().expect("recording until `Off` drops");
-        recording.event("the end".to_string());
+        match ending {
+            Ending::Settled => recording.event("the end".to_string()),
+            Ending::Failed {
+                at,
+                in_use,
+                reserved,
+            } => {
+                *at = recording.now.clone();
+                let meter = &recording.meter;
+                *in_use = catch_unwind(AssertUnwindSafe(|| meter.in_use())).ok();
+                *reserved = catch_unwind(AssertUnwindSafe(|| meter.reserved()))
+                    .ok()
+                    .flatten();
+                if let (Some((slot, opened_bytes, opened)), Some(now)) =
+                    (recording.open.take(), *in_use)
+                {
+                    let region = &mut recording.report.regions[slot];
+                    region.held_bytes = now as i64 - opened_bytes as i64;
+                    region.forward_seconds = opened.elapsed().as_secs_f64();
+                }
+                if let Some(now) = *in_use {
+                    recording.peak = recording.peak.max(now);
+                }
+            }
+        }
         let mut report = std::mem::take(&mut recording.report);
         report.peak_bytes = recording.peak.saturating_sub(recording.start_bytes);
         report.outside_windows_peak_bytes = Some(
@@ -192,7 +284,9 @@ fn record<R>(meter: Box<dyn MemoryMeter>, f: impl FnOnce() -> R) -> (R, StepRepo
                 .saturating_sub(recording.start_bytes),
         );
         report.reserved_peak_bytes = recording.reserved;
-        report.end_bytes = recording.meter.in_use() as i64 - recording.start_bytes as i64;
+        if let Ending::Settled = *ending {
+            report.end_bytes = recording.meter.in_use() as i64 - recording.start_bytes as i64;
+        }
         report.seconds = recording.start.elapsed().as_secs_f64();
         report.offloaded_peak_bytes =
             offload::offloaded_peak().saturating_sub(recording.offloaded_at_start) as u64;
@@ -200,9 +294,59 @@ fn record<R>(meter: Box<dyn MemoryMeter>, f: impl FnOnce() -> R) -> (R, StepRepo
         // whoever measures around this one.
         recording.meter.raise_peak(recording.peak);
         report
-    });
-    drop(off);
-    (result, report)
+    })
+}
+
+/// [`StepReport::try_measure`]: `record`, with the step's panic caught and, when an allocation
+/// failed while it ran, turned into the report so far.
+fn record_or_out_of_memory<R>(
+    meter: Box<dyn MemoryMeter>,
+    f: impl FnOnce() -> R,
+) -> Result<(R, StepReport), Box<OutOfMemory>> {
+    let watch = Watch::start();
+    let Some(off) = start(meter) else {
+        // Nested: the outermost measurement catches.
+        return Ok((f(), StepReport::default()));
+    };
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(result) => {
+            let report = finish(&mut Ending::Settled);
+            drop(off);
+            Ok((result, report))
+        }
+        Err(payload) => {
+            let Some(seen) = watch.first_seen() else {
+                drop(off);
+                drop(watch);
+                resume_unwind(payload)
+            };
+            let mut ending = Ending::Failed {
+                at: String::new(),
+                in_use: None,
+                reserved: None,
+            };
+            let report = finish(&mut ending);
+            drop(off);
+            let Ending::Failed {
+                at,
+                in_use,
+                reserved,
+            } = ending
+            else {
+                unreachable!()
+            };
+            Err(Box::new(OutOfMemory {
+                report,
+                at,
+                requested_bytes: seen.requested_bytes,
+                in_use_bytes: in_use,
+                reserved_bytes: reserved,
+                thread: seen.thread,
+                message: seen.message,
+                step_message: step_message(&*payload),
+            }))
+        }
+    }
 }
 
 fn with<T>(f: impl FnOnce(&mut Recording) -> T) -> Option<T> {
@@ -365,8 +509,17 @@ mod tests {
         PEAK.fetch_max(bytes, Ordering::Relaxed);
     }
 
+    /// The hand-set bytes are the process's: one test at a time.
+    fn alone() -> std::sync::MutexGuard<'static, ()> {
+        static ONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+        ONE.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     #[test]
     fn each_recomputing_region_has_its_backward_window() {
+        let _alone = alone();
+        set(0);
+        PEAK.store(0, Ordering::Relaxed);
         let ((), report) = StepReport::measure(Hand, || {
             // Forward: two regions hold 10 and 20 bytes; the head peaks at 60.
             for (index, held) in [(0, 10), (1, 30)] {
@@ -392,5 +545,51 @@ mod tests {
             .map(|r| r.backward_peak_bytes)
             .collect();
         assert_eq!(windows, [50, 55]);
+    }
+
+    /// cubecl's failure, as docs/gpu.md measured it on wgpu: the device thread panics naming the
+    /// bytes, the step's thread fails later with a message that does not say memory. (The same
+    /// on a real device: apps/bench-kit/tests/allocation_failure.rs.)
+    #[test]
+    fn a_step_whose_allocation_fails_on_another_thread_gives_its_report_so_far() {
+        let _alone = alone();
+        set(0);
+        PEAK.store(0, Ordering::Relaxed);
+        let outcome = StepReport::try_measure(Hand, || {
+            top_level_opened(&"r", 0, None);
+            set(10);
+            top_level_closed();
+            top_level_opened(&"r", 1, None);
+            set(25);
+            let device = std::thread::Builder::new().name("device".into()).spawn(|| {
+                panic!("called `Result::unwrap()` on an `Err` value: can't allocate buffer of size: 4096")
+            });
+            assert!(device.unwrap().join().is_err());
+            panic!("called `Result::unwrap()` on an `Err` value: CallError");
+        });
+        let failure = outcome.expect_err("an out-of-memory failure");
+        assert_eq!(failure.requested_bytes, Some(4096));
+        assert_eq!(failure.thread, "device");
+        assert_eq!(failure.at, "forward, in r#1");
+        assert_eq!(failure.in_use_bytes, Some(25));
+        assert!(failure.step_message.ends_with("CallError"), "{failure}");
+        let held: Vec<i64> = failure
+            .report
+            .regions
+            .iter()
+            .map(|r| r.held_bytes)
+            .collect();
+        assert_eq!(held, [10, 15]);
+        assert_eq!(failure.report.peak_bytes, 25);
+        assert!(!on(), "the recording is off again");
+
+        // Another panic is resumed as it was, and the next step measures as before.
+        let other = std::panic::catch_unwind(|| {
+            StepReport::try_measure(Hand, || panic!("a bug, not memory"))
+        });
+        let payload = other.expect_err("resumed");
+        assert_eq!(payload.downcast_ref::<&str>(), Some(&"a bug, not memory"));
+        let (value, report) = StepReport::try_measure(Hand, || 7).expect("no failure");
+        assert_eq!((value, report.regions.len()), (7, 0));
     }
 }

@@ -1,0 +1,214 @@
+//! A step that runs out of memory ([`StepReport::try_measure`](super::StepReport::try_measure)):
+//! instead of the backend's bare panic, the report of the step so far and what the backend said.
+//!
+//! How Burn's backends fail an allocation decides how it is caught (docs/gpu.md, "When an
+//! allocation fails"): cubecl's runtimes panic on their **device thread** with "can't allocate
+//! buffer of size: N", and the step's own thread fails later, at its next read, with a message
+//! that does not say memory. So while a step runs under `try_measure`, a panic hook watches the
+//! panics of every thread: chained to the hook it replaced (which still prints every panic), and
+//! put back when the last watched step ends, so that nothing is left behind in the process. A
+//! step's panic is an out-of-memory failure when an allocation failure was seen while it ran;
+//! any other panic is resumed as it was.
+
+use std::fmt;
+use std::panic::{self, PanicHookInfo};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use serde::{Deserialize, Serialize};
+
+use super::host::mib;
+use super::report::StepReport;
+
+/// A training step that failed to allocate, with the report of the step up to the failure
+/// (what [`StepReport::try_measure`] returns, boxed, instead of the backend's panic).
+///
+/// ```
+/// use burn_checkpoint_core::memory::{HostMeter, OutOfMemory, StepReport};
+///
+/// // A step that finishes gives its result and report, as `StepReport::measure` does.
+/// let (sum, _) = StepReport::try_measure(HostMeter, || (0..10).sum::<u32>()).unwrap();
+/// assert_eq!(sum, 45);
+/// // What a backend's panic says when an allocation failed, and the bytes it asked for.
+/// assert_eq!(
+///     OutOfMemory::requested("can't allocate buffer of size: 4194304"),
+///     Some(Some(4194304))
+/// );
+/// assert_eq!(
+///     OutOfMemory::requested("out of device memory allocating 512 bytes"),
+///     Some(Some(512))
+/// );
+/// assert_eq!(OutOfMemory::requested("CUDA_ERROR_OUT_OF_MEMORY"), Some(None));
+/// assert_eq!(OutOfMemory::requested("index out of bounds"), None);
+/// ```
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[non_exhaustive]
+pub struct OutOfMemory {
+    /// The step up to the failure: every top-level region that closed, the one open then (what
+    /// it held when the failure was seen), what was made outside regions, the peak so far.
+    pub report: StepReport,
+    /// Where the step was when the failure was seen (`forward, in name#3`, `backward,
+    /// recomputing name#3`, ...): the last region event before it.
+    pub at: String,
+    /// The bytes the failed allocation asked for, where the backend's message says them.
+    pub requested_bytes: Option<u64>,
+    /// The bytes in use when the failure was seen, absolute (the meter's reading, not above the
+    /// step's start); `None` where the meter could not be read.
+    pub in_use_bytes: Option<u64>,
+    /// On a device, the bytes its memory manager reserved then (its pools' pages).
+    pub reserved_bytes: Option<u64>,
+    /// The thread that raised the allocation failure (cubecl's device thread, by its name), and
+    /// its message.
+    pub thread: String,
+    /// The backend's message for the allocation (its first line).
+    pub message: String,
+    /// The message the step's own panic carried (its first line): the original error.
+    pub step_message: String,
+}
+
+impl OutOfMemory {
+    /// Whether a panic's message says an allocation failed (`Some`), and the bytes it asked for
+    /// where it says them: cubecl's "can't allocate buffer of size: N" (wgpu and CUDA on Burn
+    /// 0.21, a buffer no pool takes on 0.22) and "out of device memory allocating N bytes"
+    /// (Burn 0.22's, after its one retry), and an "out of memory" of any backend.
+    pub fn requested(message: &str) -> Option<Option<u64>> {
+        const SIZED: [&str; 2] = [
+            "can't allocate buffer of size: ",
+            "out of device memory allocating ",
+        ];
+        for sign in SIZED {
+            if let Some(at) = message.find(sign) {
+                let digits: String = message[at + sign.len()..]
+                    .chars()
+                    .take_while(char::is_ascii_digit)
+                    .collect();
+                return Some(digits.parse().ok());
+            }
+        }
+        let lower = message.to_lowercase();
+        (lower.contains("out of memory") || lower.contains("out_of_memory")).then_some(None)
+    }
+}
+
+impl fmt::Display for OutOfMemory {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let bytes =
+            |b: Option<u64>| b.map_or("?".to_string(), |b| format!("{:.1} MiB", mib(b as usize)));
+        writeln!(
+            f,
+            "out of memory: an allocation of {} failed ({}: {})",
+            bytes(self.requested_bytes),
+            self.thread,
+            self.message
+        )?;
+        writeln!(
+            f,
+            "the step was {}: {} in use, {} reserved; the step itself failed with: {}",
+            self.at,
+            bytes(self.in_use_bytes),
+            bytes(self.reserved_bytes),
+            self.step_message
+        )?;
+        write!(f, "{}", self.report)
+    }
+}
+
+impl std::error::Error for OutOfMemory {}
+
+/// An allocation failure a watched step saw: the thread that raised it and its message.
+#[derive(Clone, Debug)]
+pub(crate) struct Seen {
+    pub thread: String,
+    pub message: String,
+    pub requested_bytes: Option<u64>,
+}
+
+type Hook = Arc<dyn Fn(&PanicHookInfo<'_>) + Sync + Send + 'static>;
+
+/// The hook replaced while steps are watched, and how many are.
+struct Installed {
+    steps: usize,
+    previous: Option<Hook>,
+}
+
+static INSTALLED: Mutex<Installed> = Mutex::new(Installed {
+    steps: 0,
+    previous: None,
+});
+/// Allocation failures seen while any step is watched (emptied when the last one ends). Its own
+/// lock: the hook takes only this one, so a panic raised while `INSTALLED` is held cannot
+/// deadlock it.
+static SEEN: Mutex<Vec<Seen>> = Mutex::new(Vec::new());
+
+fn lock<T>(mutex: &'static Mutex<T>) -> MutexGuard<'static, T> {
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A panic's message, where it is a string.
+pub(crate) fn message(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_default()
+}
+
+fn first_line(message: &str) -> String {
+    message.lines().next().unwrap_or("").to_string()
+}
+
+/// One watched step: every thread's allocation failures from its start are kept until it ends.
+pub(crate) struct Watch {
+    from: usize,
+}
+
+impl Watch {
+    pub fn start() -> Watch {
+        let mut installed = lock(&INSTALLED);
+        if installed.steps == 0 {
+            let previous: Hook = Arc::from(panic::take_hook());
+            let chained = previous.clone();
+            panic::set_hook(Box::new(move |info| {
+                if let Some(requested_bytes) = OutOfMemory::requested(&message(info.payload())) {
+                    let thread = std::thread::current();
+                    lock(&SEEN).push(Seen {
+                        thread: thread.name().unwrap_or("(an unnamed thread)").to_string(),
+                        message: first_line(&message(info.payload())),
+                        requested_bytes,
+                    });
+                }
+                chained(info);
+            }));
+            installed.previous = Some(previous);
+        }
+        installed.steps += 1;
+        Watch {
+            from: lock(&SEEN).len(),
+        }
+    }
+
+    /// The first allocation failure seen since this step started.
+    pub fn first_seen(&self) -> Option<Seen> {
+        lock(&SEEN).get(self.from).cloned()
+    }
+}
+
+impl Drop for Watch {
+    fn drop(&mut self) {
+        let mut installed = lock(&INSTALLED);
+        installed.steps -= 1;
+        if installed.steps == 0 {
+            lock(&SEEN).clear();
+            if let Some(previous) = installed.previous.take() {
+                // Ours (holding the other reference) goes first; then the hook it replaced is
+                // put back (wrapped: ours shared it).
+                drop(panic::take_hook());
+                panic::set_hook(Box::new(move |info| previous(info)));
+            }
+        }
+    }
+}
+
+/// What the step's own panic said, first line.
+pub(crate) fn step_message(payload: &(dyn std::any::Any + Send)) -> String {
+    first_line(&message(payload))
+}
