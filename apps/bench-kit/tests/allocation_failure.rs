@@ -82,16 +82,30 @@ fn a_failed_allocation_panics_on_the_device_thread_and_the_step_fails_at_its_nex
         TensorData::from([2.0f32, 4.0, 6.0])
     );
 
+    // Every panic recorded and said in one line, without the backtraces of the default hook
+    // (cubecl's device thread panics a dozen times once an allocation failed); the caller's
+    // whole, so that a failing assertion reads as usual. Until the test ends: the step under
+    // `try_measure` below chains to it.
     let caller = std::thread::current().id();
     let default = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
         let thread = std::thread::current();
+        let message = message(info.payload());
+        let said = match thread.id() == caller {
+            true => format!("the caller: {message}"),
+            false => format!(
+                "{}: {}",
+                thread.name().unwrap_or("(unnamed)"),
+                message.lines().next().unwrap_or("")
+            ),
+        };
+        eprintln!("panic on {said}");
         let name = match thread.id() == caller {
             true => "the caller".to_string(),
             false => thread.name().unwrap_or("(unnamed)").to_string(),
         };
         if let Ok(mut panics) = PANICS.lock() {
-            panics.push((name, message(info.payload())));
+            panics.push((name, message));
         }
     }));
     let mut queued = false;
@@ -101,15 +115,7 @@ fn a_failed_allocation_panics_on_the_device_thread_and_the_step_fails_at_its_nex
         queued = true;
         big.into_data()
     }));
-    let _ = std::panic::take_hook();
-    std::panic::set_hook(default);
     let panics = PANICS.lock().unwrap().clone();
-    for (thread, message) in &panics {
-        eprintln!(
-            "panic on {thread}: {}",
-            message.lines().next().unwrap_or("")
-        );
-    }
 
     assert!(queued, "queuing the ops did not panic on the caller");
     let failed = step.expect_err("the step's read fails");
@@ -161,4 +167,6 @@ fn a_failed_allocation_panics_on_the_device_thread_and_the_step_fails_at_its_nex
         (small() * 2.0).into_data(),
         TensorData::from([2.0f32, 4.0, 6.0])
     );
+    let _ = std::panic::take_hook();
+    std::panic::set_hook(default);
 }
