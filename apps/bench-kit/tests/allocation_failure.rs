@@ -91,19 +91,15 @@ fn a_failed_allocation_panics_on_the_device_thread_and_the_step_fails_at_its_nex
     std::panic::set_hook(Box::new(move |info| {
         let thread = std::thread::current();
         let message = message(info.payload());
-        let said = match thread.id() == caller {
-            true => format!("the caller: {message}"),
-            false => format!(
-                "{}: {}",
+        let (name, said) = match thread.id() == caller {
+            true => ("the caller", message.as_str()),
+            false => (
                 thread.name().unwrap_or("(unnamed)"),
-                message.lines().next().unwrap_or("")
+                message.lines().next().unwrap_or(""),
             ),
         };
-        eprintln!("panic on {said}");
-        let name = match thread.id() == caller {
-            true => "the caller".to_string(),
-            false => thread.name().unwrap_or("(unnamed)").to_string(),
-        };
+        eprintln!("panic on {name}: {said}");
+        let name = name.to_string();
         if let Ok(mut panics) = PANICS.lock() {
             panics.push((name, message));
         }

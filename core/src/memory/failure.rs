@@ -168,11 +168,12 @@ impl Watch {
             let previous: Hook = Arc::from(panic::take_hook());
             let chained = previous.clone();
             panic::set_hook(Box::new(move |info| {
-                if let Some(requested_bytes) = OutOfMemory::requested(&message(info.payload())) {
+                let message = message(info.payload());
+                if let Some(requested_bytes) = OutOfMemory::requested(&message) {
                     let thread = std::thread::current();
                     lock(&SEEN).push(Seen {
                         thread: thread.name().unwrap_or("(an unnamed thread)").to_string(),
-                        message: first_line(&message(info.payload())),
+                        message: first_line(&message),
                         requested_bytes,
                     });
                 }

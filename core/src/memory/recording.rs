@@ -178,7 +178,7 @@ fn record<R>(meter: Box<dyn MemoryMeter>, f: impl FnOnce() -> R) -> (R, StepRepo
         return (f(), StepReport::default());
     };
     let result = f();
-    let report = finish(&mut Ending::Settled);
+    let report = finish(true);
     drop(off);
     (result, report)
 }
@@ -232,49 +232,45 @@ fn start(meter: Box<dyn MemoryMeter>) -> Option<Off> {
     Some(Off)
 }
 
-/// How the recorded step ended.
-enum Ending {
-    /// It finished: the meter is settled (a device synced) and read at its end.
-    Settled,
-    /// It failed: the meter is read as it is (a sync could fail again), and the region open
-    /// then holds what it held when the failure was seen. Where the step was, and the bytes in
-    /// use and reserved then.
-    Failed {
-        at: String,
-        in_use: Option<u64>,
-        reserved: Option<u64>,
-    },
+/// Where a failed step was and the bytes in use and reserved then ([`at_failure`]).
+struct AtFailure {
+    at: String,
+    in_use: Option<u64>,
+    reserved: Option<u64>,
 }
 
-/// The report of the step recorded so far.
-fn finish(ending: &mut Ending) -> StepReport {
-    RECORDING.with(|recording| {
-        let mut recording = recording.borrow_mut();
-        let recording = recording.as_mut().expect("recording until `Off` drops");
-        match ending {
-            Ending::Settled => recording.event("the end".to_string()),
-            Ending::Failed {
-                at,
-                in_use,
-                reserved,
-            } => {
-                *at = recording.now.clone();
-                let meter = &recording.meter;
-                *in_use = catch_unwind(AssertUnwindSafe(|| meter.in_use())).ok();
-                *reserved = catch_unwind(AssertUnwindSafe(|| meter.reserved()))
-                    .ok()
-                    .flatten();
-                if let (Some((slot, opened_bytes, opened)), Some(now)) =
-                    (recording.open.take(), *in_use)
-                {
-                    let region = &mut recording.report.regions[slot];
-                    region.held_bytes = now as i64 - opened_bytes as i64;
-                    region.forward_seconds = opened.elapsed().as_secs_f64();
-                }
-                if let Some(now) = *in_use {
-                    recording.peak = recording.peak.max(now);
-                }
+/// Reads the meter as it is after a failure (a sync could fail again), and gives the region
+/// open then what it held when the failure was seen.
+fn at_failure() -> AtFailure {
+    with(|recording| {
+        let meter = &recording.meter;
+        let in_use = catch_unwind(AssertUnwindSafe(|| meter.in_use())).ok();
+        let reserved = catch_unwind(AssertUnwindSafe(|| meter.reserved()))
+            .ok()
+            .flatten();
+        if let Some(now) = in_use {
+            if let Some((slot, opened_bytes, opened)) = recording.open.take() {
+                let region = &mut recording.report.regions[slot];
+                region.held_bytes = now as i64 - opened_bytes as i64;
+                region.forward_seconds = opened.elapsed().as_secs_f64();
             }
+            recording.peak = recording.peak.max(now);
+        }
+        AtFailure {
+            at: recording.now.clone(),
+            in_use,
+            reserved,
+        }
+    })
+    .expect("recording until `Off` drops")
+}
+
+/// The report of the step recorded so far; `settled`: the step finished, and the meter is
+/// settled (a device synced) and read at its end.
+fn finish(settled: bool) -> StepReport {
+    with(|recording| {
+        if settled {
+            recording.event("the end".to_string());
         }
         let mut report = std::mem::take(&mut recording.report);
         report.peak_bytes = recording.peak.saturating_sub(recording.start_bytes);
@@ -284,7 +280,7 @@ fn finish(ending: &mut Ending) -> StepReport {
                 .saturating_sub(recording.start_bytes),
         );
         report.reserved_peak_bytes = recording.reserved;
-        if let Ending::Settled = *ending {
+        if settled {
             report.end_bytes = recording.meter.in_use() as i64 - recording.start_bytes as i64;
         }
         report.seconds = recording.start.elapsed().as_secs_f64();
@@ -295,6 +291,7 @@ fn finish(ending: &mut Ending) -> StepReport {
         recording.meter.raise_peak(recording.peak);
         report
     })
+    .expect("recording until `Off` drops")
 }
 
 /// [`StepReport::try_measure`]: `record`, with the step's panic caught and, when an allocation
@@ -310,7 +307,7 @@ fn record_or_out_of_memory<R>(
     };
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(result) => {
-            let report = finish(&mut Ending::Settled);
+            let report = finish(true);
             drop(off);
             Ok((result, report))
         }
@@ -320,27 +317,15 @@ fn record_or_out_of_memory<R>(
                 drop(watch);
                 resume_unwind(payload)
             };
-            let mut ending = Ending::Failed {
-                at: String::new(),
-                in_use: None,
-                reserved: None,
-            };
-            let report = finish(&mut ending);
+            let at = at_failure();
+            let report = finish(false);
             drop(off);
-            let Ending::Failed {
-                at,
-                in_use,
-                reserved,
-            } = ending
-            else {
-                unreachable!()
-            };
             Err(Box::new(OutOfMemory {
                 report,
-                at,
+                at: at.at,
                 requested_bytes: seen.requested_bytes,
-                in_use_bytes: in_use,
-                reserved_bytes: reserved,
+                in_use_bytes: at.in_use,
+                reserved_bytes: at.reserved,
                 thread: seen.thread,
                 message: seen.message,
                 step_message: step_message(&*payload),
