@@ -70,8 +70,7 @@ pub enum Pools {
 /// Sets cubecl's pools on `device`: before the device's first tensor, in the process's first
 /// use of it (cubecl takes a device's options once).
 pub fn set_pools(pools: Pools, device: &WgpuDevice) {
-    use burn::backend::wgpu::graphics::AutoGraphicsApi;
-    use burn::backend::wgpu::{MemoryConfiguration, RuntimeOptions, init_setup};
+    use burn::backend::wgpu::MemoryConfiguration;
     use cubecl_runtime::memory_management::{MemoryPoolOptions, PoolType};
     const MIB: u64 = 1 << 20;
     let memory_config = match pools {
@@ -100,6 +99,34 @@ pub fn set_pools(pools: Pools, device: &WgpuDevice) {
             ],
         },
     };
+    configure(memory_config, device);
+}
+
+/// Caps every buffer cubecl allocates on `device` at `bytes` (one pool of sliced pages that
+/// size, which takes nothing bigger): a larger allocation fails as a full device fails one, a
+/// panic on cubecl's device thread ("can't allocate buffer of size: N"). Before the device's
+/// first tensor, as [`set_pools`]; panics where there is no adapter.
+pub fn cap_buffers(bytes: u64, device: &WgpuDevice) {
+    use burn::backend::wgpu::MemoryConfiguration;
+    use cubecl_runtime::memory_management::{MemoryPoolOptions, PoolType};
+    let pool = MemoryPoolOptions {
+        pool_type: PoolType::SlicedPages {
+            page_size: bytes,
+            max_slice_size: bytes,
+        },
+        dealloc_period: None,
+    };
+    configure(
+        MemoryConfiguration::Custom {
+            pool_options: vec![pool],
+        },
+        device,
+    );
+}
+
+fn configure(memory_config: burn::backend::wgpu::MemoryConfiguration, device: &WgpuDevice) {
+    use burn::backend::wgpu::graphics::AutoGraphicsApi;
+    use burn::backend::wgpu::{RuntimeOptions, init_setup};
     let options = RuntimeOptions {
         memory_config,
         ..RuntimeOptions::default()

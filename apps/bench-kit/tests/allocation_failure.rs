@@ -22,12 +22,10 @@ use std::sync::Mutex;
 
 use bench_kit::wgpu::Unfused;
 use burn::backend::Autodiff;
-use burn::backend::wgpu::graphics::AutoGraphicsApi;
-use burn::backend::wgpu::{MemoryConfiguration, RuntimeOptions, WgpuDevice, init_setup};
+use burn::backend::wgpu::WgpuDevice;
 use burn::tensor::{Tensor, TensorData};
 use burn_checkpoint::memory::{Meter, StepReport};
 use burn_checkpoint::{Checkpointed, Region};
-use cubecl_runtime::memory_management::{MemoryPoolOptions, PoolType};
 
 const MIB: u64 = 1 << 20;
 
@@ -51,23 +49,7 @@ fn a_failed_allocation_panics_on_the_device_thread_and_the_step_fails_at_its_nex
     }
     let device = WgpuDevice::default();
     // Before the device's first tensor: cubecl takes a device's options once.
-    let set_up = catch_unwind(|| {
-        init_setup::<AutoGraphicsApi>(
-            &device,
-            RuntimeOptions {
-                memory_config: MemoryConfiguration::Custom {
-                    pool_options: vec![MemoryPoolOptions {
-                        pool_type: PoolType::SlicedPages {
-                            page_size: MIB,
-                            max_slice_size: MIB,
-                        },
-                        dealloc_period: None,
-                    }],
-                },
-                ..RuntimeOptions::default()
-            },
-        )
-    });
+    let set_up = catch_unwind(|| bench_kit::wgpu::cap_buffers(MIB, &device));
     if set_up.is_err() {
         assert!(
             std::env::var_os("CI").is_none(),

@@ -16,19 +16,8 @@ use densenet_bc::train::save::{MODEL_FILE, recorder};
 use densenet_bc::train::{EpochReport, Report};
 use densenet_bc::{DenseNet, DenseNetConfig};
 
-/// A DenseNet-BC-10 with growth 4 on a few small batches: seconds per run.
-const TINY: &[&str] = &[
-    "--depth",
-    "10",
-    "--growth-rate",
-    "4",
-    "--batch-size",
-    "4",
-    "--limit",
-    "3",
-    "--valid-limit",
-    "2",
-];
+mod common;
+use common::{TINY, tree};
 
 fn train(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_train"))
@@ -492,25 +481,6 @@ fn saving(save: &Path, epochs: &str, extra: &[&str]) -> Vec<String> {
     ]);
     owned.extend(extra.iter().map(|s| s.to_string()));
     owned
-}
-
-/// The files under `dir`, relative, with their contents.
-fn tree(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
-    let mut files = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(next) = stack.pop() {
-        for entry in std::fs::read_dir(&next).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                stack.push(path);
-            } else {
-                let bytes = std::fs::read(&path).unwrap();
-                files.push((path.strip_prefix(dir).unwrap().to_path_buf(), bytes));
-            }
-        }
-    }
-    files.sort();
-    files
 }
 
 #[test]

@@ -9,7 +9,7 @@ use std::fmt;
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 use std::time::Instant;
 
-use super::failure::{OutOfMemory, Watch, step_message};
+use super::failure::{OutOfMemory, RETURNED, Watch, step_message};
 use super::meter::MemoryMeter;
 use super::offloaded as offload;
 use super::report::{RegionRecord, StepReport};
@@ -151,8 +151,10 @@ impl StepReport {
     /// allocate buffer of size: N", and the step's own thread fails later, at a read, with a
     /// message that does not say memory. While a step runs here, a panic hook watches every
     /// thread's panics for an allocation failure (chained to the hook it replaced, and put back
-    /// when the last watched step ends). A host backend cannot be caught: Rust's allocator
-    /// aborts the process.
+    /// when the last watched step ends). A step that *returns* although an allocation failed
+    /// while it ran is a failure too: on wgpu with fusion the device thread can go on, and the
+    /// step's values are computed without the buffer. A host backend cannot be caught: Rust's
+    /// allocator aborts the process.
     ///
     /// ```
     /// use burn_checkpoint_core::memory::{HostMeter, StepReport};
@@ -305,33 +307,39 @@ fn record_or_out_of_memory<R>(
         // Nested: the outermost measurement catches.
         return Ok((f(), StepReport::default()));
     };
-    match catch_unwind(AssertUnwindSafe(f)) {
-        Ok(result) => {
-            let report = finish(true);
-            drop(off);
-            Ok((result, report))
-        }
-        Err(payload) => {
-            let Some(seen) = watch.first_seen() else {
+    let outcome = catch_unwind(AssertUnwindSafe(f));
+    let Some(seen) = watch.first_seen() else {
+        return match outcome {
+            Ok(result) => {
+                let report = finish(true);
+                drop(off);
+                Ok((result, report))
+            }
+            Err(payload) => {
                 drop(off);
                 drop(watch);
                 resume_unwind(payload)
-            };
-            let at = at_failure();
-            let report = finish(false);
-            drop(off);
-            Err(Box::new(OutOfMemory {
-                report,
-                at: at.at,
-                requested_bytes: seen.requested_bytes,
-                in_use_bytes: at.in_use,
-                reserved_bytes: at.reserved,
-                thread: seen.thread,
-                message: seen.message,
-                step_message: step_message(&*payload),
-            }))
-        }
-    }
+            }
+        };
+    };
+    // Failed, or returned results computed without the buffer (see `RETURNED`).
+    let step_message = match &outcome {
+        Ok(_) => RETURNED.to_string(),
+        Err(payload) => step_message(&**payload),
+    };
+    let at = at_failure();
+    let report = finish(false);
+    drop(off);
+    Err(Box::new(OutOfMemory {
+        report,
+        at: at.at,
+        requested_bytes: seen.requested_bytes,
+        in_use_bytes: at.in_use,
+        reserved_bytes: at.reserved,
+        thread: seen.thread,
+        message: seen.message,
+        step_message,
+    }))
 }
 
 fn with<T>(f: impl FnOnce(&mut Recording) -> T) -> Option<T> {
@@ -576,5 +584,55 @@ mod tests {
         assert_eq!(payload.downcast_ref::<&str>(), Some(&"a bug, not memory"));
         let (value, report) = StepReport::try_measure(Hand, || 7).expect("no failure");
         assert_eq!((value, report.regions.len()), (7, 0));
+    }
+
+    #[test]
+    fn a_step_caught_unrecorded_gives_the_failure_without_regions() {
+        let _alone = alone();
+        set(0);
+        let failure = OutOfMemory::catch(Hand, || {
+            top_level_opened(&"r", 0, None);
+            set(40);
+            let device = std::thread::Builder::new()
+                .name("device".into())
+                .spawn(|| panic!("out of device memory allocating 512 bytes"));
+            assert!(device.unwrap().join().is_err());
+            panic!("CallError");
+        })
+        .expect_err("an out-of-memory failure");
+        assert_eq!(failure.requested_bytes, Some(512));
+        assert_eq!(failure.thread, "device");
+        assert_eq!(failure.in_use_bytes, Some(40));
+        assert_eq!(failure.step_message, "CallError");
+        assert!(failure.report.regions.is_empty(), "nothing recorded");
+        assert!(!on(), "no recording was started");
+        let shown = failure.to_string();
+        assert!(shown.contains("the step was not recorded"), "{shown}");
+        assert!(!shown.contains("region "), "no table: {shown}");
+
+        // A step that returns although an allocation failed is a failure too: its values were
+        // computed without the buffer.
+        let returned = OutOfMemory::catch(Hand, || {
+            let device = std::thread::Builder::new()
+                .name("device".into())
+                .spawn(|| panic!("can't allocate buffer of size: 4096"));
+            assert!(device.unwrap().join().is_err());
+            1.0f32
+        })
+        .expect_err("results computed without the buffer");
+        assert_eq!(returned.step_message, RETURNED);
+        let recorded = StepReport::try_measure(Hand, || {
+            let device = std::thread::Builder::new()
+                .name("device".into())
+                .spawn(|| panic!("can't allocate buffer of size: 4096"));
+            assert!(device.unwrap().join().is_err());
+        })
+        .expect_err("the same, recorded");
+        assert_eq!(recorded.step_message, RETURNED);
+
+        // Another panic is resumed as it was; the watch ended with the step.
+        let other = std::panic::catch_unwind(|| OutOfMemory::catch(Hand, || panic!("a bug")));
+        assert!(other.is_err());
+        assert_eq!(OutOfMemory::catch(Hand, || 7).expect("no failure"), 7);
     }
 }

@@ -11,7 +11,7 @@ use std::process::ExitCode;
 
 use burn_checkpoint::memory::CountingAllocator;
 use clap::Parser;
-use densenet_bc::train::{TrainOptions, run};
+use densenet_bc::train::{TrainOptions, exit_status, run};
 
 // The peak memory of a training step is read from this allocator's counts.
 #[global_allocator]
@@ -25,7 +25,8 @@ fn main() -> ExitCode {
             // One message, its causes after colons; no backtrace, whatever RUST_BACKTRACE says:
             // these are the user's errors, not the program's.
             let _ = writeln!(std::io::stderr(), "error: {error:#}");
-            ExitCode::FAILURE
+            // 3 where a step ran out of device memory, 1 for the others.
+            ExitCode::from(exit_status(&error))
         }
     }
 }

@@ -3,6 +3,7 @@
 
 pub mod backend;
 pub mod options;
+pub mod out_of_memory;
 pub mod outputs;
 pub mod parallel;
 pub mod planning;
@@ -13,6 +14,7 @@ pub mod runner;
 pub mod save;
 
 pub use options::{DeviceSpec, TrainOptions, parse_devices};
+pub use out_of_memory::{EXIT_STATUS, RanOutOfMemory, exit_status};
 pub use parallel::Parallel;
 pub use report::{EpochReport, Report};
 pub use run::run;

@@ -121,6 +121,56 @@ pub fn prepare(
     Ok(planning)
 }
 
+/// What would fit after a step ran out of device memory with `room` bytes for a step
+/// ([`RanOutOfMemory::room_bytes`](super::out_of_memory::RanOutOfMemory::room_bytes)): that room
+/// as the `--memory-budget` to run with, where the method has regions to plan; or, in words, why
+/// it cannot say. Not the plan itself: the planner profiles steps, and a device that has just
+/// failed an allocation is not to be trusted with more (cubecl's device thread was seen spinning
+/// after one, docs/trainer.md); a run started with the flag profiles, plans and checks its plan
+/// on a real step.
+pub fn suggest(options: &TrainOptions, room: Option<u64>) -> String {
+    let Some(room) = room else {
+        return "not predicted: the meter gave no reserved bytes at the failure".to_string();
+    };
+    let had = format!(
+        "the step had {:.1} MiB (what the device had reserved when it refused, less what the run \
+         holds between steps)",
+        mib(room as usize)
+    );
+    let method = options.method();
+    if !method.tape().regions() {
+        return format!(
+            "{had}; --checkpoint {} has no regions to plan: run with --checkpoint layer {} (the \
+             planner then chooses how each dense layer's region runs to fit it), or a smaller \
+             --batch-size",
+            method.name(),
+            budget_flag(room)
+        );
+    }
+    format!(
+        "{had}; run with {} and the planner chooses how each dense layer's region runs to fit \
+         it (it says so if no plan can: then lower --batch-size, or let --fit-batch {} find the \
+         largest batch that fits)",
+        budget_flag(room),
+        size(room)
+    )
+}
+
+/// The `--memory-budget` flag for `bytes`.
+fn budget_flag(bytes: u64) -> String {
+    format!("--memory-budget {}", size(bytes))
+}
+
+/// `bytes` as the size flags take it: whole MiB, rounded down (a budget never above `bytes`),
+/// or bytes below one MiB.
+fn size(bytes: u64) -> String {
+    if bytes >= 1 << 20 {
+        format!("{}MiB", bytes >> 20)
+    } else {
+        bytes.to_string()
+    }
+}
+
 fn record(planning: &mut Planning, fitted: Fitted) {
     planning.profiled_steps += fitted.steps;
     planning.solve_seconds += fitted.solve_seconds;

@@ -12,6 +12,7 @@ use burn::tensor::backend::Backend;
 
 use super::backend;
 use super::options::{DeviceSpec, TrainOptions, parse_devices};
+use super::out_of_memory::RanOutOfMemory;
 use super::outputs::{ReportFile, SaveDir};
 use super::planning;
 use super::progress::{self, Console};
@@ -21,7 +22,7 @@ use super::save::{self, RunSettings, STATE_FILE, SavedState, SavedWeights};
 use crate::DenseNetConfig;
 use crate::data::{self, Augmented, HostBatch, ImageBatcher, ImageDataset, Images, Splits};
 use crate::seeds::{Purpose, derive};
-use burn_checkpoint::memory::Meter;
+use burn_checkpoint::memory::{MemoryMeter, Meter, OutOfMemory, StepReport};
 
 /// Padding of CIFAR's random crops.
 const CROP_PADDING: usize = 4;
@@ -33,7 +34,8 @@ const CROP_PADDING: usize = 4;
 /// anything but a save of this trainer, locked against a second run) and the report file (its
 /// directory writable). After each epoch the state is saved before its line is printed, and the
 /// report is written before the table: a closed or full standard output stops the run with an
-/// error, but loses nothing.
+/// error, but loses nothing. A step that runs out of device memory stops the run the same way
+/// (a [`RanOutOfMemory`] error), after printing what the step held and what would fit.
 pub fn run(options: &TrainOptions, out: &mut dyn Write) -> anyhow::Result<Report> {
     let started = Instant::now();
     let devices = parse_devices(&options.devices).map_err(anyhow::Error::msg)?;
@@ -352,15 +354,26 @@ fn run_on<I: Backend>(
         saved.as_ref().map(|(_, weights)| weights),
     )?;
     let mut runner = built.runner;
+    let device_count = runner.device_count();
     let planning = planning::wanted(options)
         .then(|| {
-            planning::prepare(
-                options,
-                runner.as_mut(),
-                meter.clone(),
-                splits.shape,
-                &mut outputs.console,
-            )
+            // The profiled steps run on the device too: one that fails to allocate stops the
+            // run as a training step's failure does (without a suggestion: it is the planner's).
+            let base_bytes = meter.in_use();
+            OutOfMemory::catch(meter.clone(), || {
+                planning::prepare(
+                    options,
+                    runner.as_mut(),
+                    meter.clone(),
+                    splits.shape,
+                    &mut outputs.console,
+                )
+            })
+            .map_err(|failure| RanOutOfMemory {
+                failure,
+                during: "a step the planner profiled (on a copy of the model)".to_string(),
+                base_bytes,
+            })?
         })
         .transpose()?;
     // `--fit-batch` chooses the batch size.
@@ -413,12 +426,32 @@ fn run_on<I: Backend>(
         valid: valid.as_ref(),
         options,
         steps,
+        meter: &meter,
     };
     // A failed write to standard output stops the run after the epoch is saved and before the
     // report is lost.
     let mut stopped = None;
     for epoch in first..last {
-        let report = plan.train(runner.as_mut(), epoch, &mut log)?;
+        let report = match plan.train(runner.as_mut(), epoch, &mut log) {
+            Ok(report) => report,
+            Err(error) => {
+                let Some(failure) = error.downcast_ref::<RanOutOfMemory>() else {
+                    return Err(error);
+                };
+                outputs.console.line(&failure.failure.to_string())?;
+                let suggestion = planning::suggest(options, failure.room_bytes());
+                outputs
+                    .console
+                    .line(&format!("what would fit: {suggestion}"))?;
+                stopped = Some(stopped_at(
+                    error,
+                    epoch,
+                    &outputs,
+                    "a step ran out of memory",
+                ));
+                break;
+            }
+        };
         history.push(report.clone());
         if let Some(save) = &outputs.save {
             let state = SavedState {
@@ -441,7 +474,12 @@ fn run_on<I: Backend>(
             .console
             .line(&progress::epoch_line(options.epochs, &report))
         {
-            stopped = Some(stopped_after(error, epoch + 1, &outputs));
+            stopped = Some(stopped_at(
+                error,
+                epoch + 1,
+                &outputs,
+                "standard output failed",
+            ));
             break;
         }
     }
@@ -454,7 +492,7 @@ fn run_on<I: Backend>(
             .iter()
             .map(ToString::to_string)
             .collect(),
-        device_count: runner.device_count(),
+        device_count,
         batch_size: options.batch_size,
         data: options.data.name().to_string(),
         depth: options.depth,
@@ -473,9 +511,15 @@ fn run_on<I: Backend>(
     finish(report, outputs, stopped)
 }
 
-/// The error of a run whose standard output failed after `epochs_done` epochs.
-fn stopped_after(error: anyhow::Error, epochs_done: usize, outputs: &Outputs) -> anyhow::Error {
+/// The error of a run stopped by `error` (`why`, in words) after `epochs_done` epochs.
+fn stopped_at(
+    error: anyhow::Error,
+    epochs_done: usize,
+    outputs: &Outputs,
+    why: &str,
+) -> anyhow::Error {
     let kept = match (&outputs.save, &outputs.report) {
+        (Some(_), _) if epochs_done == 0 => "no epoch had finished, nothing was saved".to_string(),
         (Some(save), _) => format!(
             "epoch {epochs_done} is saved in {} (continue with --resume)",
             save.root().display()
@@ -484,7 +528,7 @@ fn stopped_after(error: anyhow::Error, epochs_done: usize, outputs: &Outputs) ->
         (None, None) => "nothing was saved (no --save)".to_string(),
     };
     error.context(format!(
-        "training stopped after epoch {epochs_done}: standard output failed; {kept}"
+        "training stopped after epoch {epochs_done}: {why}; {kept}"
     ))
 }
 
@@ -524,6 +568,8 @@ struct EpochPlan<'a, I: Backend> {
     valid: &'a dyn DataLoader<I, HostBatch>,
     options: &'a TrainOptions,
     steps: usize,
+    /// The device's meter, which the out-of-memory watch reads at a failure.
+    meter: &'a Meter,
 }
 
 impl<I: Backend> EpochPlan<'_, I> {
@@ -540,6 +586,7 @@ impl<I: Backend> EpochPlan<'_, I> {
             valid,
             options,
             steps,
+            meter,
         } = *self;
         let epoch_start = Instant::now();
         runner.seed(derive(options.seed, Purpose::Backend, epoch));
@@ -552,7 +599,12 @@ impl<I: Backend> EpochPlan<'_, I> {
         let mut train_time = Duration::ZERO;
         for batch in loader.iter() {
             let start = Instant::now();
-            let step = runner.train_step(&batch, lr)?;
+            let during = format!("epoch {}, training step {}", epoch + 1, done + 1);
+            // The invocation's first step is recorded: a failure there (the usual one: a batch
+            // too large) says what each region held. The others are only watched.
+            let record = log.times.is_empty();
+            let step = watched(meter, record, during, || runner.train_step(&batch, lr))
+                .inspect_err(|_| bar.abandon())?;
             let time = start.elapsed();
             if !step.loss.is_finite() {
                 bar.abandon();
@@ -580,7 +632,7 @@ impl<I: Backend> EpochPlan<'_, I> {
         }
         bar.finish_and_clear();
         let (valid_loss, valid_correct, valid_images) =
-            validate(runner, valid, options.batch_size)?;
+            validate(runner, valid, options.batch_size, meter, epoch)?;
         Ok(EpochReport {
             epoch: epoch + 1,
             lr,
@@ -601,11 +653,15 @@ fn validate<I: Backend>(
     runner: &mut dyn StepRunner,
     valid: &dyn DataLoader<I, HostBatch>,
     batch_size: usize,
+    meter: &Meter,
+    epoch: usize,
 ) -> anyhow::Result<(f64, usize, usize)> {
     let bar = progress::valid_bar(valid.num_items().div_ceil(batch_size));
     let (mut loss, mut correct, mut images) = (0.0, 0, 0);
-    for batch in valid.iter() {
-        let out = runner.evaluate(&batch)?;
+    for (index, batch) in valid.iter().enumerate() {
+        let during = format!("epoch {}, validation batch {}", epoch + 1, index + 1);
+        let out = watched(meter, false, during, || runner.evaluate(&batch))
+            .inspect_err(|_| bar.abandon())?;
         loss += out.loss_sum;
         correct += out.correct;
         images += batch.len();
@@ -613,4 +669,27 @@ fn validate<I: Backend>(
     }
     bar.finish_and_clear();
     Ok((loss, correct, images))
+}
+
+/// Runs `f` (a step or a validation batch) watching for a failed allocation, recorded or not;
+/// a failure becomes a [`RanOutOfMemory`] error naming `during`.
+fn watched<T>(
+    meter: &Meter,
+    record: bool,
+    during: String,
+    f: impl FnOnce() -> anyhow::Result<T>,
+) -> anyhow::Result<T> {
+    let base_bytes = meter.in_use();
+    let outcome = if record {
+        StepReport::try_measure(meter.clone(), f).map(|(result, _)| result)
+    } else {
+        OutOfMemory::catch(meter.clone(), f)
+    };
+    outcome.map_err(|failure| {
+        anyhow::Error::new(RanOutOfMemory {
+            failure,
+            during,
+            base_bytes,
+        })
+    })?
 }

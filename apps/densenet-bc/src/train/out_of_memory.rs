@@ -1,0 +1,102 @@
+//! A run that runs out of device memory: the error that stops it, and the exit status that tells
+//! it from the other errors (docs/trainer.md, "What the trainer guarantees").
+//!
+//! Every training step and validation batch runs under `burn_checkpoint`'s out-of-memory watch
+//! (the invocation's first step recorded with `StepReport::try_measure`, so a failure there says
+//! what each region held; the others under `OutOfMemory::catch`, which reads nothing while the
+//! step runs). A failure stops the run as a closed standard output does: the epochs finished are
+//! saved already, the report is written, and the run says what would fit.
+
+use std::fmt;
+
+use burn_checkpoint::memory::OutOfMemory;
+use burn_checkpoint_core::memory::mib;
+
+/// The exit status of a run stopped by a failed allocation (1: any other error, 2: a flag
+/// error, clap's).
+pub const EXIT_STATUS: u8 = 3;
+
+/// A step or validation batch that failed to allocate on the device.
+#[derive(Debug)]
+pub struct RanOutOfMemory {
+    /// What the watch caught.
+    pub failure: Box<OutOfMemory>,
+    /// Where the run was: `epoch 2, training step 5`, `epoch 2, validation batch 3`.
+    pub during: String,
+    /// The bytes in use when that step started: what the run holds between steps (weights,
+    /// optimizer state), which a budget (`--memory-budget`) does not count.
+    pub base_bytes: u64,
+}
+
+impl RanOutOfMemory {
+    /// The bytes a step had room for: what the device had reserved when it refused an
+    /// allocation, less what was held before the step. `None` where the meter gave no reserved
+    /// bytes (the host's).
+    pub fn room_bytes(&self) -> Option<u64> {
+        let reserved = self.failure.reserved_bytes?;
+        Some(reserved.saturating_sub(self.base_bytes))
+    }
+}
+
+impl fmt::Display for RanOutOfMemory {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let requested = self
+            .failure
+            .requested_bytes
+            .map_or("an allocation".to_string(), |bytes| {
+                format!("an allocation of {:.1} MiB", mib(bytes as usize))
+            });
+        write!(
+            f,
+            "{} ran out of device memory: {requested} failed ({}: {})",
+            self.during, self.failure.thread, self.failure.message
+        )
+    }
+}
+
+impl std::error::Error for RanOutOfMemory {}
+
+/// The process's exit status for a run that ended with `error`.
+pub fn exit_status(error: &anyhow::Error) -> u8 {
+    if error.downcast_ref::<RanOutOfMemory>().is_some() {
+        EXIT_STATUS
+    } else {
+        1
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_failed_allocation_has_its_own_status() {
+        let plain = anyhow::anyhow!("--depth 11 is not a DenseNet-BC depth");
+        assert_eq!(exit_status(&plain), 1);
+        let failure: Box<OutOfMemory> = serde_json::from_value(serde_json::json!({
+            "report": burn_checkpoint::memory::StepReport::default(),
+            "at": "not recorded",
+            "requested_bytes": 4194304,
+            "in_use_bytes": 1048576,
+            "reserved_bytes": 3145728,
+            "thread": "DSD-4-0",
+            "message": "can't allocate buffer of size: 4194304",
+            "step_message": "CallError",
+        }))
+        .unwrap();
+        let stopped = RanOutOfMemory {
+            failure,
+            during: "epoch 2, training step 1".to_string(),
+            base_bytes: 1 << 20,
+        };
+        assert_eq!(stopped.room_bytes(), Some(2 << 20));
+        assert_eq!(
+            stopped.to_string(),
+            "epoch 2, training step 1 ran out of device memory: an allocation of 4.0 MiB failed \
+             (DSD-4-0: can't allocate buffer of size: 4194304)"
+        );
+        // Under the context the run adds, the status is still the failure's.
+        let error = anyhow::Error::new(stopped).context("training stopped");
+        assert_eq!(exit_status(&error), EXIT_STATUS);
+    }
+}
