@@ -3,9 +3,9 @@
 //! device thread refuses an allocation as a full device does ("can't allocate buffer of size: N",
 //! a panic on cubecl's device thread; bench-kit's `allocation_failure` test pins that down).
 //!
-//! The first epoch trains in a process of its own with cubecl's default pools and is saved; the
-//! second runs here, in this process, whose device has its buffers capped before its first
-//! tensor (cubecl takes a device's options once per process, hence a binary of its own). The run
+//! The first epoch trains in a process of its own (on the CPU: a resume may change devices) and
+//! is saved; the second runs here on wgpu, in this process, whose device has its buffers capped
+//! before its first tensor (cubecl takes a device's options once per process, hence a binary of its own). The run
 //! must stop with the failure's error and exit status, print what the step held and the budget
 //! that would fit, write its report, and leave the save as it was.
 
@@ -20,8 +20,8 @@ use densenet_bc::train::{EXIT_STATUS, RanOutOfMemory, Report, TrainOptions, exit
 mod common;
 use common::{TINY, tree};
 
-/// The tiny settings, on wgpu, two epochs of synthetic images.
-const RUN: &[&str] = &["--data", "synthetic", "--devices", "wgpu", "--epochs", "2"];
+/// The tiny settings, two epochs of synthetic images (the devices may change on a resume).
+const RUN: &[&str] = &["--data", "synthetic", "--epochs", "2"];
 
 /// Every buffer this process's device may allocate: the batch's images (48 KiB) fit, the first
 /// convolution's output (128 KiB) does not.
@@ -71,11 +71,12 @@ fn a_step_out_of_device_memory_stops_the_run_with_its_report_and_keeps_the_save(
     let report = dir.path().join("report.json");
     let save_arg = save.to_str().unwrap();
 
-    // Epoch 1, in a process of its own (default pools), saved.
+    // Epoch 1, in a process of its own on the CPU (seconds, where lavapipe takes a minute),
+    // saved.
     let first = Command::new(env!("CARGO_BIN_EXE_train"))
         .args(TINY)
         .args(RUN)
-        .args(["--stop-after", "1", "--save", save_arg])
+        .args(["--devices", "cpu", "--stop-after", "1", "--save", save_arg])
         .output()
         .unwrap();
     assert!(
@@ -93,7 +94,7 @@ fn a_step_out_of_device_memory_stops_the_run_with_its_report_and_keeps_the_save(
             .iter()
             .chain(TINY)
             .chain(RUN)
-            .chain(&["--resume", "--save", save_arg])
+            .chain(&["--devices", "wgpu", "--resume", "--save", save_arg])
             .chain(&["--report", report.to_str().unwrap()]),
     )
     .unwrap();
@@ -112,7 +113,7 @@ fn a_step_out_of_device_memory_stops_the_run_with_its_report_and_keeps_the_save(
     std::panic::set_hook(default_hook);
     let printed = String::from_utf8(out).unwrap();
     // cubecl's device thread goes on after a failed allocation, and on wgpu with fusion the
-    // step returns values computed without the buffer (without the watch this run finishes,
+    // step returns values computed without the buffer (without the watch this run finished,
     // epoch 2's validation loss 10.3 against epoch 1's 2.3): the watch stops it all the same.
     let error = outcome.expect_err("a step of batch 4 cannot allocate on the capped device");
 
