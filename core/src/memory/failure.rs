@@ -120,15 +120,7 @@ impl OutOfMemory {
             drop(watch);
             return Ok(outcome.unwrap_or_else(|payload| resume_unwind(payload)));
         };
-        let step_message = match &outcome {
-            Ok(_) => RETURNED.to_string(),
-            Err(payload) => step_message(&**payload),
-        };
-        // Read as the meter is: a device's sync could fail again.
-        let in_use = catch_unwind(AssertUnwindSafe(|| meter.in_use())).ok();
-        let reserved = catch_unwind(AssertUnwindSafe(|| meter.reserved()))
-            .ok()
-            .flatten();
+        let (in_use, reserved) = read_after_failure(&meter);
         Err(Box::new(OutOfMemory {
             report: StepReport {
                 meter: meter.describe(),
@@ -140,8 +132,27 @@ impl OutOfMemory {
             reserved_bytes: reserved,
             thread: seen.thread,
             message: seen.message,
-            step_message,
+            step_message: outcome_message(&outcome),
         }))
+    }
+}
+
+/// What `meter` reads after a failure, in use and reserved, as it is: `None` where a read
+/// panics (a device's sync could fail again).
+pub(crate) fn read_after_failure(meter: &dyn MemoryMeter) -> (Option<u64>, Option<u64>) {
+    let in_use = catch_unwind(AssertUnwindSafe(|| meter.in_use())).ok();
+    let reserved = catch_unwind(AssertUnwindSafe(|| meter.reserved()))
+        .ok()
+        .flatten();
+    (in_use, reserved)
+}
+
+/// [`OutOfMemory::step_message`] of a watched step's outcome: its panic's first line, or
+/// [`RETURNED`] where it returned.
+pub(crate) fn outcome_message<R>(outcome: &std::thread::Result<R>) -> String {
+    match outcome {
+        Ok(_) => RETURNED.to_string(),
+        Err(payload) => step_message(&**payload),
     }
 }
 
@@ -275,6 +286,6 @@ impl Drop for Watch {
 }
 
 /// What the step's own panic said, first line.
-pub(crate) fn step_message(payload: &(dyn std::any::Any + Send)) -> String {
+fn step_message(payload: &(dyn std::any::Any + Send)) -> String {
     first_line(&message(payload))
 }

@@ -9,7 +9,7 @@ use std::fmt;
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 use std::time::Instant;
 
-use super::failure::{OutOfMemory, RETURNED, Watch, step_message};
+use super::failure::{OutOfMemory, Watch, outcome_message, read_after_failure};
 use super::meter::MemoryMeter;
 use super::offloaded as offload;
 use super::report::{RegionRecord, StepReport};
@@ -245,11 +245,7 @@ struct AtFailure {
 /// open then what it held when the failure was seen.
 fn at_failure() -> AtFailure {
     with(|recording| {
-        let meter = &recording.meter;
-        let in_use = catch_unwind(AssertUnwindSafe(|| meter.in_use())).ok();
-        let reserved = catch_unwind(AssertUnwindSafe(|| meter.reserved()))
-            .ok()
-            .flatten();
+        let (in_use, reserved) = read_after_failure(&*recording.meter);
         if let Some(now) = in_use {
             if let Some((slot, opened_bytes, opened)) = recording.open.take() {
                 let region = &mut recording.report.regions[slot];
@@ -322,11 +318,8 @@ fn record_or_out_of_memory<R>(
             }
         };
     };
-    // Failed, or returned results computed without the buffer (see `RETURNED`).
-    let step_message = match &outcome {
-        Ok(_) => RETURNED.to_string(),
-        Err(payload) => step_message(&**payload),
-    };
+    // Failed, or returned results computed without the buffer.
+    let step_message = outcome_message(&outcome);
     let at = at_failure();
     let report = finish(false);
     drop(off);
@@ -471,6 +464,7 @@ pub fn on() -> bool {
 mod tests {
     use std::sync::atomic::{AtomicU64, Ordering};
 
+    use super::super::failure::RETURNED;
     use super::*;
 
     /// Bytes the test sets by hand; the peak is what it was set to at most since the reset.

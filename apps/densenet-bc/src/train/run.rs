@@ -359,8 +359,8 @@ fn run_on<I: Backend>(
         .then(|| {
             // The profiled steps run on the device too: one that fails to allocate stops the
             // run as a training step's failure does (without a suggestion: it is the planner's).
-            let base_bytes = meter.in_use();
-            OutOfMemory::catch(meter.clone(), || {
+            let during = "a step the planner profiled (on a copy of the model)".to_string();
+            watched(&meter, false, during, || {
                 planning::prepare(
                     options,
                     runner.as_mut(),
@@ -369,11 +369,6 @@ fn run_on<I: Backend>(
                     &mut outputs.console,
                 )
             })
-            .map_err(|failure| RanOutOfMemory {
-                failure,
-                during: "a step the planner profiled (on a copy of the model)".to_string(),
-                base_bytes,
-            })?
         })
         .transpose()?;
     // `--fit-batch` chooses the batch size.
