@@ -33,7 +33,11 @@ use super::{DataParallelConfig, IntoLoss, ParallelError, Shard, StepStats};
 /// [`Checkpointed<Autodiff<I>>`](https://docs.rs/burn-checkpoint) (regions run on each worker's thread),
 /// NdArray (several workers on the one CPU device) or CUDA (one worker per GPU).
 ///
-/// ```
+/// (The examples that build a `DataParallel` run as crates of their own: rustdoc runs merged
+/// doctests as threads of one process, where a second `DataParallel` on NdArray would be
+/// [`ParallelError::Busy`].)
+///
+/// ```standalone_crate
 /// use burn::backend::{Autodiff, NdArray};
 /// use burn::nn::loss::{MseLoss, Reduction};
 /// use burn::nn::{Linear, LinearConfig};
@@ -402,7 +406,7 @@ where
     /// trained so far, independent of the workers: what a checkpoint from which training
     /// resumes exactly must hold. Worker 0's; every worker's are equal.
     ///
-    /// ```
+    /// ```standalone_crate
     /// # use burn::backend::{Autodiff, NdArray};
     /// # use burn::module::Module;
     /// # use burn::optim::{Optimizer, SgdConfig};
