@@ -33,10 +33,9 @@ use super::{DataParallelConfig, IntoLoss, ParallelError, Shard, StepStats};
 /// [`Checkpointed<Autodiff<I>>`](https://docs.rs/burn-checkpoint) (regions run on each worker's thread),
 /// NdArray (several workers on the one CPU device) or CUDA (one worker per GPU).
 ///
-/// (The examples that build a `DataParallel` run as crates of their own: rustdoc runs merged
-/// doctests as threads of one process, where a second `DataParallel` on NdArray would be
-/// [`ParallelError::Busy`].)
-///
+// The examples that build a `DataParallel` run as crates of their own (`standalone_crate`):
+// rustdoc runs merged doctests as threads of one process, where a second `DataParallel` on
+// NdArray is `ParallelError::Busy` (the paragraph below the example).
 /// ```standalone_crate
 /// use burn::backend::{Autodiff, NdArray};
 /// use burn::nn::loss::{MseLoss, Reduction};
