@@ -77,9 +77,10 @@ const STEPS: GptShape = GptShape {
 
 /// The planner's model: many narrow blocks over many tokens, so that what the blocks' regions
 /// hold between forward and backward (their inputs: 512 KiB each) sets the peak, not the
-/// parameters' gradients backward accumulates (196 KiB a block).
+/// parameters' gradients backward accumulates (196 KiB a block). Six blocks: twelve (until
+/// issue 48's CI cut) planned the same way at twice the time, 20-45 s a step on lavapipe.
 const FIT: GptShape = GptShape {
-    blocks: 12,
+    blocks: 6,
     d_model: 64,
     heads: 4,
     seq: 64,
@@ -175,18 +176,14 @@ impl<B: AutodiffBackend, O: burn::optim::Optimizer<Gpt<B>, B>> sweep::Trainer fo
     }
 }
 
-/// The budget sweep's model: the planner's, half as deep. Its steps take half the time (the
-/// twelve blocks' took 20-45 s each on lavapipe, seven minutes for the sweep), its blocks still
-/// hold more than their gradients; the steps' two-block model leaves no budget to plan.
-const SWEEP: GptShape = GptShape { blocks: 6, ..FIT };
-
-/// The budget sweep on wgpu, measured with the device's meter: the planner's model against
-/// plain and per-block cuts, two budgets, one round.
+/// The budget sweep on wgpu, measured with the device's meter: the planner's model (the steps'
+/// two-block model leaves no budget to plan) against plain and per-block cuts, two budgets, one
+/// round.
 fn device_sweep() -> Sweep {
     type B = Checkpointed<Autodiff<Unfused>>;
     let meter = Meter::device(WgpuDevice::default()).expect("cubecl counts wgpu bytes");
     let trainer = |cut| {
-        let (model, tokens) = model::<B>(cut, SWEEP);
+        let (model, tokens) = model::<B>(cut, FIT);
         RefCell::new(Trainer {
             model: Some(model),
             optimizer: AdamWConfig::new().init(),
