@@ -60,6 +60,7 @@ enum Method {
     Regions,
     SavingComputeBound,
     KeepingAttention,
+    KeepingProjections,
 }
 
 impl Method {
@@ -71,12 +72,13 @@ impl Method {
         Method::SavingComputeBound,
     ];
     /// The GPT's methods.
-    const GPT: [Method; 5] = [
+    const GPT: [Method; 6] = [
         Method::Plain,
         Method::Balanced,
         Method::Regions,
         Method::SavingComputeBound,
         Method::KeepingAttention,
+        Method::KeepingProjections,
     ];
 
     fn name(self) -> &'static str {
@@ -86,6 +88,9 @@ impl Method {
             Method::Regions => "regions",
             Method::SavingComputeBound => "regions, Policy::SaveComputeBound",
             Method::KeepingAttention => "regions, Policy::recompute_all_but([\"attention\"])",
+            Method::KeepingProjections => {
+                "regions, Policy::recompute_all_but([\"attention.*\"]) (the projections)"
+            }
         }
     }
 
@@ -94,6 +99,7 @@ impl Method {
             Method::Regions => Cut::Each,
             Method::SavingComputeBound => Cut::EachSavingComputeBound,
             Method::KeepingAttention => Cut::EachKeepingAttention,
+            Method::KeepingProjections => Cut::EachKeepingProjections,
             _ => Cut::None,
         }
     }

@@ -290,4 +290,10 @@ fn gpt_blocks_as_regions_give_the_gradients_of_plain_autodiff() {
         grads(Cut::EachKeepingAttention) == plain,
         "every block a region keeping its attention by name"
     );
+    // The attention written out op for op (its projections regions of their own), against
+    // burn-nn's `forward` in the plain run.
+    assert!(
+        grads(Cut::EachKeepingProjections) == plain,
+        "every block a region keeping its attention's projections by name"
+    );
 }

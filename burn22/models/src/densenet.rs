@@ -151,7 +151,7 @@ impl DenseNet {
                         region.run(layer, features.clone(), |layer, f| layer.forward(f))
                     }
                     // No attention in a dense layer: nothing nested is kept.
-                    Unit::KeepingAttention => region
+                    Unit::KeepingAttention | Unit::KeepingProjections => region
                         .policy(Policy::recompute_all_but(["attention"]))
                         .run(layer, features.clone(), |layer, f| layer.forward(f)),
                     Unit::SavingComputeBound => region.policy(Policy::SaveComputeBound).run(

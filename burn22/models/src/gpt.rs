@@ -10,6 +10,7 @@ use burn::nn::loss::CrossEntropyLossConfig;
 use burn::nn::{
     Embedding, EmbeddingConfig, Gelu, LayerNorm, LayerNormConfig, Linear, LinearConfig,
 };
+use burn::tensor::activation::{quiet_softmax, softmax};
 use burn::tensor::{Device, Distribution, Int, Tensor};
 use burn_checkpoint_22::{Policy, Region, checkpoint};
 
@@ -47,17 +48,29 @@ impl Block {
     fn region_keeping_attention(&self, x: Tensor<3>) -> Tensor<3> {
         Region::named("Block")
             .policy(Policy::recompute_all_but(["attention"]))
-            .run(self, x, |block, x| block.forward_parts(x, true))
+            .run(self, x, |block, x| {
+                block.forward_parts(x, Nested::Attention)
+            })
+    }
+
+    /// The block as a region that recomputes all but its attention's projections, the regions
+    /// `attention.qkv` and `attention.output`, which the pattern `attention.*` names.
+    fn region_keeping_projections(&self, x: Tensor<3>) -> Tensor<3> {
+        Region::named("Block")
+            .policy(Policy::recompute_all_but(["attention.*"]))
+            .run(self, x, |block, x| {
+                block.forward_parts(x, Nested::Projections)
+            })
     }
 
     fn forward(&self, x: Tensor<3>) -> Tensor<3> {
-        self.forward_parts(x, false)
+        self.forward_parts(x, Nested::None)
     }
 
-    /// The block, its attention a region named `attention` if `named` (only the cut that keeps
-    /// it opens it: inside a `SaveComputeBound` block a nested region is a memory-bound op, and
-    /// outside regions one of its own).
-    fn forward_parts(&self, x: Tensor<3>, named: bool) -> Tensor<3> {
+    /// The block, opening the nested regions `nested` says (only the cuts that keep them open
+    /// them: inside a `SaveComputeBound` block a nested region is a memory-bound op, and outside
+    /// regions one of its own).
+    fn forward_parts(&self, x: Tensor<3>, nested: Nested) -> Tensor<3> {
         let attention = |attention: &MultiHeadAttention, normed: Tensor<3>| {
             let [batch, seq, _] = normed.dims();
             let mask = generate_autoregressive_mask(batch, seq, &normed.device());
@@ -66,10 +79,10 @@ impl Block {
                 .context
         };
         let normed = self.norm1.forward(x.clone());
-        let attended = if named {
-            Region::named("attention").run(&self.attention, normed, attention)
-        } else {
-            attention(&self.attention, normed)
+        let attended = match nested {
+            Nested::None => attention(&self.attention, normed),
+            Nested::Attention => Region::named("attention").run(&self.attention, normed, attention),
+            Nested::Projections => causal_self_attention_by_parts(&self.attention, normed),
         };
         let x = x + attended;
         let h = self
@@ -77,6 +90,58 @@ impl Block {
             .forward(self.up.forward(self.norm2.forward(x.clone())));
         x + self.down.forward(h)
     }
+}
+
+/// Which regions a block opens inside its body.
+#[derive(Clone, Copy)]
+enum Nested {
+    None,
+    /// `attention`, around burn-nn's `MultiHeadAttention`.
+    Attention,
+    /// `attention.qkv` and `attention.output`, around the attention's projections.
+    Projections,
+}
+
+/// burn-nn 0.22's `MultiHeadAttention::forward` on causal self-attention, op for op (the same
+/// bits), written out from the module's public fields so that its projections are regions of
+/// their own: `attention.qkv` (query, key and value, split into heads) and `attention.output`.
+/// burn-nn runs all four inside its one `forward`, so no region could name them there.
+fn causal_self_attention_by_parts(attention: &MultiHeadAttention, x: Tensor<3>) -> Tensor<3> {
+    let [batch, seq, d_model] = x.dims();
+    let mask = generate_autoregressive_mask(batch, seq, &x.device());
+    let qkv = |attention: &MultiHeadAttention, x: Tensor<3>| {
+        let [batch, seq, _] = x.dims();
+        let heads = |linear: &Linear, x: Tensor<3>| {
+            linear
+                .forward(x)
+                .reshape([batch, seq, attention.n_heads, attention.d_k])
+                .swap_dims(1, 2)
+        };
+        (
+            heads(&attention.query, x.clone()),
+            heads(&attention.key, x.clone()),
+            heads(&attention.value, x),
+        )
+    };
+    let (query, key, value) = Region::named("attention.qkv").run(attention, x, qkv);
+    let scores = query
+        .matmul(key.transpose())
+        .div_scalar((attention.d_k as f32).sqrt())
+        .mask_fill(mask.reshape([batch, 1, seq, seq]), attention.min_float);
+    let weights = if attention.quiet_softmax {
+        quiet_softmax(scores, 3)
+    } else {
+        softmax(scores, 3)
+    };
+    let context = attention
+        .dropout
+        .forward(weights)
+        .matmul(value)
+        .swap_dims(1, 2)
+        .reshape([batch, seq, d_model]);
+    Region::named("attention.output").run(attention, context, |attention, context| {
+        attention.output.forward(context)
+    })
 }
 
 /// A model of `shape` on `device`.
@@ -179,6 +244,7 @@ impl Gpt {
                 Unit::Region { offloaded: true } => block.offloaded_region(x),
                 Unit::SavingComputeBound => block.saving_region(x),
                 Unit::KeepingAttention => block.region_keeping_attention(x),
+                Unit::KeepingProjections => block.region_keeping_projections(x),
                 Unit::Plain => block.forward(x),
             };
         }

@@ -39,6 +39,13 @@ pub enum Cut {
     /// the attention's work is held from forward to backward. DenseNet's layers hold no
     /// attention: for them it is [`Cut::Each`].
     EachKeepingAttention,
+    /// Every unit a region recomputing all but its attention's projections
+    /// (`Policy::recompute_all_but(["attention.*"])` matching the regions `attention.qkv`, the
+    /// query, key and value projections, and `attention.output` a GPT block opens in its
+    /// attention, written out op for op as burn-nn's `MultiHeadAttention` runs it): what the
+    /// projections compute is held from forward to backward, the scores, softmax and MLP
+    /// recomputed. DenseNet's layers hold no attention: for them it is [`Cut::Each`].
+    EachKeepingProjections,
 }
 
 /// How one unit runs under a [`Cut`].
@@ -53,6 +60,8 @@ pub enum Unit {
     SavingComputeBound,
     /// A region recomputing all but its nested region `attention`.
     KeepingAttention,
+    /// A region recomputing all but its nested regions `attention.qkv` and `attention.output`.
+    KeepingProjections,
 }
 
 impl Cut {
@@ -66,6 +75,7 @@ impl Cut {
             Cut::EverySecond => Unit::Plain,
             Cut::EachSavingComputeBound => Unit::SavingComputeBound,
             Cut::EachKeepingAttention => Unit::KeepingAttention,
+            Cut::EachKeepingProjections => Unit::KeepingProjections,
         }
     }
 }
