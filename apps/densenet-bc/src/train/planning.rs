@@ -127,17 +127,37 @@ pub fn prepare(
 /// it cannot say. Not the plan itself: the planner profiles steps, and a device that has just
 /// failed an allocation is not to be trusted with more (cubecl's device thread was seen spinning
 /// after one, docs/trainer.md); a run started with the flag profiles, plans and checks its plan
-/// on a real step.
-pub fn suggest(options: &TrainOptions, room: Option<u64>) -> String {
+/// on a real step. A data-parallel run (`devices` above 1) takes no plan: it is told what it can
+/// change instead, and how to see the plan on one device.
+pub fn suggest(options: &TrainOptions, room: Option<u64>, devices: usize) -> String {
     let Some(room) = room else {
         return "not predicted: the meter gave no reserved bytes at the failure".to_string();
     };
+    let method = options.method();
+    if devices > 1 {
+        // `StepRunner::set_plan` refuses a data-parallel runner: no flag of the planner applies.
+        let regions = if method.tape().regions() {
+            String::new()
+        } else {
+            ", or run with --checkpoint layer (a region per dense layer)".to_string()
+        };
+        return format!(
+            "the first device's step had {:.1} MiB (what it had reserved when it refused, less \
+             what the run holds between steps); budget plans run on one device, so a \
+             data-parallel run cannot take --memory-budget: lower --batch-size (each of the \
+             {devices} devices takes {} of the {} images){regions}, or plan on one device first \
+             (--devices with one device and --memory-budget {} show the plan)",
+            mib(room as usize),
+            options.batch_size / devices,
+            options.batch_size,
+            size(room)
+        );
+    }
     let had = format!(
         "the step had {:.1} MiB (what the device had reserved when it refused, less what the run \
          holds between steps)",
         mib(room as usize)
     );
-    let method = options.method();
     if !method.tape().regions() {
         return format!(
             "{had}; --checkpoint {} has no regions to plan: run with --checkpoint layer {} (the \

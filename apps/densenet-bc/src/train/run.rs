@@ -434,7 +434,8 @@ fn run_on<I: Backend>(
                     return Err(error);
                 };
                 outputs.console.line(&failure.failure.to_string())?;
-                let suggestion = planning::suggest(options, failure.room_bytes());
+                let suggestion =
+                    planning::suggest(options, failure.room_bytes(), runner.device_count());
                 outputs
                     .console
                     .line(&format!("what would fit: {suggestion}"))?;
@@ -596,8 +597,10 @@ impl<I: Backend> EpochPlan<'_, I> {
             let start = Instant::now();
             let during = format!("epoch {}, training step {}", epoch + 1, done + 1);
             // The invocation's first step is recorded: a failure there (the usual one: a batch
-            // too large) says what each region held. The others are only watched.
-            let record = log.times.is_empty();
+            // too large) says what each region held. The others are only watched, and so is a
+            // data-parallel step: its regions run on the workers' threads, which the recording
+            // (this thread's) does not see.
+            let record = log.times.is_empty() && runner.device_count() == 1;
             let step = watched(meter, record, during, || runner.train_step(&batch, lr))
                 .inspect_err(|_| bar.abandon())?;
             let time = start.elapsed();
