@@ -114,13 +114,7 @@ impl Method {
 fn densenet_step(args: &Args, method: Method, images: &TensorData) -> StepFn<'static> {
     let device = method.device();
     device.seed(1);
-    let model = initialised(densenet::DenseNet::new(
-        args.densenet.depth,
-        args.densenet.growth,
-        3,
-        10,
-        &device,
-    ));
+    let model = initialised(densenet::model(&args.densenet, &device));
     let images = images.clone();
     Box::new(move || {
         let images = Tensor::<4>::from_data(images.clone(), &device);

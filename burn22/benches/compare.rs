@@ -168,13 +168,7 @@ fn densenet(args: &Args, batch: usize) -> Vec<Row> {
         .map(|method| {
             let device = method.device();
             device.seed(1);
-            initialised(densenet::DenseNet::new(
-                args.densenet.depth,
-                args.densenet.growth,
-                3,
-                10,
-                &device,
-            ))
+            initialised(densenet::model(&args.densenet, &device))
         })
         .collect();
     let name = format!("{}, batch {batch}", args.densenet.describe());

@@ -55,13 +55,7 @@ fn main() {
         Method::SaveComputeBound => (device, Cut::EachSavingComputeBound),
     };
     device.seed(1);
-    let model = initialised(densenet::DenseNet::new(
-        args.densenet.depth,
-        args.densenet.growth,
-        3,
-        10,
-        &device,
-    ));
+    let model = initialised(densenet::model(&args.densenet, &device));
     for step in 0..args.steps {
         device.seed(2);
         let images = densenet::images(args.batch, &device);

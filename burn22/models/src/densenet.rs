@@ -1,6 +1,7 @@
 //! DenseNet-BC (Huang et al.) on Burn 0.22; the layer cut makes each dense layer a region
 //! (`DenseLayer#i`).
 
+use bench_kit_core::densenet::DenseNetShape;
 use burn::module::Module;
 use burn::nn::conv::{Conv2d, Conv2dConfig};
 use burn::nn::pool::{AdaptiveAvgPool2d, AdaptiveAvgPool2dConfig, AvgPool2d, AvgPool2dConfig};
@@ -172,6 +173,12 @@ impl DenseNet {
         let x = self.pool.forward(self.relu.forward(self.norm.forward(x)));
         self.classifier.forward(x.flatten(1, 3))
     }
+}
+
+/// A model of `shape` for 3-channel images and 10 classes (CIFAR-10's, as [`images`]) on
+/// `device`.
+pub fn model(shape: &DenseNetShape, device: &Device) -> DenseNet {
+    DenseNet::new(shape.depth, shape.growth, 3, 10, device)
 }
 
 /// A batch of `batch` random 3×32×32 images.
