@@ -31,7 +31,11 @@ use clap::{Parser, ValueEnum};
 static ALLOCATOR: CountingAllocator = CountingAllocator;
 
 #[derive(Parser)]
-#[command(about = "The budget planner on Burn 0.22 against hand-made cuts")]
+#[command(
+    about = "The budget planner on Burn 0.22 against hand-made cuts",
+    // Not the flattened DenseNetShape's doc, which clap would take for it.
+    long_about = None
+)]
 struct Args {
     /// Which model.
     #[arg(long, value_enum, default_value = "densenet")]

@@ -24,7 +24,11 @@ use clap::{Parser, ValueEnum};
 static ALLOCATOR: CountingAllocator = CountingAllocator;
 
 #[derive(Parser, Debug)]
-#[command(about = "Regions against Burn 0.22's checkpointing: memory and time per step")]
+#[command(
+    about = "Regions against Burn 0.22's checkpointing: memory and time per step",
+    // Not the flattened DenseNetShape's doc, which clap would take for it.
+    long_about = None
+)]
 struct Args {
     /// Which models.
     #[arg(long, value_enum, default_value = "all")]
