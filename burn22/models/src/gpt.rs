@@ -43,34 +43,22 @@ impl Block {
         self.forward(x)
     }
 
-    /// The block as a region that recomputes all but its attention, a region named
-    /// `attention` (`Policy::recompute_all_but`).
-    fn region_keeping_attention(&self, x: Tensor<3>) -> Tensor<3> {
+    /// The block as a region that recomputes all but the nested regions `kept` names
+    /// (`Policy::recompute_all_but`), which its body opens.
+    fn region_keeping(&self, x: Tensor<3>, kept: Kept) -> Tensor<3> {
         Region::named("Block")
-            .policy(Policy::recompute_all_but(["attention"]))
-            .run(self, x, |block, x| {
-                block.forward_parts(x, Nested::Attention)
-            })
-    }
-
-    /// The block as a region that recomputes all but its attention's projections, the regions
-    /// `attention.qkv` and `attention.output`, which the pattern `attention.*` names.
-    fn region_keeping_projections(&self, x: Tensor<3>) -> Tensor<3> {
-        Region::named("Block")
-            .policy(Policy::recompute_all_but(["attention.*"]))
-            .run(self, x, |block, x| {
-                block.forward_parts(x, Nested::Projections)
-            })
+            .policy(Policy::recompute_all_but([kept.pattern()]))
+            .run(self, x, move |block, x| block.forward_parts(x, Some(kept)))
     }
 
     fn forward(&self, x: Tensor<3>) -> Tensor<3> {
-        self.forward_parts(x, Nested::None)
+        self.forward_parts(x, None)
     }
 
-    /// The block, opening the nested regions `nested` says (only the cuts that keep them open
+    /// The block, opening the nested regions `kept` names (only the cuts that keep them open
     /// them: inside a `SaveComputeBound` block a nested region is a memory-bound op, and outside
     /// regions one of its own).
-    fn forward_parts(&self, x: Tensor<3>, nested: Nested) -> Tensor<3> {
+    fn forward_parts(&self, x: Tensor<3>, kept: Option<Kept>) -> Tensor<3> {
         let attention = |attention: &MultiHeadAttention, normed: Tensor<3>| {
             let [batch, seq, _] = normed.dims();
             let mask = generate_autoregressive_mask(batch, seq, &normed.device());
@@ -79,10 +67,12 @@ impl Block {
                 .context
         };
         let normed = self.norm1.forward(x.clone());
-        let attended = match nested {
-            Nested::None => attention(&self.attention, normed),
-            Nested::Attention => Region::named("attention").run(&self.attention, normed, attention),
-            Nested::Projections => causal_self_attention_by_parts(&self.attention, normed),
+        let attended = match kept {
+            None => attention(&self.attention, normed),
+            Some(Kept::Attention) => {
+                Region::named("attention").run(&self.attention, normed, attention)
+            }
+            Some(Kept::Projections) => causal_self_attention_by_parts(&self.attention, normed),
         };
         let x = x + attended;
         let h = self
@@ -92,14 +82,24 @@ impl Block {
     }
 }
 
-/// Which regions a block opens inside its body.
+/// The nested regions a block opens for its region to keep: what the block's body opens and
+/// the policy's pattern, in one place.
 #[derive(Clone, Copy)]
-enum Nested {
-    None,
+enum Kept {
     /// `attention`, around burn-nn's `MultiHeadAttention`.
     Attention,
     /// `attention.qkv` and `attention.output`, around the attention's projections.
     Projections,
+}
+
+impl Kept {
+    /// The pattern naming these regions in `Policy::recompute_all_but`.
+    fn pattern(self) -> &'static str {
+        match self {
+            Kept::Attention => "attention",
+            Kept::Projections => "attention.*",
+        }
+    }
 }
 
 /// burn-nn 0.22's `MultiHeadAttention::forward` on causal self-attention, op for op (the same
@@ -243,8 +243,8 @@ impl Gpt {
                 Unit::Region { offloaded: false } => block.region(x),
                 Unit::Region { offloaded: true } => block.offloaded_region(x),
                 Unit::SavingComputeBound => block.saving_region(x),
-                Unit::KeepingAttention => block.region_keeping_attention(x),
-                Unit::KeepingProjections => block.region_keeping_projections(x),
+                Unit::KeepingAttention => block.region_keeping(x, Kept::Attention),
+                Unit::KeepingProjections => block.region_keeping(x, Kept::Projections),
                 Unit::Plain => block.forward(x),
             };
         }
