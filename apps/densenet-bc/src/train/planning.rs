@@ -134,6 +134,16 @@ pub fn suggest(options: &TrainOptions, room: Option<u64>, devices: usize) -> Str
         return "not predicted: the meter gave no reserved bytes at the failure".to_string();
     };
     let method = options.method();
+    let step = if devices > 1 {
+        "the first device's step"
+    } else {
+        "the step"
+    };
+    let had = format!(
+        "{step} had {:.1} MiB (what the device had reserved when it refused, less what the run \
+         holds between steps)",
+        mib(room as usize)
+    );
     if devices > 1 {
         // `StepRunner::set_plan` refuses a data-parallel runner: no flag of the planner applies.
         let regions = if method.tape().regions() {
@@ -142,22 +152,15 @@ pub fn suggest(options: &TrainOptions, room: Option<u64>, devices: usize) -> Str
             ", or run with --checkpoint layer (a region per dense layer)".to_string()
         };
         return format!(
-            "the first device's step had {:.1} MiB (what it had reserved when it refused, less \
-             what the run holds between steps); budget plans run on one device, so a \
-             data-parallel run cannot take --memory-budget: lower --batch-size (each of the \
-             {devices} devices takes {} of the {} images){regions}, or plan on one device first \
-             (--devices with one device and --memory-budget {} show the plan)",
-            mib(room as usize),
+            "{had}; budget plans run on one device, so a data-parallel run cannot take \
+             --memory-budget: lower --batch-size (each of the {devices} devices takes {} of the {} \
+             images){regions}, or plan on one device first (--devices with one device and \
+             --memory-budget {} show the plan)",
             options.batch_size / devices,
             options.batch_size,
             size(room)
         );
     }
-    let had = format!(
-        "the step had {:.1} MiB (what the device had reserved when it refused, less what the run \
-         holds between steps)",
-        mib(room as usize)
-    );
     if !method.tape().regions() {
         return format!(
             "{had}; --checkpoint {} has no regions to plan: run with --checkpoint layer {} (the \
