@@ -67,6 +67,8 @@ fn pool_usage(device: &Device) -> Option<Usage> {
     })
 }
 
+// No `capacity`: Burn 0.22's `Device` tells no size of its memory (its pools' usage and an
+// identity only), so an out-of-memory report there says the backend does not say it.
 impl DeviceMemory for MeteredDevice {
     fn usage(&self) -> Option<Usage> {
         pool_usage(&self.0)

@@ -125,6 +125,16 @@ impl DeviceMemory for MeteredDevice {
         }
     }
 
+    fn capacity(&self) -> Option<u64> {
+        match *self {
+            #[cfg(feature = "cuda")]
+            MeteredDevice::Cuda(ref device) => cuda_capacity(device.index),
+            // wgpu exposes no size of a device's memory.
+            #[cfg(feature = "wgpu")]
+            MeteredDevice::Wgpu(_) => None,
+        }
+    }
+
     fn describe(&self) -> String {
         match *self {
             #[cfg(feature = "cuda")]
@@ -133,4 +143,16 @@ impl DeviceMemory for MeteredDevice {
             MeteredDevice::Wgpu(_) => "wgpu device bytes in use and reserved (cubecl)".into(),
         }
     }
+}
+
+/// The driver's size of CUDA device `index` (`cuDeviceTotalMem`); `None` where the driver
+/// cannot be loaded or has no such device. Needs no context: nothing is allocated on the device.
+#[cfg(feature = "cuda")]
+fn cuda_capacity(index: usize) -> Option<u64> {
+    use cudarc::driver::result;
+    result::init().ok()?;
+    let device = result::device::get(i32::try_from(index).ok()?).ok()?;
+    // SAFETY: `device` was just returned by `cuDeviceGet`.
+    let bytes = unsafe { result::device::total_mem(device) }.ok()?;
+    Some(bytes as u64)
 }

@@ -60,4 +60,11 @@ pub trait DeviceMemory: Clone + Debug + Send + Sync + 'static {
 
     /// What the counts are, for reports ("CUDA device bytes in use and reserved (cubecl)").
     fn describe(&self) -> String;
+
+    /// The device's memory in bytes, where its backend says it (CUDA's driver does; wgpu
+    /// exposes no size of a device's memory); `None` by default. Read before a step runs, so
+    /// that an out-of-memory report can set what was asked against what there is.
+    fn capacity(&self) -> Option<u64> {
+        None
+    }
 }

@@ -57,6 +57,11 @@ pub struct OutOfMemory {
     pub in_use_bytes: Option<u64>,
     /// On a device, the bytes its memory manager reserved then (its pools' pages).
     pub reserved_bytes: Option<u64>,
+    /// The device's memory, where its backend says it ([`MemoryMeter::capacity`], read before
+    /// the step): CUDA's; `None` on wgpu (which exposes no size) and on the host. Absent in
+    /// reports written before it was kept.
+    #[serde(default)]
+    pub capacity_bytes: Option<u64>,
     /// The thread that raised the allocation failure (cubecl's device thread, by its name), and
     /// its message.
     pub thread: String,
@@ -114,6 +119,7 @@ impl OutOfMemory {
         meter: impl MemoryMeter,
         step: impl FnOnce() -> R,
     ) -> Result<R, Box<OutOfMemory>> {
+        let capacity = meter.capacity();
         let watch = Watch::start();
         let outcome = catch_unwind(AssertUnwindSafe(step));
         let Some(seen) = watch.first_seen() else {
@@ -130,6 +136,7 @@ impl OutOfMemory {
             requested_bytes: seen.requested_bytes,
             in_use_bytes: in_use,
             reserved_bytes: reserved,
+            capacity_bytes: capacity,
             thread: seen.thread,
             message: seen.message,
             step_message: outcome_message(&outcome),
@@ -173,9 +180,13 @@ impl fmt::Display for OutOfMemory {
             self.thread,
             self.message
         )?;
+        let capacity = match self.capacity_bytes {
+            Some(capacity) => format!("of the device's {}", bytes(Some(capacity))),
+            None => "(the backend does not say the device's size)".to_string(),
+        };
         writeln!(
             f,
-            "the step was {}: {} in use, {} reserved; the step itself failed with: {}",
+            "the step was {}: {} in use, {} reserved {capacity}; the step itself failed with: {}",
             self.at,
             bytes(self.in_use_bytes),
             bytes(self.reserved_bytes),
@@ -288,4 +299,89 @@ impl Drop for Watch {
 /// What the step's own panic said, first line.
 fn step_message(payload: &(dyn std::any::Any + Send)) -> String {
     first_line(&message(payload))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::memory::{DeviceMemory, Meter, Usage};
+
+    /// A device that says its size, as CUDA's driver does: 1 MiB in use of 2 reserved, 8 there.
+    #[derive(Clone, Debug)]
+    struct SaysItsSize;
+
+    impl DeviceMemory for SaysItsSize {
+        fn usage(&self) -> Option<Usage> {
+            Some(Usage {
+                in_use: 1 << 20,
+                reserved: 2 << 20,
+            })
+        }
+        fn reader(&self) -> impl Fn() -> Usage + Send + 'static {
+            || Usage::default()
+        }
+        fn sync(&self) {}
+        fn cleanup(&self) {}
+        fn describe(&self) -> String {
+            "a sized device".into()
+        }
+        fn capacity(&self) -> Option<u64> {
+            Some(8 << 20)
+        }
+    }
+
+    /// A step that fails as on cubecl: the allocation panics on another thread (the device's),
+    /// the step's own thread at its next read with a message that does not say memory.
+    fn failing_step() {
+        std::thread::Builder::new()
+            .name("device".into())
+            .spawn(|| panic!("can't allocate buffer of size: 4194304"))
+            .unwrap()
+            .join()
+            .unwrap_err();
+        panic!("a read failed");
+    }
+
+    #[test]
+    fn a_failure_says_the_size_of_a_device_that_says_it() {
+        let meter = Meter::<SaysItsSize>::device(SaysItsSize).unwrap();
+        for failure in [
+            OutOfMemory::catch(meter.clone(), failing_step).unwrap_err(),
+            StepReport::try_measure(meter, failing_step).unwrap_err(),
+        ] {
+            assert_eq!(failure.capacity_bytes, Some(8 << 20));
+            assert_eq!(failure.requested_bytes, Some(4 << 20));
+            assert_eq!(failure.thread, "device");
+            assert_eq!(failure.step_message, "a read failed");
+            let said = failure.to_string();
+            assert!(
+                said.contains("1.0 MiB in use, 2.0 MiB reserved of the device's 8.0 MiB"),
+                "{said}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_failure_on_a_device_that_does_not_say_its_size_says_so() {
+        let failure = OutOfMemory::catch(Silent, failing_step).unwrap_err();
+        assert_eq!(failure.capacity_bytes, None);
+        assert!(
+            failure
+                .to_string()
+                .contains("(the backend does not say the device's size)"),
+            "{failure}"
+        );
+    }
+
+    /// A meter that reads nothing and knows no size (wgpu's case, and the host's).
+    struct Silent;
+
+    impl MemoryMeter for Silent {
+        fn in_use(&self) -> u64 {
+            0
+        }
+        fn describe(&self) -> String {
+            "nothing".into()
+        }
+    }
 }

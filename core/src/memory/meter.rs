@@ -50,6 +50,13 @@ pub trait MemoryMeter: Send + 'static {
 
     /// What the figures are, for reports.
     fn describe(&self) -> String;
+
+    /// The memory there is in bytes, where it is known: a device's, as its backend says it
+    /// ([`DeviceMemory::capacity`]); `None` on the host (whose limit is the process's, not a
+    /// device's) and where the backend does not say.
+    fn capacity(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// Host bytes allocated, through [`CountingAllocator`](super::CountingAllocator) installed as
@@ -184,6 +191,13 @@ impl<D: DeviceMemory> MemoryMeter for Meter<D> {
     fn raise_peak(&self, bytes: u64) {
         if let Meter::Host = self {
             HostMeter.raise_peak(bytes);
+        }
+    }
+
+    fn capacity(&self) -> Option<u64> {
+        match self {
+            Meter::Host => None,
+            Meter::Device(device) => device.capacity(),
         }
     }
 

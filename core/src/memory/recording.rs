@@ -298,6 +298,7 @@ fn record_or_out_of_memory<R>(
     meter: Box<dyn MemoryMeter>,
     f: impl FnOnce() -> R,
 ) -> Result<(R, StepReport), Box<OutOfMemory>> {
+    let capacity = meter.capacity();
     let watch = Watch::start();
     let Some(off) = start(meter) else {
         // Nested: the outermost measurement catches.
@@ -329,6 +330,7 @@ fn record_or_out_of_memory<R>(
         requested_bytes: seen.requested_bytes,
         in_use_bytes: at.in_use,
         reserved_bytes: at.reserved,
+        capacity_bytes: capacity,
         thread: seen.thread,
         message: seen.message,
         step_message,
