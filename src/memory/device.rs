@@ -145,8 +145,10 @@ impl DeviceMemory for MeteredDevice {
     }
 }
 
-/// The driver's size of CUDA device `index` (`cuDeviceTotalMem`); `None` where the driver
-/// cannot be loaded or has no such device. Needs no context: nothing is allocated on the device.
+/// The driver's size of CUDA device `index` (`cuDeviceTotalMem`); `None` where the driver has
+/// no such device. Needs no context: nothing is allocated on the device. The driver library is
+/// loaded already (cubecl-cuda loaded it to make the device the meter reads: `Meter::device`
+/// refuses a device without counts), which cudarc's dynamic loading needs, or it panics.
 #[cfg(feature = "cuda")]
 fn cuda_capacity(index: usize) -> Option<u64> {
     use cudarc::driver::result;
