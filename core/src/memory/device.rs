@@ -62,8 +62,9 @@ pub trait DeviceMemory: Clone + Debug + Send + Sync + 'static {
     fn describe(&self) -> String;
 
     /// The device's memory in bytes, where its backend says it (CUDA's driver does; wgpu
-    /// exposes no size of a device's memory); `None` by default. Read before a step runs, so
-    /// that an out-of-memory report can set what was asked against what there is.
+    /// exposes no size of a device's memory); `None` by default. Read only when a step has
+    /// failed to allocate, so that its out-of-memory report can set what was asked against what
+    /// there is.
     fn capacity(&self) -> Option<u64> {
         None
     }

@@ -57,8 +57,8 @@ pub struct OutOfMemory {
     pub in_use_bytes: Option<u64>,
     /// On a device, the bytes its memory manager reserved then (its pools' pages).
     pub reserved_bytes: Option<u64>,
-    /// The device's memory, where its backend says it ([`MemoryMeter::capacity`], read before
-    /// the step): CUDA's; `None` on wgpu (which exposes no size) and on the host. Absent in
+    /// The device's memory, where its backend says it ([`MemoryMeter::capacity`], read with the
+    /// bytes in use after the failure): CUDA's; `None` on wgpu (which exposes no size) and on the host. Absent in
     /// reports written before it was kept.
     #[serde(default)]
     pub capacity_bytes: Option<u64>,
@@ -119,14 +119,13 @@ impl OutOfMemory {
         meter: impl MemoryMeter,
         step: impl FnOnce() -> R,
     ) -> Result<R, Box<OutOfMemory>> {
-        let capacity = meter.capacity();
         let watch = Watch::start();
         let outcome = catch_unwind(AssertUnwindSafe(step));
         let Some(seen) = watch.first_seen() else {
             drop(watch);
             return Ok(outcome.unwrap_or_else(|payload| resume_unwind(payload)));
         };
-        let (in_use, reserved) = read_after_failure(&meter);
+        let read = read_after_failure(&meter);
         Err(Box::new(OutOfMemory {
             report: StepReport {
                 meter: meter.describe(),
@@ -134,9 +133,9 @@ impl OutOfMemory {
             },
             at: UNRECORDED.to_string(),
             requested_bytes: seen.requested_bytes,
-            in_use_bytes: in_use,
-            reserved_bytes: reserved,
-            capacity_bytes: capacity,
+            in_use_bytes: read.in_use,
+            reserved_bytes: read.reserved,
+            capacity_bytes: read.capacity,
             thread: seen.thread,
             message: seen.message,
             step_message: outcome_message(&outcome),
@@ -144,14 +143,25 @@ impl OutOfMemory {
     }
 }
 
-/// What `meter` reads after a failure, in use and reserved, as it is: `None` where a read
-/// panics (a device's sync could fail again).
-pub(crate) fn read_after_failure(meter: &dyn MemoryMeter) -> (Option<u64>, Option<u64>) {
-    let in_use = catch_unwind(AssertUnwindSafe(|| meter.in_use())).ok();
-    let reserved = catch_unwind(AssertUnwindSafe(|| meter.reserved()))
-        .ok()
-        .flatten();
-    (in_use, reserved)
+/// What a meter reads after a failure, each `None` where its read panics (a device's sync could
+/// fail again).
+pub(crate) struct AfterFailure {
+    pub in_use: Option<u64>,
+    pub reserved: Option<u64>,
+    /// Only read on a failure: nothing is asked of the device on a step that goes well.
+    pub capacity: Option<u64>,
+}
+
+/// What `meter` reads after a failure, as it is.
+pub(crate) fn read_after_failure(meter: &dyn MemoryMeter) -> AfterFailure {
+    fn unless_it_panics(read: impl FnOnce() -> Option<u64>) -> Option<u64> {
+        catch_unwind(AssertUnwindSafe(read)).ok().flatten()
+    }
+    AfterFailure {
+        in_use: unless_it_panics(|| Some(meter.in_use())),
+        reserved: unless_it_panics(|| meter.reserved()),
+        capacity: unless_it_panics(|| meter.capacity()),
+    }
 }
 
 /// [`OutOfMemory::step_message`] of a watched step's outcome: its panic's first line, or
@@ -304,7 +314,7 @@ fn step_message(payload: &(dyn std::any::Any + Send)) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::memory::{DeviceMemory, Meter, Usage};
+    use crate::memory::{DeviceMemory, HostMeter, Meter, Usage};
 
     /// A device that says its size, as CUDA's driver does: 1 MiB in use of 2 reserved, 8 there.
     #[derive(Clone, Debug)]
@@ -363,7 +373,8 @@ mod tests {
 
     #[test]
     fn a_failure_on_a_device_that_does_not_say_its_size_says_so() {
-        let failure = OutOfMemory::catch(Silent, failing_step).unwrap_err();
+        // The host's meter: no device, no size.
+        let failure = OutOfMemory::catch(HostMeter, failing_step).unwrap_err();
         assert_eq!(failure.capacity_bytes, None);
         assert!(
             failure
@@ -371,17 +382,5 @@ mod tests {
                 .contains("(the backend does not say the device's size)"),
             "{failure}"
         );
-    }
-
-    /// A meter that reads nothing and knows no size (wgpu's case, and the host's).
-    struct Silent;
-
-    impl MemoryMeter for Silent {
-        fn in_use(&self) -> u64 {
-            0
-        }
-        fn describe(&self) -> String {
-            "nothing".into()
-        }
     }
 }

@@ -9,7 +9,7 @@ use std::fmt;
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 use std::time::Instant;
 
-use super::failure::{OutOfMemory, Watch, outcome_message, read_after_failure};
+use super::failure::{AfterFailure, OutOfMemory, Watch, outcome_message, read_after_failure};
 use super::meter::MemoryMeter;
 use super::offloaded as offload;
 use super::report::{RegionRecord, StepReport};
@@ -237,16 +237,15 @@ fn start(meter: Box<dyn MemoryMeter>) -> Option<Off> {
 /// Where a failed step was and the bytes in use and reserved then ([`at_failure`]).
 struct AtFailure {
     at: String,
-    in_use: Option<u64>,
-    reserved: Option<u64>,
+    read: AfterFailure,
 }
 
 /// Reads the meter as it is after a failure (a sync could fail again), and gives the region
 /// open then what it held when the failure was seen.
 fn at_failure() -> AtFailure {
     with(|recording| {
-        let (in_use, reserved) = read_after_failure(&*recording.meter);
-        if let Some(now) = in_use {
+        let read = read_after_failure(&*recording.meter);
+        if let Some(now) = read.in_use {
             if let Some((slot, opened_bytes, opened)) = recording.open.take() {
                 let region = &mut recording.report.regions[slot];
                 region.held_bytes = now as i64 - opened_bytes as i64;
@@ -256,8 +255,7 @@ fn at_failure() -> AtFailure {
         }
         AtFailure {
             at: recording.now.clone(),
-            in_use,
-            reserved,
+            read,
         }
     })
     .expect("recording until `Off` drops")
@@ -298,7 +296,6 @@ fn record_or_out_of_memory<R>(
     meter: Box<dyn MemoryMeter>,
     f: impl FnOnce() -> R,
 ) -> Result<(R, StepReport), Box<OutOfMemory>> {
-    let capacity = meter.capacity();
     let watch = Watch::start();
     let Some(off) = start(meter) else {
         // Nested: the outermost measurement catches.
@@ -328,9 +325,9 @@ fn record_or_out_of_memory<R>(
         report,
         at: at.at,
         requested_bytes: seen.requested_bytes,
-        in_use_bytes: at.in_use,
-        reserved_bytes: at.reserved,
-        capacity_bytes: capacity,
+        in_use_bytes: at.read.in_use,
+        reserved_bytes: at.read.reserved,
+        capacity_bytes: at.read.capacity,
         thread: seen.thread,
         message: seen.message,
         step_message,
