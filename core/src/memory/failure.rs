@@ -311,6 +311,14 @@ fn step_message(payload: &(dyn std::any::Any + Send)) -> String {
     first_line(&message(payload))
 }
 
+/// Tests that raise allocation failures take this first, whatever module they are in: a watch
+/// sees every thread's failures, so two such tests at once would read each other's.
+#[cfg(test)]
+pub(crate) fn one_failing_test_at_a_time() -> MutexGuard<'static, ()> {
+    static ONE: Mutex<()> = Mutex::new(());
+    lock(&ONE)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -354,6 +362,7 @@ mod tests {
 
     #[test]
     fn a_failure_says_the_size_of_a_device_that_says_it() {
+        let _alone = one_failing_test_at_a_time();
         let meter = Meter::<SaysItsSize>::device(SaysItsSize).unwrap();
         for failure in [
             OutOfMemory::catch(meter.clone(), failing_step).unwrap_err(),
@@ -373,6 +382,7 @@ mod tests {
 
     #[test]
     fn a_failure_on_a_device_that_does_not_say_its_size_says_so() {
+        let _alone = one_failing_test_at_a_time();
         // The host's meter: no device, no size.
         let failure = OutOfMemory::catch(HostMeter, failing_step).unwrap_err();
         assert_eq!(failure.capacity_bytes, None);

@@ -33,6 +33,8 @@ mod report;
 
 pub use device::{DeviceMemory, Usage};
 pub use failure::OutOfMemory;
+#[cfg(test)]
+pub(crate) use failure::one_failing_test_at_a_time;
 pub use host::{CountingAllocator, mib};
 pub use measure::{Measure, Peak};
 pub use meter::{HostMeter, MemoryMeter, Meter};

@@ -463,7 +463,7 @@ pub fn on() -> bool {
 mod tests {
     use std::sync::atomic::{AtomicU64, Ordering};
 
-    use super::super::failure::RETURNED;
+    use super::super::failure::{RETURNED, one_failing_test_at_a_time};
     use super::*;
 
     /// Bytes the test sets by hand; the peak is what it was set to at most since the reset.
@@ -495,10 +495,10 @@ mod tests {
         PEAK.fetch_max(bytes, Ordering::Relaxed);
     }
 
-    /// The hand-set bytes are the process's: one test at a time.
+    /// The hand-set bytes are the process's, and so are the failures a watch sees: one test at
+    /// a time, with the failure module's own.
     fn alone() -> std::sync::MutexGuard<'static, ()> {
-        static ONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
-        ONE.lock().unwrap_or_else(|e| e.into_inner())
+        one_failing_test_at_a_time()
     }
 
     #[test]

@@ -265,6 +265,8 @@ mod tests {
         budget: u64,
         peak: impl Fn(&[Treatment]) -> u64,
     ) -> Result<Fitted, FitError<()>> {
+        // Its steps are watched for allocation failures, which another test's could look like.
+        let _alone = crate::memory::one_failing_test_at_a_time();
         let told = Told(Arc::new(AtomicU64::new(0)));
         let names: Vec<String> = profile.steps[0]
             .report
