@@ -319,6 +319,17 @@ pub(crate) fn one_failing_test_at_a_time() -> MutexGuard<'static, ()> {
     lock(&ONE)
 }
 
+/// An allocation failure as cubecl raises it: a panic saying `message` on a thread named
+/// "device", which the caller outlives.
+#[cfg(test)]
+pub(crate) fn fail_on_the_device_thread(message: &'static str) {
+    let device = std::thread::Builder::new()
+        .name("device".into())
+        .spawn(move || panic!("{message}"))
+        .unwrap();
+    assert!(device.join().is_err(), "the device thread panicked");
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -351,12 +362,7 @@ mod tests {
     /// A step that fails as on cubecl: the allocation panics on another thread (the device's),
     /// the step's own thread at its next read with a message that does not say memory.
     fn failing_step() {
-        std::thread::Builder::new()
-            .name("device".into())
-            .spawn(|| panic!("can't allocate buffer of size: 4194304"))
-            .unwrap()
-            .join()
-            .unwrap_err();
+        fail_on_the_device_thread("can't allocate buffer of size: 4194304");
         panic!("a read failed");
     }
 

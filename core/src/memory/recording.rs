@@ -463,7 +463,7 @@ pub fn on() -> bool {
 mod tests {
     use std::sync::atomic::{AtomicU64, Ordering};
 
-    use super::super::failure::{RETURNED, one_failing_test_at_a_time};
+    use super::super::failure::{RETURNED, fail_on_the_device_thread, one_failing_test_at_a_time};
     use super::*;
 
     /// Bytes the test sets by hand; the peak is what it was set to at most since the reset.
@@ -547,10 +547,9 @@ mod tests {
             top_level_closed();
             top_level_opened(&"r", 1, None);
             set(25);
-            let device = std::thread::Builder::new().name("device".into()).spawn(|| {
-                panic!("called `Result::unwrap()` on an `Err` value: can't allocate buffer of size: 4096")
-            });
-            assert!(device.unwrap().join().is_err());
+            fail_on_the_device_thread(
+                "called `Result::unwrap()` on an `Err` value: can't allocate buffer of size: 4096",
+            );
             panic!("called `Result::unwrap()` on an `Err` value: CallError");
         });
         let failure = outcome.expect_err("an out-of-memory failure");
@@ -586,10 +585,7 @@ mod tests {
         let failure = OutOfMemory::catch(Hand, || {
             top_level_opened(&"r", 0, None);
             set(40);
-            let device = std::thread::Builder::new()
-                .name("device".into())
-                .spawn(|| panic!("out of device memory allocating 512 bytes"));
-            assert!(device.unwrap().join().is_err());
+            fail_on_the_device_thread("out of device memory allocating 512 bytes");
             panic!("CallError");
         })
         .expect_err("an out-of-memory failure");
@@ -606,19 +602,13 @@ mod tests {
         // A step that returns although an allocation failed is a failure too: its values were
         // computed without the buffer.
         let returned = OutOfMemory::catch(Hand, || {
-            let device = std::thread::Builder::new()
-                .name("device".into())
-                .spawn(|| panic!("can't allocate buffer of size: 4096"));
-            assert!(device.unwrap().join().is_err());
+            fail_on_the_device_thread("can't allocate buffer of size: 4096");
             1.0f32
         })
         .expect_err("results computed without the buffer");
         assert_eq!(returned.step_message, RETURNED);
         let recorded = StepReport::try_measure(Hand, || {
-            let device = std::thread::Builder::new()
-                .name("device".into())
-                .spawn(|| panic!("can't allocate buffer of size: 4096"));
-            assert!(device.unwrap().join().is_err());
+            fail_on_the_device_thread("can't allocate buffer of size: 4096");
         })
         .expect_err("the same, recorded");
         assert_eq!(recorded.step_message, RETURNED);
