@@ -23,7 +23,7 @@
 #![warn(missing_docs)]
 
 // Bottom-up: each module uses only those listed before it (docs/architecture.md has the table;
-// tests/layers.rs checks the order, as it does for the crate for Burn 0.21). Below them all:
+// tests/it/layers.rs checks the order, as it does for the crate for Burn 0.21). Below them all:
 // burn-checkpoint-core.
 //
 // The vocabulary: leaves, importing nothing of the crate.

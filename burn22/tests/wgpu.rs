@@ -5,6 +5,9 @@
 //! `memory_pool_usage`: bytes in use and reserved).
 //!
 //! Without a Vulkan adapter the tests say so and pass, except under `CI`, where they fail.
+//!
+//! A binary of its own: it sets `XDG_RUNTIME_DIR` before wgpu's first thread starts, which no
+//! other test's thread may be running beside.
 #![cfg(feature = "wgpu")]
 
 mod common;

@@ -12,7 +12,6 @@ mod common;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use burn::module::AutodiffModule;
@@ -215,12 +214,6 @@ where
 // ------------------------------------------------------------------------------------------
 // The test's side
 
-/// One test at a time: each starts three processes on a machine of two cores.
-fn serial() -> MutexGuard<'static, ()> {
-    static SERIAL: Mutex<()> = Mutex::new(());
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 /// A free port `p` with `p + 1` free too (the orchestrator and its rendezvous).
 fn free_ports(count: u16) -> u16 {
     loop {
@@ -420,7 +413,7 @@ fn two_nodes_match_one_process<O: Optimizer<Mlp<Ckpt>, Ckpt> + 'static>(
     optimizer: &str,
     make: fn() -> O,
 ) {
-    let _serial = serial();
+    let _alone = common::alone();
     let mut run = Run::start();
     let limit = Duration::from_secs(120);
     let nodes: Vec<_> = (0..NODES)
@@ -483,7 +476,7 @@ fn node_1_stops(kill: bool) -> (String, Duration) {
 
 #[test]
 fn a_killed_node_stops_the_other_at_once() {
-    let _serial = serial();
+    let _alone = common::alone();
     let (error, after) = node_1_stops(true);
     println!("node 0, {after:?} after node 1 was killed: {error}");
     assert!(
@@ -498,7 +491,7 @@ fn a_killed_node_stops_the_other_at_once() {
 
 #[test]
 fn a_hanging_node_times_the_other_out_naming_it() {
-    let _serial = serial();
+    let _alone = common::alone();
     let (error, after) = node_1_stops(false);
     println!("node 0, {after:?} after node 1 hung: {error}");
     assert!(
@@ -509,7 +502,7 @@ fn a_hanging_node_times_the_other_out_naming_it() {
 
 #[test]
 fn a_failing_step_on_one_node_is_dropped_on_both_and_training_goes_on() {
-    let _serial = serial();
+    let _alone = common::alone();
     let mut run = Run::start();
     let timeout = Duration::from_secs(60);
     let nodes = [
@@ -544,7 +537,7 @@ fn a_failing_step_on_one_node_is_dropped_on_both_and_training_goes_on() {
 }
 
 /// Two nodes of two workers each on wgpu (one device listed twice per node, the deep model),
-/// `MULTINODE_RUNS` runs (4 unless set), each in fresh processes with empty autotune caches:
+/// `bench_kit::repeats(2)` runs (`scripts/soak` runs more), each in fresh processes with empty autotune caches:
 /// every node of every run ends with the first's parameters bit for bit, and within float
 /// reassociation of one process on the whole batch. Before issue 45's fix, the two workers of a
 /// node raced on shared parameter buffers: 2 of 8 nodes' parameters differed from the first run's
@@ -554,11 +547,8 @@ fn two_nodes_on_wgpu_end_the_same_every_run() {
     let Some(_device) = bench_kit::wgpu::claim() else {
         return;
     };
-    let _serial = serial();
-    let runs: usize = std::env::var("MULTINODE_RUNS")
-        .ok()
-        .and_then(|r| r.parse().ok())
-        .unwrap_or(4);
+    let _alone = common::alone();
+    let runs = bench_kit::repeats(2);
     let mut trained = Vec::new();
     for _ in 0..runs {
         let mut run = Run::start_on("wgpu");

@@ -9,7 +9,6 @@
 mod common;
 
 use std::sync::mpsc::{self, RecvTimeoutError};
-use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use burn::module::{AutodiffModule, Module};
@@ -27,13 +26,6 @@ use common::mlp::{
     Batch, HIDDEN, INPUT, LR, Mlp, OUTPUT, STEPS, assert_close, batch, linear, mse, shards, tensors,
 };
 use common::{Ckpt, Plain};
-
-/// One test at a time: burn-collective keeps one session per backend type per process, and
-/// `Plain` and `Ckpt` share the inner backend.
-fn serial() -> MutexGuard<'static, ()> {
-    static SERIAL: Mutex<()> = Mutex::new(());
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 /// Runs `f` in a thread and waits at most two minutes for it.
 fn within<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
@@ -104,7 +96,7 @@ where
     B: AutodiffBackend,
     O: Optimizer<Mlp<B>, B> + 'static,
 {
-    let _serial = serial();
+    let _alone = common::alone();
     within(move || {
         let device: B::Device = Default::default();
         let model = Mlp::<B>::new(&device, region);
@@ -267,7 +259,7 @@ fn every_strategy_matches_one_device() {
 
 #[test]
 fn calls_per_step_are_the_buckets() {
-    let _serial = serial();
+    let _alone = common::alone();
     within(|| {
         let devices = vec![Default::default(); 2];
         let model = Mlp::<Plain>::new(&devices[0], false);
@@ -328,7 +320,7 @@ impl<B: Backend> Normed<B> {
 
 #[test]
 fn running_statistics_are_averaged_frozen_and_unused_weights_stay_exact() {
-    let _serial = serial();
+    let _alone = common::alone();
     within(|| {
         let device = Default::default();
         let devices = vec![device; 4];
@@ -393,7 +385,7 @@ fn on_worker(index: usize) -> bool {
 
 #[test]
 fn a_panicking_worker_stops_the_step_and_the_next_step_goes_on() {
-    let _serial = serial();
+    let _alone = common::alone();
     within(|| {
         let devices = vec![Default::default(); 2];
         let model = Mlp::<Ckpt>::new(&devices[0], true);
@@ -430,7 +422,7 @@ fn a_panicking_worker_stops_the_step_and_the_next_step_goes_on() {
 
 #[test]
 fn an_erroring_worker_stops_the_step_and_running_statistics_are_restored() {
-    let _serial = serial();
+    let _alone = common::alone();
     within(|| {
         let devices = vec![Default::default(); 4];
         let model = Normed::<Plain>::new(&devices[0]);
@@ -467,7 +459,7 @@ fn an_erroring_worker_stops_the_step_and_running_statistics_are_restored() {
 
 #[test]
 fn a_loss_of_several_values_is_refused() {
-    let _serial = serial();
+    let _alone = common::alone();
     within(|| {
         let devices = vec![Default::default(); 2];
         let model = Mlp::<Plain>::new(&devices[0], false);
@@ -488,7 +480,7 @@ fn a_loss_of_several_values_is_refused() {
 
 #[test]
 fn shards_of_other_shapes_or_number_are_refused_before_any_work() {
-    let _serial = serial();
+    let _alone = common::alone();
     within(|| {
         let devices = vec![Default::default(); 2];
         let model = Mlp::<Plain>::new(&devices[0], false);
@@ -569,7 +561,7 @@ where
 
 #[test]
 fn a_failure_after_the_exchange_poisons_and_drop_still_returns() {
-    let _serial = serial();
+    let _alone = common::alone();
     within(|| {
         let devices = vec![Default::default(); 2];
         let model = Mlp::<Plain>::new(&devices[0], false);
@@ -599,7 +591,7 @@ fn a_failure_after_the_exchange_poisons_and_drop_still_returns() {
 
 #[test]
 fn one_data_parallel_per_backend_at_a_time_and_drop_frees_it() {
-    let _serial = serial();
+    let _alone = common::alone();
     within(|| {
         let devices = vec![Default::default(); 2];
         let model = Mlp::<Plain>::new(&devices[0], false);
@@ -636,7 +628,7 @@ fn one_data_parallel_per_backend_at_a_time_and_drop_frees_it() {
 
 #[test]
 fn bad_configurations_are_refused() {
-    let _serial = serial();
+    let _alone = common::alone();
     within(|| {
         let model = Mlp::<Plain>::new(&Default::default(), false);
         let none = DataParallel::new(Vec::new(), model.clone(), SgdConfig::new().init(), LR);
@@ -654,7 +646,7 @@ fn bad_configurations_are_refused() {
 
 #[test]
 fn the_learning_rate_can_change_between_steps() {
-    let _serial = serial();
+    let _alone = common::alone();
     within(|| {
         let devices = vec![Default::default(); 2];
         let model = Mlp::<Plain>::new(&devices[0], false);
@@ -676,7 +668,7 @@ fn the_learning_rate_can_change_between_steps() {
 
 #[test]
 fn a_snapshot_resumes_training_exactly() {
-    let _serial = serial();
+    let _alone = common::alone();
     within(|| {
         let devices = vec![Default::default(); 2];
         let adam = || AdamConfig::new().init::<Plain, Mlp<Plain>>();
@@ -711,7 +703,7 @@ fn a_snapshot_resumes_training_exactly() {
 
 #[test]
 fn evaluate_runs_each_shard_on_its_worker_and_model_is_a_copy() {
-    let _serial = serial();
+    let _alone = common::alone();
     within(|| {
         type I = <Plain as AutodiffBackend>::InnerBackend;
         let devices = vec![Default::default(); 2];

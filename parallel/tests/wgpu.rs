@@ -159,16 +159,16 @@ fn main() {
     if bench_kit::wgpu::claim().is_none() {
         return;
     }
-    // Per backend, `PROCESSES` processes (2 unless set), each: the reference twice, the variant
-    // the race showed most in (plain replicas, centralized) `RUNS` times (10), every other
-    // variant twice.
+    // Per backend, `PROCESSES` processes (1 unless set; `scripts/soak` runs 2), each: the
+    // reference twice, the variant the race showed most in (plain replicas, centralized)
+    // `bench_kit::repeats(3)` times (`scripts/soak`: its count), every other variant twice.
     let setting = |name: &str, default: usize| -> usize {
         std::env::var(name)
             .ok()
             .and_then(|r| r.parse().ok())
             .unwrap_or(default)
     };
-    let (processes, repeats) = (setting("PROCESSES", 2), setting("RUNS", 10));
+    let (processes, repeats) = (setting("PROCESSES", 1), bench_kit::repeats(3));
     let mut failures = Vec::new();
     for fused in [true, false] {
         let backend = if fused { "fused" } else { "unfused" };

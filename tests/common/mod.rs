@@ -8,6 +8,8 @@ use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::{Shape, Tensor, TensorData};
 use burn_checkpoint::Checkpointed;
 
+use std::sync::{Mutex, MutexGuard};
+
 /// The reference: Burn's plain autodiff.
 pub type Plain = Autodiff<NdArray>;
 /// The decorator over the same backend.
@@ -117,4 +119,14 @@ fn bits(values: &[f32]) -> Vec<u32> {
 /// Asserts two lists of values are bitwise equal.
 pub fn assert_values_bitwise(what: &str, plain: &[f32], ckpt: &[f32]) {
     assert_eq!(bits(plain), bits(ckpt), "{what} differs");
+}
+
+/// Holds off every other test that takes it, for the caller's scope: for a test that reads what
+/// the whole process does (the counting allocator, the offload store) or draws from the backend's
+/// one random generator. A test that panicked while holding it does not poison it for the rest.
+pub fn alone() -> MutexGuard<'static, ()> {
+    static ALONE: Mutex<()> = Mutex::new(());
+    ALONE
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }

@@ -22,8 +22,8 @@
 /// bench_kit::backend_tests!(offload: offload_matches, [ndarray(false), wgpu(true), wgpu_unfused(true)]);
 /// ```
 ///
-/// (`ignore`: a `#[test]` item does not run inside a doctest; the apps' `tests/cuts.rs` and
-/// `tests/offload.rs` use it.)
+/// (`ignore`: a `#[test]` item does not run inside a doctest; the apps' `tests/it/cuts.rs` and
+/// `tests/same_run/offload.rs` use it.)
 #[macro_export]
 macro_rules! backend_tests {
     ($module:ident: $test:ident, [$($backend:ident $(($($arg:expr),*))?),+ $(,)?]) => {

@@ -5,7 +5,7 @@
 //! sizes as flags and [`tape`] names a method's autodiff backend (those seven are
 //! `bench-kit-core`'s, shared with the Burn 0.22 crate), [`wgpu`] is Burn's wgpu backend as the tests
 //! run it, [`device`] measures a step's device memory and [`child`] runs one measurement per
-//! process. Its own benchmark, `cpu_backend`, measures NdArray against burn-flex
+//! process, [`repeats`] says how often a test repeats a run that could race. Its own benchmark, `cpu_backend`, measures NdArray against burn-flex
 //! (`docs/cpu-backend.md`).
 
 pub use bench_kit_core::{agreement, densenet, figure, gpt, output, sweep, tape};
@@ -14,3 +14,18 @@ mod backends;
 pub mod child;
 pub mod device;
 pub mod wgpu;
+
+/// How many times a test repeats a run that could race: `REPEATS` when set (`scripts/soak`
+/// sets it high), else `few`, the count CI and a contributor's `cargo test` run.
+///
+/// ```
+/// // SAFETY: no other thread of this doctest reads the environment.
+/// unsafe { std::env::remove_var("REPEATS") };
+/// assert_eq!(bench_kit::repeats(2), 2);
+/// ```
+pub fn repeats(few: usize) -> usize {
+    std::env::var("REPEATS")
+        .ok()
+        .and_then(|count| count.parse().ok())
+        .unwrap_or(few)
+}

@@ -39,11 +39,10 @@ enum Task {
         exclusive: bool,
         block: bool,
     },
-    /// The planner on a device: profile the per-block step, fit a budget of reserved bytes, plan
-    /// a budget only offload meets.
-    Fit,
-    /// The budget sweep with the device's meter: two budgets, one round.
-    Sweep,
+    /// The planner on a device, one child (one profile): the budget sweep with the device's
+    /// meter (two budgets, one round) and, on the profile it planned from, a budget of reserved
+    /// bytes fitted and a budget only offload meets planned.
+    Planner,
 }
 
 /// What the planner's child found: the profile's reserved peaks (every region kept, every
@@ -104,23 +103,9 @@ fn model<B: AutodiffBackend>(cut: Cut, shape: GptShape) -> (Gpt<B>, Tensor<B, 2,
     (model, tokens)
 }
 
-fn fit() -> Fit {
-    type B = Checkpointed<Autodiff<Unfused>>;
-    let meter = Meter::device(WgpuDevice::default()).expect("cubecl counts wgpu bytes");
-    let (model, tokens) = model::<B>(Cut::Block, FIT);
-    let mut model = Some(model);
-    let mut optimizer = AdamWConfig::new().init();
-    let mut step = || {
-        let (next, _) =
-            model
-                .take()
-                .expect("a model")
-                .train_step(&mut optimizer, tokens.clone(), 1e-3, || {});
-        model = Some(next);
-    };
-    step(); // allocates the optimizer's state and tunes the kernels
-    let profile =
-        Profile::measure(meter.clone(), TREATMENTS, &mut step).expect("the step profiles");
+/// The planner's checks on the profile of the per-block step (`step`, warmed up and profiled
+/// just before, as the sweep does).
+fn fit(profile: &Profile, meter: &Meter, mut step: impl FnMut()) -> Fit {
     let reserved = |treatment: Treatment| {
         let step = profile.steps.iter().find(|s| s.treatment == treatment);
         step.and_then(|s| s.report.reserved_peak_bytes)
@@ -143,10 +128,14 @@ fn fit() -> Fit {
         })
         .unwrap_or_default();
     let fitted = profile
-        .fit(meter, budget, || -> Result<(), std::convert::Infallible> {
-            step();
-            Ok(())
-        })
+        .fit(
+            meter.clone(),
+            budget,
+            || -> Result<(), std::convert::Infallible> {
+                step();
+                Ok(())
+            },
+        )
         .expect("a budget between the two fits");
     Fit {
         kept,
@@ -176,10 +165,11 @@ impl<B: AutodiffBackend, O: burn::optim::Optimizer<Gpt<B>, B>> sweep::Trainer fo
     }
 }
 
-/// The budget sweep on wgpu, measured with the device's meter: the planner's model (the steps'
-/// two-block model leaves no budget to plan) against plain and per-block cuts, two budgets, one
-/// round.
-fn device_sweep() -> Sweep {
+/// The planner on wgpu, measured with the device's meter: the budget sweep on the planner's
+/// model (the steps' two-block model leaves no budget to plan) against plain and per-block cuts,
+/// two budgets, one round; and [`fit`]'s checks on the profile the sweep planned from, right
+/// after it was measured.
+fn planner() -> (Sweep, Fit) {
     type B = Checkpointed<Autodiff<Unfused>>;
     let meter = Meter::device(WgpuDevice::default()).expect("cubecl counts wgpu bytes");
     let trainer = |cut| {
@@ -195,9 +185,10 @@ fn device_sweep() -> Sweep {
         ("no region", trainer(Cut::None)),
         ("per block", trainer(Cut::Block)),
     ];
-    sweep::run(
+    let mut fitted = None;
+    let swept = sweep::run_checking(
         Measured {
-            meter,
+            meter: meter.clone(),
             treatments: TREATMENTS,
         },
         "a GPT on wgpu",
@@ -208,7 +199,9 @@ fn device_sweep() -> Sweep {
             .iter()
             .map(|(name, trainer)| sweep::Hand::of(name, trainer))
             .collect(),
-    )
+        |profile, step| fitted = Some(fit(profile, &meter, step)),
+    );
+    (swept, fitted.expect("the sweep profiled: it has budgets"))
 }
 
 fn measure<B: AutodiffBackend>(cut: Cut, meter: &Meter) -> StepFigures
@@ -280,8 +273,7 @@ fn main() {
                 exclusive,
                 block,
             } => child::report(&child_figures(fused, exclusive, block)),
-            Task::Fit => child::report(&fit()),
-            Task::Sweep => child::report(&device_sweep()),
+            Task::Planner => child::report(&planner()),
         }
         return;
     }
@@ -349,7 +341,7 @@ fn main() {
 
     // The planner budgets what a device reserves: a budget between the profile's reserved peaks
     // with every region kept and every region recomputed is fitted, measured in reserved bytes.
-    let fit: Fit = in_child(Task::Fit);
+    let (swept, fit): (Sweep, Fit) = in_child(Task::Planner);
     println!(
         "planner on wgpu: reserved {:.2} MiB kept, {:.2} MiB recomputed; budget {:.2} MiB, \
          the fitted plan reserved {:.2} MiB",
@@ -379,7 +371,6 @@ fn main() {
     // The sweep measures with the meter it is given: this test installs no counting allocator,
     // so a host reading would be 0 everywhere; on the device every point is the bytes reserved,
     // the cut per block below plain, and a plan within 5% of its budget.
-    let swept: Sweep = in_child(Task::Sweep);
     print!("{}", swept.markdown());
     let point = |method: &str| {
         let found = swept.points.iter().find(|p| p.method == method);

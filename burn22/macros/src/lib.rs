@@ -51,7 +51,7 @@ use syn::{FnArg, GenericArgument, ImplItemFn, PathArguments, ReturnType, Type};
 /// ```
 ///
 /// (`ignore`: a proc-macro crate cannot run its own attribute; `burn_checkpoint_22`'s docs and
-/// `tests/attribute.rs` run it.)
+/// `tests/it/attribute.rs` run it.)
 #[proc_macro_attribute]
 pub fn checkpoint(attr: TokenStream, item: TokenStream) -> TokenStream {
     expand(attr.into(), item.into())

@@ -6,6 +6,8 @@ use burn::nn::{Linear, LinearConfig};
 use burn::tensor::{Device, Gradients, Tensor, TensorData};
 use burn_checkpoint_22::{Layer, checkpoint};
 
+use std::sync::{Mutex, MutexGuard};
+
 /// A residual MLP block.
 #[derive(Module, Debug)]
 pub struct Mlp {
@@ -122,4 +124,22 @@ pub fn assert_close(left: Option<TensorData>, right: Option<TensorData>, what: &
             "{what}: element {index} is {l} and {r}"
         );
     }
+}
+
+/// The device's generator, one test at a time: Burn's CPU generator is one for the whole process,
+/// so a test that seeds it and compares what is drawn after takes this for its whole body.
+pub fn generator() -> MutexGuard<'static, ()> {
+    static GENERATOR: Mutex<()> = Mutex::new(());
+    GENERATOR
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Holds off every other test that takes it: for a test that reads what the whole process does
+/// (the counting allocator, the offload store).
+pub fn alone() -> MutexGuard<'static, ()> {
+    static ALONE: Mutex<()> = Mutex::new(());
+    ALONE
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }

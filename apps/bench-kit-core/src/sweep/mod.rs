@@ -233,12 +233,27 @@ pub struct Measured<'a, D> {
 /// the host, peaks are the counting allocator's (the program's global allocator must be
 /// `CountingAllocator`); on a device, the bytes its memory manager reserved.
 pub fn run<D: DeviceMemory>(
+    measured: Measured<'_, D>,
+    title: &str,
+    budgets: usize,
+    steps: usize,
+    planned: StepFn<'_>,
+    hands: Vec<Hand<'_>>,
+) -> Sweep {
+    run_checking(measured, title, budgets, steps, planned, hands, |_, _| {})
+}
+
+/// [`run`], calling `check` on the profile right after profiling (with budgets only), before
+/// any budget is fitted, with the planned step to run: for a caller that checks more of the
+/// planner on that profile, in the state it was measured in, without profiling again.
+pub fn run_checking<D: DeviceMemory>(
     Measured { meter, treatments }: Measured<'_, D>,
     title: &str,
     budgets: usize,
     steps: usize,
     mut planned: StepFn<'_>,
     mut hands: Vec<Hand<'_>>,
+    check: impl FnOnce(&Profile, &mut StepFn<'_>),
 ) -> Sweep {
     // Warm-up: thread pools and caches allocate once.
     planned();
@@ -258,6 +273,7 @@ pub fn run<D: DeviceMemory>(
         profile_seconds = started.elapsed().as_secs_f64();
         profile_steps = profile.treatments().len();
         eprintln!("{profile}");
+        check(&profile, &mut planned);
         profile
     });
     for k in 0..budgets as u64 {

@@ -1,0 +1,217 @@
+//! The Markdown and the doc comments against the code: every Rust block in the docs is compiled
+//! or says why not, and no name the crates removed is still written anywhere a user reads
+//! (docs, doc comments, strings such as the op notes `coverage::ops()` returns).
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+/// The repository's files whose names end with `ending` (README.md, docs/, each crate's),
+/// `target/` and hidden folders left out.
+fn files_ending(dir: &Path, ending: &str, out: &mut Vec<PathBuf>) {
+    for entry in fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().to_string();
+        if path.is_dir() {
+            if !name.starts_with('.') && name != "target" {
+                files_ending(&path, ending, out);
+            }
+        } else if name.ends_with(ending) {
+            out.push(path);
+        }
+    }
+}
+
+#[test]
+fn every_rust_block_of_the_docs_is_compiled_or_says_why_not() {
+    // No Markdown file is compiled as a doctest today: every Rust block is a sketch, marked
+    // `rust,ignore`, with the reason in the text just above it ("Not compiled (...)"). A block
+    // that should run belongs in a rustdoc example, where it does.
+    let repository = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    files_ending(repository, ".md", &mut files);
+    let mut wrong = Vec::new();
+    for file in files {
+        let text = fs::read_to_string(&file).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        let mut in_block = false;
+        for (at, line) in lines.iter().enumerate() {
+            if !line.starts_with("```") {
+                continue;
+            }
+            if in_block {
+                in_block = false;
+                continue;
+            }
+            in_block = true;
+            let fence = line.trim_start_matches('`');
+            if !fence.starts_with("rust") {
+                continue;
+            }
+            let said = lines[at.saturating_sub(3)..at]
+                .iter()
+                .any(|line| line.contains("Not compiled"));
+            if fence != "rust,ignore" || !said {
+                wrong.push(format!(
+                    "{}:{}: a Rust block neither compiled nor `rust,ignore` after a \"Not compiled (why)\" line",
+                    file.strip_prefix(repository).unwrap().display(),
+                    at + 1
+                ));
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "{wrong:#?}");
+}
+
+/// Names in the table's "removed" column that are still the name of something live, with
+/// where: only their call written bare (`enter()`, not `.enter()`) is the removed item.
+const LIVE: [(&str, &str); 6] = [
+    ("enter", "Region::enter"),
+    (
+        "current_region",
+        "burn_checkpoint_core::memory::recording's hook",
+    ),
+    (
+        "Meter::Device",
+        "the variant of core's Meter, made by Meter::device",
+    ),
+    ("verify_recomputes", "a field of Settings"),
+    ("offload_in_flight_limit", "a field of Settings"),
+    ("Treatment", "planner::Treatment"),
+];
+
+/// The names docs/burn-0.22.md's "What replaced what" table says were removed: the backticked
+/// spans of its first column, arguments dropped, `a::{b, c}` spelled `a::b`, `a::c`.
+fn removed_names(markdown: &str) -> Vec<String> {
+    let table = markdown
+        .split("### What replaced what")
+        .nth(1)
+        .expect("docs/burn-0.22.md has a \"What replaced what\" section");
+    let mut names = Vec::new();
+    for row in table
+        .lines()
+        .skip_while(|line| !line.starts_with('|'))
+        .take_while(|line| line.starts_with('|'))
+        .skip(2)
+    {
+        let removed = row.split('|').nth(1).expect("a table row");
+        for span in removed.split('`').skip(1).step_by(2) {
+            let span = span.split('(').next().unwrap().trim();
+            match span.split_once("::{") {
+                Some((prefix, group)) => {
+                    for item in group.trim_end_matches('}').split(',') {
+                        names.push(format!("{prefix}::{}", item.trim()));
+                    }
+                }
+                None => names.push(span.to_string()),
+            }
+        }
+    }
+    names
+}
+
+fn ident(c: char) -> bool {
+    c.is_alphanumeric() || c == '_'
+}
+
+/// Whether `text` writes `name` where it is the removed item: as a whole word, not reached
+/// through another path (`burn_checkpoint_core::memory::mib` is live where `memory::mib` of a
+/// Burn crate is not), and for a live name only as a bare call.
+fn writes(text: &str, name: &str) -> bool {
+    let live = LIVE.iter().any(|(live, _)| *live == name);
+    text.match_indices(name).any(|(at, _)| {
+        let before = &text[..at];
+        let after = &text[at + name.len()..];
+        let whole = !before.ends_with(ident) && !after.starts_with(ident);
+        let through = before.ends_with("::") || before.ends_with('.');
+        let bare_call = after.starts_with('(');
+        whole && !through && (!live || bare_call)
+    })
+}
+
+/// What a user reads of a Rust file's line: its comment and its string literals.
+fn read_parts(line: &str) -> Vec<&str> {
+    let (code, comment) = match line.find("//") {
+        Some(at) => (&line[..at], Some(&line[at..])),
+        None => (line, None),
+    };
+    let mut parts: Vec<&str> = code.split('"').skip(1).step_by(2).collect();
+    parts.extend(comment);
+    parts
+}
+
+#[test]
+fn no_removed_name_is_written_where_users_read() {
+    let repository = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let table = repository.join("docs/burn-0.22.md");
+    let names = removed_names(&fs::read_to_string(&table).unwrap());
+    assert!(names.len() > 30, "the table was read: {names:?}");
+    let mut files = Vec::new();
+    files_ending(repository, ".md", &mut files);
+    files_ending(repository, ".rs", &mut files);
+    let mut found = Vec::new();
+    // This file names them to test the check.
+    files.retain(|file| !file.ends_with("tests/it/docs.rs"));
+    for file in files {
+        let text = fs::read_to_string(&file).unwrap();
+        let rust = file.extension().is_some_and(|e| e == "rs");
+        let mut in_table = false;
+        for (at, line) in text.lines().enumerate() {
+            if file == table {
+                // The table itself, and the text up to the next heading, name them on purpose.
+                if line.starts_with("### What replaced what") {
+                    in_table = true;
+                } else if line.starts_with('#') {
+                    in_table = false;
+                }
+                if in_table {
+                    continue;
+                }
+            }
+            let parts = if rust { read_parts(line) } else { vec![line] };
+            for name in &names {
+                if parts.iter().any(|part| writes(part, name)) {
+                    found.push(format!(
+                        "{}:{}: `{name}`: {}",
+                        file.strip_prefix(repository).unwrap().display(),
+                        at + 1,
+                        line.trim()
+                    ));
+                }
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "removed names (docs/burn-0.22.md, \"What replaced what\") still written:\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn the_drift_check_sees_what_it_looks_for() {
+    let names = removed_names(
+        "### What replaced what\n\n| removed | write instead |\n|---|---|\n\
+         | `checkpoint_named(n, f)` (0.21) | x |\n| `coverage::{reset, device_reads}` | y |\n\
+         | `enter()` | z |\n",
+    );
+    assert_eq!(
+        names,
+        [
+            "checkpoint_named",
+            "coverage::reset",
+            "coverage::device_reads",
+            "enter"
+        ]
+    );
+    assert!(writes("see `checkpoint_named`", "checkpoint_named"));
+    assert!(!writes("checkpoint_named_twice", "checkpoint_named"));
+    assert!(writes(
+        "counted in coverage::device_reads",
+        "coverage::device_reads"
+    ));
+    assert!(!writes("burn_checkpoint_core::memory::mib", "memory::mib"));
+    assert!(writes("call `enter()`", "enter"));
+    assert!(!writes("Region::new().enter()", "enter"));
+    assert!(!writes("the guard enter returns", "enter"));
+    assert_eq!(read_parts(r#"f("a b"); // c"#), ["a b", "// c"]);
+}

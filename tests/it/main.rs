@@ -1,0 +1,20 @@
+//! The library's tests, one binary (each file a module): regions against plain `Autodiff` op by
+//! op and block by block, policies, names, the recompute walk, threads, the docs' claims. The
+//! tests that measure the whole process are in `tests/memory/`; `tests/warning.rs` is a process
+//! of its own (its warning is once per process).
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod blocks;
+mod coverage;
+mod docs;
+mod flex;
+mod layers;
+mod names;
+mod ops;
+mod policies;
+mod regions;
+mod single_input;
+mod threads;
+mod walk;
