@@ -271,17 +271,22 @@ pub(crate) fn on_autodiff(module: &impl Module) -> bool {
 }
 
 /// Whether `module` holds a layer that draws random numbers in training: an enabled training
-/// flag (`Param<Flag>`) of any module but batch norm's, which is deterministic. Burn's dropout,
-/// Gaussian noise and randomized ReLU carry such a flag; a module of the user's that carries one
-/// counts too (a region seeds itself without need rather than recompute other masks).
+/// flag (`Param<Flag>`) of any module but batch norm's, which is deterministic, and but a dropout
+/// of probability 0 or a Gaussian noise of deviation 0, which draw nothing (burn-nn 0.22.1's
+/// `Dropout` and `GaussianNoise` return their input then). Burn's dropout, Gaussian noise and
+/// randomized ReLU carry such a flag; a module of the user's that carries one counts too (a
+/// region seeds itself without need rather than recompute other masks).
 pub(crate) fn stochastic(module: &impl Module) -> bool {
-    struct Stochastic {
+    struct Flags {
         /// The container types entered, innermost last (`Struct:Dropout` for a dropout's flag).
         containers: Vec<String>,
-        found: bool,
+        /// An enabled flag of a layer that always draws.
+        drawing: bool,
+        /// The dropouts and Gaussian noises met, in order: which, and whether enabled.
+        rated: Vec<(&'static str, bool)>,
     }
 
-    impl ModuleVisitor for Stochastic {
+    impl ModuleVisitor for Flags {
         fn enter_module(&mut self, _name: &str, container_type: &str) {
             self.containers.push(container_type.to_string());
         }
@@ -291,20 +296,86 @@ pub(crate) fn stochastic(module: &impl Module) -> bool {
         }
 
         fn visit_flag(&mut self, flag: &Param<Flag>) {
-            let deterministic = self
-                .containers
-                .last()
-                .is_some_and(|container| container == "Struct:BatchNorm");
-            self.found |= flag.is_enabled() && !deterministic;
+            let container = self.containers.last().map(String::as_str);
+            match RATED.iter().find(|layer| Some(layer.container) == container) {
+                Some(layer) => self.rated.push((layer.name, flag.is_enabled())),
+                None if container == Some("Struct:BatchNorm") => {}
+                None => self.drawing |= flag.is_enabled(),
+            }
         }
     }
 
-    let mut visitor = Stochastic {
+    let mut flags = Flags {
         containers: Vec::new(),
-        found: false,
+        drawing: false,
+        rated: Vec::new(),
     };
-    module.visit(&mut visitor);
-    visitor.found
+    module.visit(&mut flags);
+    if flags.drawing {
+        return true;
+    }
+    if !flags.rated.iter().any(|&(_, enabled)| enabled) {
+        return false;
+    }
+    // Burn's visitors see no constants: a module's `Debug` (derived, field by field in visit
+    // order, a parameter shown by its id) is the one public view of a dropout's probability.
+    // Every dropout and noise the visitor met must be found there, in the same order, or the rule
+    // cannot tell and the region is seeded.
+    let rates = rates(&format!("{module:?}"));
+    rates.len() != flags.rated.len()
+        || rates
+            .iter()
+            .zip(&flags.rated)
+            .any(|(&(name, rate), &(met, enabled))| name != met || (enabled && rate != 0.0))
+}
+
+/// A burn-nn layer whose draws depend on a rate: at a rate of 0 it returns its input.
+struct RatedLayer {
+    /// Its type's name, as `Debug` writes it.
+    name: &'static str,
+    /// Its container type, as Burn's visitors see it.
+    container: &'static str,
+    /// Its rate's field, the first `Debug` writes.
+    rate: &'static str,
+}
+
+const RATED: [RatedLayer; 2] = [
+    RatedLayer {
+        name: "Dropout",
+        container: "Struct:Dropout",
+        rate: "prob",
+    },
+    RatedLayer {
+        name: "GaussianNoise",
+        container: "Struct:GaussianNoise",
+        rate: "std",
+    },
+];
+
+/// Every dropout and Gaussian noise in a module's `Debug`, in order, with its rate (NaN where it
+/// does not parse: read as drawing).
+fn rates(debug: &str) -> Vec<(&'static str, f64)> {
+    let mut found: Vec<(usize, &'static str, f64)> = Vec::new();
+    for layer in &RATED {
+        let opening = format!("{} {{ {}: ", layer.name, layer.rate);
+        for (at, _) in debug.match_indices(&opening) {
+            // The type's name, not the end of another's (`MyDropout {`).
+            let after_a_name = debug[..at]
+                .chars()
+                .next_back()
+                .is_some_and(|c| c.is_alphanumeric() || c == '_');
+            if after_a_name {
+                continue;
+            }
+            let value = &debug[at + opening.len()..];
+            let rate = value[..value.find([',', ' ', '}']).unwrap_or(value.len())]
+                .parse::<f64>()
+                .unwrap_or(f64::NAN);
+            found.push((at, layer.name, rate));
+        }
+    }
+    found.sort_by_key(|&(at, _, _)| at);
+    found.into_iter().map(|(_, name, rate)| (name, rate)).collect()
 }
 
 /// A device's tensor `t` without autodiff tracking (same device, same checkpointing strategy):

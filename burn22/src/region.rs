@@ -134,7 +134,8 @@ impl Region {
     ///
     /// A region seeds itself without being asked when its module holds a layer that draws in
     /// training (Burn's `Dropout`, `GaussianNoise`, `RRelu`: an enabled training flag of any
-    /// module but `BatchNorm`). Ask for it when the body draws otherwise: a `Tensor::random` of
+    /// module but `BatchNorm`; a dropout of probability 0 or a noise of deviation 0 draws
+    /// nothing and seeds nothing). Ask for it when the body draws otherwise: a `Tensor::random` of
     /// its own, a dropout the closure captures. A region that should have been seeded is caught
     /// on its name's first instance on the thread, whose body runs a second time in forward (as
     /// its recompute will, [`is_recomputing`](Region::is_recomputing) true) and is compared with

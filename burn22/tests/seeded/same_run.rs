@@ -11,7 +11,9 @@
 use crate::common;
 
 use burn::module::{Module, ModuleMapper, ModuleVisitor, Param};
-use burn::nn::{Dropout, DropoutConfig, Linear, LinearConfig};
+use burn::nn::{
+    Dropout, DropoutConfig, GaussianNoise, GaussianNoiseConfig, Linear, LinearConfig,
+};
 use burn::tensor::activation::gelu;
 use burn::tensor::{Device, Distribution, Gradients, Tensor};
 use burn_checkpoint_22::planner::{Plan, Treatment};
@@ -531,6 +533,78 @@ fn a_dropout_inside_a_region_is_the_documented_exception_the_same_under_every_pl
             "{treatment}"
         );
     }
+}
+
+/// A block holding layers whose randomness is off: a dropout of probability 0 and a Gaussian
+/// noise of deviation 0 (burn-nn's defaults where a model is built "without dropout"), and a
+/// frozen dropout. None of them draws, so its region is not seeded.
+#[derive(Module, Debug)]
+struct QuietBlock {
+    block: Block,
+    no_dropout: Dropout,
+    no_noise: GaussianNoise,
+    frozen: Dropout,
+}
+
+impl QuietBlock {
+    fn forward(&self, x: Tensor<2>) -> Tensor<2> {
+        let x = self.no_dropout.forward(self.block.forward(x));
+        self.frozen.forward(self.no_noise.forward(x))
+    }
+}
+
+/// Three steps of a stack of [`QuietBlock`]s (drawn lazily) with a dropout after it, each block
+/// a region or not: the run a seeded region would change.
+fn train_quiet(device: &Device, regions: bool) -> Run {
+    device.seed(42);
+    let blocks: Vec<QuietBlock> = (0..3)
+        .map(|_| QuietBlock {
+            block: Block {
+                up: LinearConfig::new(WIDTH, 2 * WIDTH).init(device),
+                down: LinearConfig::new(2 * WIDTH, WIDTH).init(device),
+            },
+            no_dropout: DropoutConfig::new(0.0).init(),
+            no_noise: GaussianNoiseConfig::new(0.0).init(),
+            frozen: DropoutConfig::new(0.5).init().freeze(),
+        })
+        .collect();
+    let mut net = (blocks, DropoutConfig::new(0.25).init());
+    let mut losses = Vec::new();
+    for _ in 0..3 {
+        let mut x = Tensor::<2>::random([6, WIDTH], Distribution::Default, device);
+        for block in &net.0 {
+            x = match regions {
+                true => checkpoint(block, x, |block, x| block.forward(x)),
+                false => block.forward(x),
+            };
+        }
+        let loss = net.1.forward(x).powi_scalar(2).mean();
+        losses.push(loss.clone().into_scalar::<f32>().to_bits());
+        let grads = loss.backward();
+        net = sgd(net, &grads, 0.1);
+    }
+    let next_draw = Tensor::<1>::random([4], Distribution::Default, device)
+        .into_data()
+        .iter::<f32>()
+        .map(f32::to_bits)
+        .collect();
+    Run {
+        losses,
+        weights: weights(&net),
+        next_draw,
+    }
+}
+
+/// A region over layers whose randomness is off seeds nothing: lazily initialised parameters and
+/// the dropout after the regions draw what they draw without regions.
+#[test]
+fn a_zero_dropout_or_a_frozen_one_in_a_region_gives_the_plain_run() {
+    let _generator = common::generator();
+    let device = Device::flex().autodiff();
+    assert!(
+        train_quiet(&device, true) == train_quiet(&device, false),
+        "a region over a dropout of probability 0 changed the run"
+    );
 }
 
 /// The masks of a seeded region are right: the same as the plain program's when that program
