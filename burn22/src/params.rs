@@ -297,7 +297,10 @@ pub(crate) fn stochastic(module: &impl Module) -> bool {
 
         fn visit_flag(&mut self, flag: &Param<Flag>) {
             let container = self.containers.last().map(String::as_str);
-            match RATED.iter().find(|layer| Some(layer.container) == container) {
+            match RATED
+                .iter()
+                .find(|layer| Some(layer.container) == container)
+            {
                 Some(layer) => self.rated.push((layer.name, flag.is_enabled())),
                 None if container == Some("Struct:BatchNorm") => {}
                 None => self.drawing |= flag.is_enabled(),
@@ -375,7 +378,10 @@ fn rates(debug: &str) -> Vec<(&'static str, f64)> {
         }
     }
     found.sort_by_key(|&(at, _, _)| at);
-    found.into_iter().map(|(_, name, rate)| (name, rate)).collect()
+    found
+        .into_iter()
+        .map(|(_, name, rate)| (name, rate))
+        .collect()
 }
 
 /// A device's tensor `t` without autodiff tracking (same device, same checkpointing strategy):

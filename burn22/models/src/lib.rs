@@ -1,5 +1,6 @@
-//! DenseNet-BC and a GPT on Burn 0.22, and where their regions go ([`Cut`]): the models
-//! burn-checkpoint-22's benchmarks measure and its trainer (`burn22/train`) trains.
+//! DenseNet-BC, a GPT and a recurrent network (modern-lstm's) on Burn 0.22, and where their
+//! regions go ([`Cut`]): the models burn-checkpoint-22's benchmarks measure and its trainer
+//! (`burn22/train`) trains, and its tests compare.
 //!
 //! ```
 //! use burn::tensor::{Device, Tensor};
@@ -18,8 +19,10 @@ use burn::tensor::Tensor;
 
 pub mod densenet;
 pub mod gpt;
+pub mod lstm;
 
-/// Which of a model's units (DenseNet's dense layers, the GPT's blocks) are regions.
+/// Which of a model's units (DenseNet's dense layers, the GPT's blocks, the LSTM's cell calls)
+/// are regions (the LSTM's cell calls: every cut but [`Cut::None`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Cut {
     /// None: plain autodiff.

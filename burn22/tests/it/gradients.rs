@@ -297,3 +297,47 @@ fn gpt_blocks_as_regions_give_the_gradients_of_plain_autodiff() {
         "every block a region keeping its attention's projections by name"
     );
 }
+
+/// A recurrent model (Burn's modern-lstm: a layer-normalised LSTM cell, two layers, both
+/// directions), each cell call a region: the state passes from one region to the next, every
+/// region of a layer shares its cell's weights. The input's gradient is plain autodiff's bit for
+/// bit; a shared weight's is the sum of one term per region, which plain autodiff adds in the
+/// order its graph walk meets the ops using the weight, and regions in the order they run
+/// (latest step first): where the two orders differ (a weight used by an op whose depth does not
+/// grow with the step, `weight_ih` and `norm_x` of the first layer) the sums differ in their last
+/// bits (docs/burn-0.22.md, "Recurrent models").
+#[test]
+fn recurrent_cells_as_regions_give_the_gradients_of_plain_autodiff() {
+    use burn_checkpoint_22_models::lstm::LstmNetwork;
+    let device = device();
+    for (layers, bidirectional) in [(1, false), (2, true)] {
+        device.seed(5);
+        let model = initialised(LstmNetwork::new(
+            3,
+            8,
+            layers,
+            bidirectional,
+            0.0,
+            1,
+            &device,
+        ));
+        let x = LstmNetwork::sequences(4, 12, 3, &device).require_grad();
+        let grads = |cut| {
+            let loss = model.forward(x.clone(), cut).powf_scalar(2.0).mean();
+            let grads = loss.backward();
+            (param_grads(&model, &grads), grad_of(&x, &grads))
+        };
+        let (plain, plain_x) = grads(Cut::None);
+        let (regions, regions_x) = grads(Cut::Each);
+        let what = format!("{layers} layers, bidirectional {bidirectional}");
+        assert!(
+            plain_x.is_some() && plain_x == regions_x,
+            "{what}: the input"
+        );
+        assert_eq!(plain.len(), regions.len());
+        for (index, (plain, regions)) in plain.into_iter().zip(regions).enumerate() {
+            assert!(plain.is_some(), "{what}: parameter {index} has a gradient");
+            assert_close(plain, regions, &format!("{what}: parameter {index}"));
+        }
+    }
+}

@@ -11,9 +11,7 @@
 use crate::common;
 
 use burn::module::{Module, ModuleMapper, ModuleVisitor, Param};
-use burn::nn::{
-    Dropout, DropoutConfig, GaussianNoise, GaussianNoiseConfig, Linear, LinearConfig,
-};
+use burn::nn::{Dropout, DropoutConfig, GaussianNoise, GaussianNoiseConfig, Linear, LinearConfig};
 use burn::tensor::activation::gelu;
 use burn::tensor::{Device, Distribution, Gradients, Tensor};
 use burn_checkpoint_22::planner::{Plan, Treatment};
