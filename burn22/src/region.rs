@@ -642,8 +642,6 @@ where
     Region::new().run_fn(inputs, forward)
 }
 
-/// A kept seeded region's outputs: in backward, the generator is left as a recompute would
-/// leave it.
 /// Where a kept region's run is taken (passed on or made a node): the seeds its nested regions
 /// drew skipped, and the values of the parameters the run used, read from `module`.
 fn taking<M: Module>(module: &M, opened: &mut state::Opened, held: &Held) -> Vec<DispatchTensor> {
@@ -695,6 +693,8 @@ where
     }))
 }
 
+/// A kept seeded region's outputs: in backward, the generator is left as a recompute would
+/// leave it.
 fn reseeded_in_backward<O: RegionTensors>(outputs: O, seed: u64) -> O {
     let after = after_recompute(seed);
     each_tensor(outputs, |t| dispatch::reseed_in_backward(t, after))
