@@ -50,7 +50,7 @@ mod dispatch;
 mod region;
 mod sequential;
 
-pub use burn_checkpoint_22_macros::checkpoint;
+pub use burn_checkpoint_22_macros::{RegionTensors, checkpoint};
 pub use burn_checkpoint_core::{RegionId, RegionName, Segments};
 pub use policy::Policy;
 pub use region::{Region, checkpoint, checkpoint_fn};
@@ -79,5 +79,6 @@ pub const REGIONS_UNDER_DDP: bool = !cfg!(burn_backward_always_syncs);
 
 #[doc(hidden)]
 pub mod __private {
+    pub use burn::backend::DispatchTensor;
     pub use burn_checkpoint_core::method_region_name;
 }

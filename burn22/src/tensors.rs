@@ -1,13 +1,48 @@
-//! What a region takes and gives: float tensors, alone, in a `Vec` or in tuples.
+//! What a region takes and gives: float tensors, alone, in a `Vec`, in tuples, in burn-nn's
+//! state structs and in the user's own (`#[derive(RegionTensors)]`).
 
 use burn::backend::DispatchTensor;
+use burn::nn::attention::MhaOutput;
+use burn::nn::{LstmState, RnnState};
 use burn::tensor::Tensor;
 
 /// Tensors a checkpoint region takes as inputs or gives as outputs: a float [`Tensor`], an
-/// `Option` or a `Vec` of them, or a tuple of up to four of these.
+/// `Option` or a `Vec` of them, a tuple of up to four of these, burn-nn's recurrent and attention
+/// states ([`LstmState`], [`RnnState`], [`MhaOutput`]), and a struct of the user's whose fields
+/// are all of these (`#[derive(RegionTensors)]`).
 ///
 /// A region's inputs are what its gradient flows back to besides its module's parameters; its
 /// outputs are what the rest of the graph sees.
+///
+/// ```
+/// use burn::nn::{Linear, LinearConfig, LstmState};
+/// use burn::tensor::{Device, Tensor};
+/// use burn_checkpoint_22::{Region, RegionTensors};
+///
+/// /// A state of the model's own: crosses a region as its fields do.
+/// #[derive(RegionTensors)]
+/// struct Carry {
+///     state: LstmState<2>,
+///     memory: Option<Tensor<2>>,
+/// }
+///
+/// let device = Device::flex().autodiff();
+/// let cell: Linear = LinearConfig::new(8, 8).init(&device);
+/// let hidden = Tensor::<2>::ones([2, 8], &device).require_grad();
+/// let carry = Carry {
+///     state: LstmState::new(Tensor::zeros([2, 8], &device), hidden.clone()),
+///     memory: None,
+/// };
+/// let next = Region::named("step").run(&cell, carry, |cell, carry| {
+///     let hidden = cell.forward(carry.state.hidden).tanh();
+///     Carry {
+///         state: LstmState::new(carry.state.cell + hidden.clone(), hidden),
+///         memory: carry.memory,
+///     }
+/// });
+/// let grads = next.state.cell.sum().backward();
+/// assert!(hidden.grad(&grads).is_some());
+/// ```
 pub trait RegionTensors: Sized {
     /// How many tensors and in which arrangement, to rebuild the value from a flat list.
     type Layout: Clone + Send + Sync + 'static;
@@ -111,4 +146,31 @@ tuples! {
     (A 0, B 1)
     (A 0, B 1, C 2)
     (A 0, B 1, C 2, D 3)
+}
+
+/// burn-nn's state structs: their tensor fields, in declaration order.
+macro_rules! state_structs {
+    ($($state:ident $(<$dims:ident>)? { $($field:ident),+ })+) => {$(
+        impl$(<const $dims: usize>)? RegionTensors for $state$(<$dims>)? {
+            type Layout = ();
+
+            fn layout(&self) -> Self::Layout {}
+
+            fn flatten(self, out: &mut Vec<DispatchTensor>) {
+                $(RegionTensors::flatten(self.$field, out);)+
+            }
+
+            fn unflatten(_: &(), tensors: &mut impl Iterator<Item = DispatchTensor>) -> Self {
+                $state {
+                    $($field: RegionTensors::unflatten(&(), tensors),)+
+                }
+            }
+        }
+    )+};
+}
+
+state_structs! {
+    LstmState<D> { cell, hidden }
+    RnnState<D> { hidden }
+    MhaOutput { weights, context }
 }

@@ -1,17 +1,22 @@
-//! The `#[checkpoint]` attribute of `burn-checkpoint-22`: use it through that crate, which
-//! re-exports it.
+//! The `#[checkpoint]` attribute and `#[derive(RegionTensors)]` of `burn-checkpoint-22`: use
+//! them through that crate, which re-exports them.
 
 use proc_macro::TokenStream;
 use proc_macro2::{Ident, Span, TokenStream as TokenStream2, TokenTree};
 use quote::{ToTokens, quote};
 use syn::{FnArg, GenericArgument, ImplItemFn, PathArguments, ReturnType, Type};
 
+mod region_tensors;
+
 /// Makes a module's method a checkpoint region: `self` is the region's module, the method's
 /// float-tensor arguments are its inputs, and what it returns are its outputs.
 ///
 /// What the method may take:
-/// - inputs, which get their gradients: `Tensor<D>` (or `Tensor<D, Float>`), `&Tensor<D>`, and
-///   an `Option`, a `Vec` or a tuple of them (an optional bias, a list of features);
+/// - inputs, which get their gradients: `Tensor<D>` (or `Tensor<D, Float>`), `&Tensor<D>`,
+///   burn-nn's `LstmState`, `RnnState` and `MhaOutput`, an `Option`, a `Vec` or a tuple of them
+///   (an optional bias, a list of features), and an argument of a type deriving `RegionTensors`
+///   that `inputs(..)` names (the attribute reads types by name: it cannot tell a struct of
+///   tensors from a config otherwise);
 /// - captures, for everything else: a value (a config, an `Int` or `Bool` tensor, a mask, a
 ///   `usize`) is cloned for each run of the body; a reference `&T` or `Option<&T>` (a shared
 ///   `&RotaryEncoding`, a `&[usize]`) is captured as an owned clone (`ToOwned`: a Burn module's
@@ -35,8 +40,9 @@ use syn::{FnArg, GenericArgument, ImplItemFn, PathArguments, ReturnType, Type};
 /// `Policy::SaveComputeBound`), `offload`
 /// keeps its inputs in host memory until backward (`Region::offloaded`), `seeded` gives its body
 /// a seed of its own for random draws the region cannot see (`Region::seeded`: a
-/// `Tensor::random` in the body, a dropout captured by reference rather than held by `self`):
-/// `#[checkpoint(name = "attention", offload, seeded)]`.
+/// `Tensor::random` in the body, a dropout captured by reference rather than held by `self`),
+/// `inputs(state, ..)` makes those arguments inputs:
+/// `#[checkpoint(name = "attention", offload, seeded)]`, `#[checkpoint(inputs(carry))]`.
 ///
 /// ```ignore
 /// #[derive(Module, Debug)]
@@ -59,6 +65,34 @@ pub fn checkpoint(attr: TokenStream, item: TokenStream) -> TokenStream {
         .into()
 }
 
+/// Implements `RegionTensors` for a struct whose fields are region tensors (a `Tensor<D>`, an
+/// `Option`, a `Vec` or a tuple of them, or another struct deriving it), so that a state of the
+/// user's own crosses a region and a `#[checkpoint]` method takes and returns it. Its tensors
+/// are the fields', in field order; named and tuple fields, generic parameters.
+///
+/// Refused at compile time, with what to write instead: an enum, a union, a struct without
+/// fields. A field whose type is not a region tensor is the compiler's usual unmet bound
+/// (`Tensor<D, Int>`: capture it in the body instead).
+///
+/// ```ignore
+/// #[derive(RegionTensors)]
+/// struct State {
+///     hidden: Tensor<2>,
+///     cell: Tensor<2>,
+///     attention: Option<Tensor<3>>,
+/// }
+/// ```
+///
+/// (`ignore`: a proc-macro crate cannot run its own derive; `burn_checkpoint_22`'s docs and
+/// `tests/it/attribute.rs` run it.)
+#[proc_macro_derive(RegionTensors)]
+pub fn derive_region_tensors(item: TokenStream) -> TokenStream {
+    syn::parse::<syn::DeriveInput>(item)
+        .and_then(region_tensors::expand)
+        .unwrap_or_else(syn::Error::into_compile_error)
+        .into()
+}
+
 /// The attribute's arguments, each optional, in any order: `name = "..."`, `policy = <expr>`,
 /// `offload`, `seeded`.
 #[derive(Default)]
@@ -67,6 +101,9 @@ struct Args {
     policy: Option<syn::Expr>,
     offload: bool,
     seeded: bool,
+    /// Arguments of types the attribute cannot tell are tensors (a struct deriving
+    /// `RegionTensors`): inputs.
+    inputs: Vec<Ident>,
 }
 
 impl syn::parse::Parse for Args {
@@ -84,12 +121,19 @@ impl syn::parse::Parse for Args {
                 args.offload = true;
             } else if key == "seeded" && !args.seeded {
                 args.seeded = true;
+            } else if key == "inputs" && args.inputs.is_empty() {
+                let names;
+                syn::parenthesized!(names in input);
+                args.inputs = names
+                    .parse_terminated(<Ident as syn::parse::Parse>::parse, syn::Token![,])?
+                    .into_iter()
+                    .collect();
             } else {
                 return Err(syn::Error::new_spanned(
                     key,
-                    "#[checkpoint] takes `name = \"...\"`, `policy = <expression>`, `offload` \
-                     and `seeded`, each once, e.g. #[checkpoint(name = \"attention\", policy = \
-                     Policy::SaveComputeBound)] or #[checkpoint(offload)]",
+                    "#[checkpoint] takes `name = \"...\"`, `policy = <expression>`, `offload`, \
+                     `seeded` and `inputs(argument, ..)`, each once, e.g. #[checkpoint(name = \
+                     \"attention\", policy = Policy::SaveComputeBound)] or #[checkpoint(offload)]",
                 ));
             }
             if !input.is_empty() {
@@ -123,6 +167,7 @@ fn expand(attr: TokenStream2, item: TokenStream2) -> syn::Result<TokenStream2> {
         policy,
         offload,
         seeded,
+        inputs: named_inputs,
     } = syn::parse2(attr)?;
     let mut method: ImplItemFn = syn::parse2(item)?;
     let signature = &method.sig;
@@ -168,14 +213,23 @@ fn expand(attr: TokenStream2, item: TokenStream2) -> syn::Result<TokenStream2> {
     // pattern (`x`, `mut x`, `(a, b)`) to it.
     let (mut inputs, mut input_patterns, mut input_types) = (Vec::new(), Vec::new(), Vec::new());
     let (mut before, mut inside) = (Vec::new(), Vec::new());
+    let mut argument_names = Vec::new();
     for (index, argument) in method.sig.inputs.iter_mut().skip(1).enumerate() {
         let FnArg::Typed(typed) = argument else {
             unreachable!("only the first argument can be a receiver")
         };
+        if let syn::Pat::Ident(binding) = typed.pat.as_ref() {
+            argument_names.push(binding.ident.clone());
+        }
         let name = Ident::new(&format!("__checkpoint_arg{index}"), Span::call_site());
+        let named_input = match typed.pat.as_ref() {
+            syn::Pat::Ident(binding) => named_inputs.contains(&binding.ident),
+            _ => false,
+        };
         let pattern = std::mem::replace(typed.pat.as_mut(), syn::parse_quote!(#name));
         let ty = typed.ty.as_ref();
-        match pass(ty)? {
+        let pass = if named_input { Pass::Input } else { pass(ty)? };
+        match pass {
             Pass::Input => {
                 inputs.push(quote!(#name));
                 input_patterns.push(quote!(#pattern));
@@ -217,6 +271,19 @@ fn expand(attr: TokenStream2, item: TokenStream2) -> syn::Result<TokenStream2> {
                 inside.push(quote!(let #pattern = ::core::clone::Clone::clone(&#name);));
             }
         }
+    }
+    if let Some(unknown) = named_inputs
+        .iter()
+        .find(|name| !argument_names.contains(name))
+    {
+        return Err(syn::Error::new_spanned(
+            unknown,
+            format!(
+                "#[checkpoint(inputs(..))] names the method's arguments that are region tensors \
+                 of a type the attribute cannot tell by its name (a struct deriving \
+                 RegionTensors); the method has no argument `{unknown}` bound to a plain name"
+            ),
+        ));
     }
     if inputs.is_empty() {
         return Err(syn::Error::new_spanned(
@@ -310,8 +377,9 @@ fn is_float_tensor(ty: &Type) -> bool {
     }
 }
 
-/// Whether a type is a region's tensors: a float `Tensor<D>` (or `Tensor<D, Float>`), or an
-/// `Option`, a `Vec` or a tuple of such types.
+/// Whether a type is a region's tensors by its name: a float `Tensor<D>` (or `Tensor<D,
+/// Float>`), burn-nn's `LstmState`, `RnnState` or `MhaOutput`, or an `Option`, a `Vec` or a tuple
+/// of such types. (A struct of the user's deriving `RegionTensors` is named in `inputs(..)`.)
 fn is_region_tensors(ty: &Type) -> bool {
     match ty {
         Type::Paren(inner) => is_region_tensors(&inner.elem),
@@ -323,6 +391,10 @@ fn is_region_tensors(ty: &Type) -> bool {
             let Some(last) = path.path.segments.last() else {
                 return false;
             };
+            // burn-nn's recurrent and attention states.
+            if ["LstmState", "RnnState", "MhaOutput"].contains(&last.ident.to_string().as_str()) {
+                return true;
+            }
             let PathArguments::AngleBracketed(arguments) = &last.arguments else {
                 return false;
             };

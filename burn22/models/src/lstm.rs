@@ -5,7 +5,8 @@
 
 use burn::module::Module;
 use burn::nn::{
-    Dropout, DropoutConfig, LayerNorm, LayerNormConfig, Linear, LinearConfig, Sigmoid, Tanh,
+    Dropout, DropoutConfig, LayerNorm, LayerNormConfig, Linear, LinearConfig, LstmState, Sigmoid,
+    Tanh,
 };
 use burn::tensor::{Device, Distribution, Tensor};
 use burn_checkpoint_22::Region;
@@ -41,10 +42,10 @@ impl LstmCell {
         }
     }
 
-    /// One step: `x` `[batch, input]`, the state `(hidden, cell)` `[batch, hidden]` each; the new
-    /// state.
-    pub fn forward(&self, x: Tensor<2>, state: (Tensor<2>, Tensor<2>)) -> (Tensor<2>, Tensor<2>) {
-        let (h_prev, c_prev) = state;
+    /// One step: `x` `[batch, input]`, the state's hidden and cell `[batch, hidden]` each; the
+    /// new state (burn-nn's `LstmState`, which crosses a region as its two tensors).
+    pub fn forward(&self, x: Tensor<2>, state: LstmState<2>) -> LstmState<2> {
+        let (h_prev, c_prev) = (state.hidden, state.cell);
         let gates = self.norm_x.forward(self.weight_ih.forward(x)) + self.weight_hh.forward(h_prev);
         let gates = gates.chunk(4, 1);
         let i = Sigmoid::new().forward(gates[0].clone());
@@ -53,7 +54,7 @@ impl LstmCell {
         let o = Sigmoid::new().forward(gates[3].clone());
         let c = self.norm_c.forward(f * c_prev + i * g);
         let h = self.norm_h.forward(o * Tanh::new().forward(c.clone()));
-        (self.dropout.forward(h), c)
+        LstmState::new(c, self.dropout.forward(h))
     }
 }
 
@@ -84,21 +85,21 @@ impl StackedLstm {
         let [batch, seq, _] = x.dims();
         let device = x.device();
         let hidden = self.layers[0].norm_h.gamma.lazy_shape()[0];
-        let zeros = || Tensor::<2>::zeros([batch, hidden], &device);
-        let mut states: Vec<_> = self.layers.iter().map(|_| (zeros(), zeros())).collect();
+        let zeros = || LstmState::initial([batch, hidden], &device);
+        let mut states: Vec<_> = self.layers.iter().map(|_| zeros()).collect();
         let cell = Region::named("lstm.cell");
         let mut outputs = Vec::with_capacity(seq);
         for t in 0..seq {
             let mut input = x.clone().slice([0..batch, t..t + 1]).squeeze_dim::<2>(1);
             for (layer, state) in self.layers.iter().zip(&mut states) {
-                let previous = std::mem::replace(state, (zeros(), zeros()));
+                let previous = std::mem::replace(state, zeros());
                 *state = match cut {
                     Cut::None => layer.forward(input, previous),
                     _ => cell.run(layer, (input, previous), |layer, (input, state)| {
                         layer.forward(input, state)
                     }),
                 };
-                input = state.0.clone();
+                input = state.hidden.clone();
             }
             outputs.push(input);
         }
