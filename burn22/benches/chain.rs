@@ -6,12 +6,18 @@
 //! (`x * a + b` on 16 values, no module) and `linear` (one 16×16 `Linear` shared by every region,
 //! then `tanh`). Each line gives µs per chain element (per region, or per body without regions),
 //! the median of `--repeats` runs, plain and regions measured alternately in one process.
+//!
+//! Then a recurrent model whose regions pass their state on (modern-lstm's network,
+//! `burn22/models/src/lstm.rs`: two layers, both directions, a region per cell call): a step's
+//! forward and backward, plain and with regions, `--lstm` sets its sizes.
 
 use std::time::{Duration, Instant};
 
 use burn::nn::{Linear, LinearConfig};
 use burn::tensor::{Device, Tensor};
 use burn_checkpoint_22::{Region, checkpoint_fn};
+use burn_checkpoint_22_models::lstm::LstmNetwork;
+use burn_checkpoint_22_models::{Cut, initialised};
 use clap::{Parser, ValueEnum};
 
 #[derive(Parser, Debug)]
@@ -26,6 +32,9 @@ struct Args {
     /// Runs of each (method, length, body); the median is reported.
     #[arg(long, default_value_t = 3)]
     repeats: usize,
+    /// The recurrent model: sequence length, batch, hidden units, layers (both directions).
+    #[arg(long, value_delimiter = ',', default_value = "48,32,64,2")]
+    lstm: Vec<usize>,
     /// Passed by `cargo bench`.
     #[arg(long, hide = true)]
     bench: bool,
@@ -64,6 +73,14 @@ fn chain(length: usize, body: Body, regions: bool, linear: &Linear) -> (Duration
     (forward, backward)
 }
 
+/// One step of the recurrent model: forward and loss, then backward.
+fn recurrent_step(model: &LstmNetwork, x: &Tensor<3>, cut: Cut) -> Duration {
+    let clock = Instant::now();
+    let loss = model.forward(x.clone(), cut).powf_scalar(2.0).mean();
+    drop(loss.backward());
+    clock.elapsed()
+}
+
 fn median(mut samples: Vec<Duration>) -> Duration {
     samples.sort();
     samples[samples.len() / 2]
@@ -99,4 +116,33 @@ fn main() {
             );
         }
     }
+    let [seq, batch, hidden, layers] = args.lstm[..] else {
+        panic!("--lstm takes four numbers: sequence length, batch, hidden units, layers");
+    };
+    device.seed(2);
+    let model = initialised(LstmNetwork::new(1, hidden, layers, true, 0.0, 1, &device));
+    let x = LstmNetwork::sequences(batch, seq, 1, &device);
+    let (mut plain, mut regions) = (Vec::new(), Vec::new());
+    for round in 0..=args.repeats {
+        let (p, r) = (
+            recurrent_step(&model, &x, Cut::None),
+            recurrent_step(&model, &x, Cut::Each),
+        );
+        // The first round warms up.
+        if round > 0 {
+            plain.push(p);
+            regions.push(r);
+        }
+    }
+    let (plain, regions) = (median(plain), median(regions));
+    println!();
+    println!("| Recurrent model | Plain step | Regions step | × plain |");
+    println!("|---|---|---|---|");
+    println!(
+        "| modern-lstm, seq {seq}, batch {batch}, hidden {hidden}, {layers} layers both ways ({} regions) | {:.1} ms | {:.1} ms | {:.2} |",
+        seq * layers * 2,
+        plain.as_secs_f64() * 1e3,
+        regions.as_secs_f64() * 1e3,
+        regions.as_secs_f64() / plain.as_secs_f64()
+    );
 }
