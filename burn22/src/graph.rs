@@ -48,7 +48,7 @@ use burn_checkpoint_core::memory::recording;
 use crate::body::{Body, from_dispatch, to_dispatch};
 use crate::offload::Stored;
 use crate::produced;
-use crate::state::{self, Held};
+use crate::state::{self, KeptRun};
 
 /// What the region node keeps besides its body: how many of its first tensors (its inputs) go
 /// to host memory, its slot in the step's memory report, and the seeds its recompute replays.
@@ -64,7 +64,7 @@ pub(crate) struct NodeSpec {
     /// Burn's Balanced checkpointing then recomputes its output where backward needs it.
     pub(crate) memory_bound: bool,
     /// The runs of the regions its forward kept by name, in order: its recompute takes them.
-    pub(crate) held: Vec<Held>,
+    pub(crate) kept: Vec<KeptRun>,
     /// For the node of a region kept by name: its run, which its backward differentiates (the
     /// body is not run again).
     pub(crate) run: Option<Rerun>,
@@ -239,7 +239,7 @@ struct RegionState<B: Backend> {
     /// (else the body would run a third time), or a region kept by name's, made in forward.
     rematerialised: Arc<Mutex<Option<Rerun>>>,
     /// The runs of the regions its forward kept by name: each recompute takes them.
-    held: Arc<[Held]>,
+    kept: Arc<[KeptRun]>,
 }
 
 /// A body run on fresh autodiff leaves: the leaves and the outputs, as dispatch tensors.
@@ -262,7 +262,7 @@ impl<B: Backend> Clone for RegionState<B> {
             output_stash: self.output_stash.clone(),
             _produced: self._produced.clone(),
             rematerialised: self.rematerialised.clone(),
-            held: self.held.clone(),
+            kept: self.kept.clone(),
         }
     }
 }
@@ -447,7 +447,7 @@ where
         .cloned()
         .map(to_dispatch::<Ad<B, C>>)
         .collect();
-    let outputs = state::recomputing(&state.nested_seeds, &state.held, || (state.body.0)(inputs));
+    let outputs = state::recomputing(&state.nested_seeds, &state.kept, || (state.body.0)(inputs));
     check_recompute(&state.outputs, &outputs);
     (leaves, outputs)
 }
@@ -601,7 +601,7 @@ where
         output_stash: output_stash.clone(),
         _produced: None,
         rematerialised: Arc::new(Mutex::new(spec.run)),
-        held: spec.held.into(),
+        kept: spec.kept.into(),
     };
     let guard = joined.node();
     let node_output = if several {

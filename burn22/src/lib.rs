@@ -46,7 +46,8 @@ mod state;
 mod graph;
 // Routing a region to the backend its tensors live on.
 mod dispatch;
-// The public face and what is built on it.
+// A region's forward (the engine), then the public face and what is built on it.
+mod forward;
 mod region;
 mod sequential;
 
