@@ -15,7 +15,7 @@
 //! use burn::backend::{Autodiff, NdArray};
 //! use burn::tensor::{Tensor, activation::relu};
 //! use burn_checkpoint::memory::{CountingAllocator, Meter};
-//! use burn_checkpoint::planner::{Profile, TREATMENTS};
+//! use burn_checkpoint::planner::{Profile, Treatment};
 //! use burn_checkpoint::{Checkpointed, Region};
 //!
 //! #[global_allocator]
@@ -32,7 +32,7 @@
 //!     }
 //!     let _ = h.sum().backward();
 //! };
-//! let profile = Profile::measure(Meter::Host, TREATMENTS, step).unwrap();
+//! let profile = Profile::measure(Meter::Host, &Treatment::ALL, step).unwrap();
 //! let (floor, roof) = (profile.smallest_peak(), profile.largest_peak());
 //! let plan = profile.plan((floor + roof) / 2).unwrap();
 //! assert!(plan.predicted_peak_bytes <= (floor + roof) / 2);
@@ -46,7 +46,7 @@
 //! use burn::backend::{Autodiff, NdArray};
 //! use burn::tensor::{Tensor, activation::relu};
 //! use burn_checkpoint::memory::{CountingAllocator, Meter};
-//! use burn_checkpoint::planner::{Profile, TREATMENTS};
+//! use burn_checkpoint::planner::{Profile, Treatment};
 //! use burn_checkpoint::{Checkpointed, Region};
 //!
 //! #[global_allocator]
@@ -64,7 +64,7 @@
 //!     let _ = h.sum().backward();
 //!     Ok::<(), std::convert::Infallible>(())
 //! };
-//! let profile = Profile::try_measure(Meter::Host, TREATMENTS, &mut step).unwrap();
+//! let profile = Profile::try_measure(Meter::Host, &Treatment::ALL, &mut step).unwrap();
 //! let budget = (profile.smallest_peak() + profile.largest_peak()) / 2;
 //! let fitted = profile.fit(Meter::Host, budget, step).unwrap();
 //! assert!(fitted.measured_peak_bytes <= budget);
@@ -105,19 +105,3 @@ pub use burn_checkpoint_core::Treatment;
 pub use burn_checkpoint_core::planner::{
     FitError, Fitted, Plan, PlanError, Profile, ProfileError, TreatedStep,
 };
-
-/// The treatments this crate's regions can run, for [`Profile::measure`]: keep, keep the
-/// compute-bound outputs, recompute everything, offload (profiled only with a device's meter).
-///
-/// ```
-/// use burn_checkpoint::planner::{TREATMENTS, Treatment};
-///
-/// assert_eq!(TREATMENTS[0], Treatment::Keep);
-/// assert!(TREATMENTS.contains(&Treatment::SaveComputeBound));
-/// ```
-pub const TREATMENTS: &[Treatment] = &[
-    Treatment::Keep,
-    Treatment::SaveComputeBound,
-    Treatment::RecomputeAll,
-    Treatment::Offload,
-];

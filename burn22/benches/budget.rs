@@ -22,7 +22,7 @@ use bench_kit_core::gpt::GptShape;
 use bench_kit_core::sweep::{self, Hand, StepFn};
 use burn::tensor::{Device, Int, Tensor, TensorData};
 use burn_checkpoint_22::memory::{CountingAllocator, Meter};
-use burn_checkpoint_22::planner::{TREATMENTS, Treatment};
+use burn_checkpoint_22::planner::Treatment;
 use burn_checkpoint_22_models::initialised;
 use burn_checkpoint_22_models::{Cut, densenet, gpt};
 use clap::{Parser, ValueEnum};
@@ -203,7 +203,7 @@ fn main() {
             treatments: if args.two_treatments {
                 &[Treatment::Keep, Treatment::RecomputeAll]
             } else {
-                TREATMENTS
+                &Treatment::ALL
             },
         },
         &out,

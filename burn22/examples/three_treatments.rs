@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use burn::tensor::{Device, Tensor};
 use burn_checkpoint_22::memory::{CountingAllocator, Meter};
-use burn_checkpoint_22::planner::{Plan, Profile, TREATMENTS, Treatment};
+use burn_checkpoint_22::planner::{Plan, Profile, Treatment};
 use burn_checkpoint_22_models::{Cut, densenet, initialised};
 use burn_checkpoint_core::memory::mib;
 
@@ -56,7 +56,7 @@ fn main() {
         (meter.finish().in_use, time)
     };
 
-    let three = Profile::measure(Meter::Host, TREATMENTS, &mut || step()).expect("a profile");
+    let three = Profile::measure(Meter::Host, &Treatment::ALL, &mut || step()).expect("a profile");
     let mut two = three.clone();
     two.steps
         .retain(|step| step.treatment != Treatment::SaveComputeBound);

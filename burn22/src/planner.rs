@@ -13,7 +13,7 @@
 //! use burn::tensor::{Device, Tensor};
 //! use burn_checkpoint_22::Region;
 //! use burn_checkpoint_22::memory::{CountingAllocator, Meter};
-//! use burn_checkpoint_22::planner::{Plan, Profile, TREATMENTS};
+//! use burn_checkpoint_22::planner::{Plan, Profile, Treatment};
 //!
 //! #[global_allocator]
 //! static ALLOCATOR: CountingAllocator = CountingAllocator;
@@ -31,7 +31,7 @@
 //!     let _grads = h.sum().backward();
 //!     Ok::<(), std::convert::Infallible>(())
 //! };
-//! let profile = Profile::try_measure(Meter::Host, TREATMENTS, &mut step).unwrap();
+//! let profile = Profile::try_measure(Meter::Host, &Treatment::ALL, &mut step).unwrap();
 //! let budget = (profile.smallest_peak() + profile.largest_peak()) / 2;
 //! let fitted = profile.fit(Meter::Host, budget, &mut step).unwrap();
 //! assert!(fitted.measured_peak_bytes <= budget);
@@ -46,20 +46,3 @@ pub use burn_checkpoint_core::Treatment;
 pub use burn_checkpoint_core::planner::{
     FitError, Fitted, Plan, PlanError, Profile, ProfileError, TreatedStep,
 };
-
-/// The treatments this crate's regions can run, for [`Profile::measure`]: keep, keep the
-/// compute-bound outputs (the body under Burn's Balanced checkpointing,
-/// [`Policy::SaveComputeBound`](crate::Policy::SaveComputeBound)), recompute the whole body,
-/// offload (profiled only with a device's meter). The same list as the crate for Burn 0.21's.
-///
-/// ```
-/// use burn_checkpoint_22::planner::{TREATMENTS, Treatment};
-///
-/// assert_eq!(TREATMENTS, Treatment::ALL);
-/// ```
-pub const TREATMENTS: &[Treatment] = &[
-    Treatment::Keep,
-    Treatment::SaveComputeBound,
-    Treatment::RecomputeAll,
-    Treatment::Offload,
-];

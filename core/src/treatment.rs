@@ -28,7 +28,7 @@ pub enum Treatment {
 impl Treatment {
     /// Every treatment, from the one that holds most to the one that holds least (on a device).
     /// Which of them a profile measures is its caller's choice (the treatments given to
-    /// [`Profile::measure`](crate::planner::Profile::measure); each crate's `planner::TREATMENTS`).
+    /// [`Profile::measure`](crate::planner::Profile::measure): both crates' regions run all four).
     pub const ALL: [Treatment; 4] = [
         Treatment::Keep,
         Treatment::SaveComputeBound,

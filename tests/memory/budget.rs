@@ -12,7 +12,7 @@ use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::{Tensor, TensorData};
 use burn_checkpoint::Region;
 use burn_checkpoint::memory::{Meter, StepReport};
-use burn_checkpoint::planner::{Plan, PlanError, Profile, TREATMENTS, Treatment};
+use burn_checkpoint::planner::{Plan, PlanError, Profile, Treatment};
 use burn_checkpoint_core::memory::mib;
 use common::{Ckpt, Plain, assert_values_bitwise, data, values};
 
@@ -75,7 +75,7 @@ fn gradients<B: AutodiffBackend>(model: &Model<B>) -> Vec<Vec<f32>> {
 fn profile(model: &Model<Ckpt>) -> Profile {
     // Warm-up: thread pools and caches allocate once.
     gradients(model);
-    Profile::measure(Meter::Host, TREATMENTS, || {
+    Profile::measure(Meter::Host, &Treatment::ALL, || {
         gradients(model);
     })
     .unwrap()

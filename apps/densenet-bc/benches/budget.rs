@@ -24,7 +24,7 @@ use burn::tensor::backend::Backend;
 use burn::tensor::{Distribution, Int, Tensor, TensorData};
 use burn_checkpoint::Checkpointed;
 use burn_checkpoint::memory::{CountingAllocator, Meter};
-use burn_checkpoint::planner::TREATMENTS;
+use burn_checkpoint::planner::Treatment;
 use densenet_bc::{DenseNet, DenseNetConfig, Method};
 
 use bench_kit::sweep;
@@ -136,7 +136,7 @@ fn main() {
     args.sweep.run(
         sweep::Measured {
             meter: Meter::Host,
-            treatments: TREATMENTS,
+            treatments: &Treatment::ALL,
         },
         &out,
         &title,

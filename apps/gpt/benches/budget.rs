@@ -23,7 +23,7 @@ use burn::tensor::backend::Backend;
 use burn::tensor::{Int, Tensor, TensorData};
 use burn_checkpoint::Checkpointed;
 use burn_checkpoint::memory::{CountingAllocator, Meter};
-use burn_checkpoint::planner::TREATMENTS;
+use burn_checkpoint::planner::Treatment;
 use gpt::{Cut, Gpt, Method};
 
 use bench_kit::gpt::GptShape;
@@ -111,7 +111,7 @@ fn main() {
     args.sweep.run(
         sweep::Measured {
             meter: Meter::Host,
-            treatments: TREATMENTS,
+            treatments: &Treatment::ALL,
         },
         &out,
         &title,

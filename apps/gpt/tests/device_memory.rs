@@ -25,8 +25,8 @@ use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::{Distribution, Int, Tensor};
 use burn_checkpoint::Checkpointed;
 use burn_checkpoint::memory::{Measure, MemoryMeter, Meter};
+use burn_checkpoint::planner::Profile;
 use burn_checkpoint::planner::Treatment;
-use burn_checkpoint::planner::{Profile, TREATMENTS};
 use burn_checkpoint_core::memory::mib;
 use gpt::{Cut, Gpt, GptConfig};
 use serde::{Deserialize, Serialize};
@@ -189,7 +189,7 @@ fn planner() -> (Sweep, Fit) {
     let swept = sweep::run_checking(
         Measured {
             meter: meter.clone(),
-            treatments: TREATMENTS,
+            treatments: &Treatment::ALL,
         },
         "a GPT on wgpu",
         2,

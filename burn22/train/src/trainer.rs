@@ -27,7 +27,7 @@ use burn::train::{
     ExecutionStrategy, Learner, MultiDeviceOptim, SupervisedTraining, TrainingStrategy,
 };
 use burn_checkpoint_22::memory::Meter;
-use burn_checkpoint_22::planner::{Plan, Profile, TREATMENTS};
+use burn_checkpoint_22::planner::{Plan, Profile, Treatment};
 use burn_checkpoint_22_models::densenet::DenseNet;
 use burn_checkpoint_22_models::gpt::Gpt;
 use burn_checkpoint_22_models::{Cut, initialised};
@@ -470,7 +470,7 @@ impl Options {
             drop(output.loss.backward());
             Ok::<(), Infallible>(())
         };
-        let profile = Profile::try_measure(meter.clone(), TREATMENTS, &mut step)
+        let profile = Profile::try_measure(meter.clone(), &Treatment::ALL, &mut step)
             .context("profiling a step")?;
         if self.memory_report {
             println!("{profile}");

@@ -63,8 +63,8 @@ pub enum ProfileError<E> {
 }
 
 impl Profile {
-    /// Runs `step` once per treatment in `treatments` (the region machinery's: each Burn crate's
-    /// `planner::TREATMENTS`), with every top-level region run that way, measured with `meter`.
+    /// Runs `step` once per treatment in `treatments` (both Burn crates' regions run
+    /// [`Treatment::ALL`]), with every top-level region run that way, measured with `meter`.
     /// [`Treatment::Keep`] runs first, whether listed or not; [`Treatment::Offload`] runs only
     /// where the meter's bytes are a device's (it reports [`reserved`](MemoryMeter::reserved)
     /// bytes): on the host a host copy is as many bytes as what it replaces. The steps train the

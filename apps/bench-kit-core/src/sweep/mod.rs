@@ -218,7 +218,7 @@ impl Samples {
 }
 
 /// What a sweep measures with: the meter, and the treatments the Burn crate's regions can run
-/// (its `planner::TREATMENTS`).
+/// (`Treatment::ALL`).
 pub struct Measured<'a, D> {
     /// Every profile, check and point is read with it.
     pub meter: Meter<D>,

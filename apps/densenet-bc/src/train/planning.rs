@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, bail};
 use burn::tensor::TensorData;
 use burn_checkpoint::memory::Meter;
-use burn_checkpoint::planner::{Fitted, Plan, Profile, TREATMENTS};
+use burn_checkpoint::planner::{Fitted, Plan, Profile, Treatment};
 use burn_checkpoint_core::memory::mib;
 
 use super::options::TrainOptions;
@@ -255,7 +255,7 @@ impl Scratch {
         // A first step warms up thread pools and caches, which allocate once.
         self.runner.step(&batch)?;
         let runner = &mut self.runner;
-        let profile = Profile::try_measure(self.meter.clone(), TREATMENTS, || {
+        let profile = Profile::try_measure(self.meter.clone(), &Treatment::ALL, || {
             runner.step(&batch).map_err(StepFailed)
         })?;
         // The warm-up and one step per treatment profiled.
