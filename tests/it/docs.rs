@@ -1,6 +1,7 @@
 //! The Markdown and the doc comments against the code: every Rust block in the docs is compiled
-//! or says why not, and no name the crates removed is still written anywhere a user reads
-//! (docs, doc comments, strings such as the op notes `coverage::ops()` returns).
+//! or says why not, the docs give reasons rather than issue numbers, and no name the crates
+//! removed is still written anywhere a user reads (docs, doc comments, strings such as the op
+//! notes `coverage::ops()` returns).
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -60,6 +61,36 @@ fn every_rust_block_of_the_docs_is_compiled_or_says_why_not() {
         }
     }
     assert!(wrong.is_empty(), "{wrong:#?}");
+}
+
+/// The docs give reasons, not issue numbers: their reader was not there, and "issue 45" says
+/// nothing a sentence could not (a reference to another project's issue, `burn #4549`, names its
+/// project).
+#[test]
+fn the_docs_say_reasons_not_issue_numbers() {
+    let repository = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    files_ending(repository, ".md", &mut files);
+    let mut wrong = Vec::new();
+    for file in files {
+        let text = fs::read_to_string(&file).unwrap();
+        for (at, line) in text.lines().enumerate() {
+            let lower = line.to_lowercase();
+            let numbered = lower.match_indices("issue").any(|(index, _)| {
+                let rest = lower[index + "issue".len()..].trim_start_matches('s');
+                let rest = rest.trim_start_matches(' ').trim_start_matches('#');
+                rest.starts_with(|c: char| c.is_ascii_digit())
+            });
+            if numbered {
+                wrong.push(format!(
+                    "{}:{}: {line}",
+                    file.strip_prefix(repository).unwrap().display(),
+                    at + 1
+                ));
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "say why instead:\n{}", wrong.join("\n"));
 }
 
 /// Names in the table's "removed" column that are still the name of something live, with
