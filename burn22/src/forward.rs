@@ -14,7 +14,7 @@ use burn_checkpoint_core::RegionName;
 use crate::body::Body;
 use crate::check;
 use crate::dispatch;
-use crate::graph::NodeSpec;
+use crate::graph::{NodeSpec, Rerun};
 use crate::params::{self, Used};
 use crate::policy::Policy;
 use crate::retag;
@@ -446,7 +446,10 @@ where
         nested_seeds: run.nested_seeds,
         memory_bound: false,
         kept: Vec::new(),
-        run: Some((run.leaves, run.outputs)),
+        run: Some(Rerun {
+            leaves: run.leaves,
+            outputs: run.outputs,
+        }),
     };
     let outputs = dispatch::run(tensors, outputs, body, spec);
     O::unflatten(&layout, &mut outputs.into_iter())

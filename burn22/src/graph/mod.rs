@@ -1,0 +1,196 @@
+//! A region in Burn's autodiff graph.
+//!
+//! The region's forward has run by the time its node is built (`forward.rs`: the body on
+//! untracked autodiff tensors: layers see a training device, nothing is recorded). The graph
+//! gets:
+//! - a *join* node whose parents are the region's tensors (inputs and parameters; beyond 32, a
+//!   chain of joins), so that every tensor keeps its place in Burn's traversal order and its count
+//!   of consumers (which Burn's data parallelism reads to know when a gradient is complete), and
+//!   gets its gradient's terms in plain autodiff's order;
+//! - the *region* node, child of the join (or, for a region over one tensor, of that tensor
+//!   itself), holding the body and the inner primitives of its tensors (a parameter's primitive
+//!   shares the parameter's buffer);
+//! - with several outputs, one *pick* node per output, child of the region node.
+//!
+//! Backward: the picks leave their gradients in the region's output stash; the region node runs
+//! the body again on fresh autodiff leaves, calls a nested backward that starts by giving each
+//! output its gradient (an output-gradient node per output, the same bits as Σ⟨out, grad⟩), and
+//! leaves each tensor's gradient in the input stash; each join hands its parents their gradients
+//! (and a region node whose parent is its one tensor hands it its gradient itself). An output the loss
+//! does not reach takes no part in the nested backward.
+//!
+//! Burn requires every parent a node lists to get a gradient registered (else the parent's own
+//! step panics, and under data parallelism its all-reduce waits forever). A tensor the body left
+//! without a gradient gets none when it is a plain leaf (as in plain autodiff), a one-element
+//! stand-in when another region made it (that region's node reads it as "no gradient",
+//! `produced.rs`), and zeros of its shape otherwise.
+
+use std::marker::PhantomData;
+use std::sync::{Arc, Mutex};
+
+use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
+use burn::backend::autodiff::ops::{Backward, OpsKind};
+use burn::backend::tensor::FloatTensor;
+use burn::backend::{
+    Autodiff, AutodiffBackend, Backend, DispatchKindConversion, DispatchTensor, TensorMetadata,
+};
+
+use crate::body::Body;
+use crate::offload::Stored;
+use crate::produced;
+use crate::state::KeptRun;
+
+mod join;
+mod nodes;
+
+use join::{Stash, TensorMeta, join_all, placeholder};
+use nodes::{Pick, RegionState, RegionStep, Rematerialise};
+pub(crate) use nodes::{Rerun, reseed_in_backward};
+
+/// What the region node keeps besides its body: how many of its first tensors (its inputs) go
+/// to host memory, its slot in the step's memory report, and the seeds its recompute replays.
+#[derive(Debug, Clone)]
+pub(crate) struct NodeSpec {
+    /// The region's inputs, offloaded; 0 keeps every tensor on the device.
+    pub(crate) offloaded_inputs: usize,
+    /// The top-level region's slot in the memory report being recorded, if any.
+    pub(crate) slot: Option<usize>,
+    /// The seeds the regions nested in this one drew in its forward, in order.
+    pub(crate) nested_seeds: Vec<u64>,
+    /// Whether the node is a memory-bound op (a region nested in a `SaveComputeBound` one):
+    /// Burn's Balanced checkpointing then recomputes its output where backward needs it.
+    pub(crate) memory_bound: bool,
+    /// The runs of the regions its forward kept by name, in order: its recompute takes them.
+    pub(crate) kept: Vec<KeptRun>,
+    /// For the node of a region kept by name: its run, which its backward differentiates (the
+    /// body is not run again).
+    pub(crate) run: Option<Rerun>,
+}
+
+/// A region on `Autodiff<B, C>` whose forward gave `outputs`: puts the region's nodes in the
+/// graph (see the module's documentation).
+pub(crate) fn autodiff_region<B: Backend, C: CheckpointStrategy>(
+    tensors: Vec<FloatTensor<Autodiff<B, C>>>,
+    outputs: Vec<FloatTensor<B>>,
+    body: Body,
+    spec: NodeSpec,
+) -> Vec<FloatTensor<Autodiff<B, C>>>
+where
+    DispatchTensor: DispatchKindConversion<Autodiff<B, C>>,
+{
+    let wanted: Vec<bool> = tensors.iter().map(|t| t.is_tracked()).collect();
+    let inner: Vec<FloatTensor<B>> = tensors.iter().map(|t| t.primitive().clone()).collect();
+    if !wanted.iter().any(|&w| w) {
+        return outputs
+            .into_iter()
+            .map(Autodiff::<B, C>::from_inner)
+            .collect();
+    }
+    let (device, dtype) = (inner[0].device(), inner[0].dtype());
+    let metas: Arc<Vec<TensorMeta>> = Arc::new(
+        tensors
+            .iter()
+            .map(|t| TensorMeta {
+                shape: t.shape(),
+                dtype: t.dtype(),
+                region_output: produced::is_region_output(t.id()),
+            })
+            .collect(),
+    );
+    let input_stash = Stash::<B>::new(tensors.len());
+    let (joined, parent) = join_all::<B, C>(tensors, &input_stash, &metas);
+    let several = outputs.len() > 1;
+    let output_stash = several.then(|| Stash::<B>::new(outputs.len()));
+    // The inputs' buffers leave the device (where nothing else holds them) once their copies
+    // are in host memory; parameters stay: they are the module's own buffers.
+    let stored = inner
+        .into_iter()
+        .enumerate()
+        .map(|(index, tensor)| {
+            if index < spec.offloaded_inputs {
+                Stored::to_host(tensor)
+            } else {
+                Stored::Device(tensor)
+            }
+        })
+        .collect();
+    let state = RegionState {
+        body,
+        nested_seeds: spec.nested_seeds.into(),
+        metas,
+        tensors: stored,
+        device: device.clone(),
+        dtype,
+        slot: spec.slot,
+        wanted,
+        input_stash,
+        parent,
+        outputs: outputs.iter().map(|o| (o.shape(), o.dtype())).collect(),
+        output_stash: output_stash.clone(),
+        _produced: None,
+        rematerialised: Arc::new(Mutex::new(spec.run)),
+        kept: spec.kept.into(),
+    };
+    let guard = joined.node();
+    let node_output = if several {
+        placeholder::<B>(&device, dtype)
+    } else {
+        outputs[0].clone()
+    };
+    // The mark (a region's output) lives as long as the node's state holds its token.
+    let token = Arc::new(());
+    let mut state = state;
+    state._produced = (!several).then(|| token.clone());
+    let prepared = RegionStep::<C>(PhantomData).prepare::<C>([guard]);
+    // A memory-bound node with several outputs would need its picks rematerialised too: it is
+    // kept as a compute-bound one.
+    let prepared = if spec.memory_bound && !several {
+        let retro = Rematerialise::<B, C> {
+            state: state.clone(),
+            strategy: PhantomData,
+        };
+        // The parent is checkpointed (a join's one-element placeholder, or the one tensor's own
+        // buffer, which the node holds anyway) so that Burn's recursion over what a
+        // rematerialisation needs stops there: the node holds its tensors itself.
+        prepared
+            .memory_bound()
+            .retro_forward(retro)
+            .parents([&joined])
+    } else {
+        prepared.compute_bound()
+    };
+    let region = match prepared.stateful() {
+        OpsKind::Tracked(prep) => prep.finish(state, node_output),
+        OpsKind::UnTracked(prep) => prep.finish(node_output),
+    };
+    drop(joined);
+    let Some(stash) = output_stash else {
+        produced::mark(region.id(), &token);
+        return vec![region];
+    };
+    outputs
+        .into_iter()
+        .enumerate()
+        .map(|(index, output)| {
+            let token = Arc::new(());
+            let state = (
+                stash.clone(),
+                index,
+                output.shape(),
+                device.clone(),
+                output.dtype(),
+                token.clone(),
+            );
+            let pick = match Pick
+                .prepare::<C>([region.node()])
+                .compute_bound()
+                .stateful()
+            {
+                OpsKind::Tracked(prep) => prep.finish(state, output),
+                OpsKind::UnTracked(prep) => prep.finish(output),
+            };
+            produced::mark(pick.id(), &token);
+            pick
+        })
+        .collect()
+}
