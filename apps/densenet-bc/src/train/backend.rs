@@ -1,5 +1,6 @@
-//! From a method's tape and a device list to a [`StepRunner`] on the matching backend type:
-//! the only place that names backend types.
+//! From a device list to the inner backend it names ([`on_devices`]), and from a method's tape
+//! and devices to a [`StepRunner`] on the matching backend type: the only place that names
+//! backend types.
 
 use burn::backend::Autodiff;
 use burn::backend::autodiff::checkpoint::strategy::BalancedCheckpointing;
@@ -10,7 +11,7 @@ use burn::optim::momentum::MomentumConfig;
 use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn_checkpoint::Checkpointed;
 
-use super::options::TrainOptions;
+use super::options::{DeviceSpec, TrainOptions};
 use super::parallel::Parallel;
 use super::runner::{SingleDevice, StepRunner};
 use super::save::SavedWeights;
@@ -28,6 +29,77 @@ pub struct Built {
     pub backend: String,
     /// The model's trainable parameters.
     pub parameters: usize,
+}
+
+/// Work to run on the inner backend a device list names: the training run.
+pub trait OnDevices {
+    /// What the work gives.
+    type Output;
+
+    /// Runs on `devices` of the inner backend `I`, whose memory `meter` reads.
+    fn on<I: Backend>(self, devices: Vec<I::Device>, meter: Meter) -> anyhow::Result<Self::Output>;
+}
+
+/// Runs `task` on the backend `specs` name (one kind: `parse_devices` refuses mixed lists): the
+/// CPU (Flex, host memory), CUDA or wgpu devices (their memory read through cubecl's counts). A
+/// backend this build lacks is an error that says which feature to build with.
+pub fn on_devices<T: OnDevices>(specs: &[DeviceSpec], task: T) -> anyhow::Result<T::Output> {
+    match specs[0] {
+        DeviceSpec::Cpu => on_cpu(specs.len(), task),
+        DeviceSpec::Cuda(_) => on_cuda(specs, task),
+        DeviceSpec::Wgpu(_) => on_wgpu(specs, task),
+    }
+}
+
+#[cfg(feature = "flex")]
+fn on_cpu<T: OnDevices>(count: usize, task: T) -> anyhow::Result<T::Output> {
+    let devices = vec![burn::backend::flex::FlexDevice; count];
+    task.on::<burn::backend::Flex>(devices, Meter::Host)
+}
+
+#[cfg(not(feature = "flex"))]
+fn on_cpu<T: OnDevices>(_: usize, _: T) -> anyhow::Result<T::Output> {
+    anyhow::bail!("this build has no CPU backend: build with the `flex` feature (on by default)")
+}
+
+#[cfg(feature = "cuda")]
+fn on_cuda<T: OnDevices>(specs: &[DeviceSpec], task: T) -> anyhow::Result<T::Output> {
+    use burn::backend::cuda::CudaDevice;
+    let devices: Vec<CudaDevice> = specs
+        .iter()
+        .map(|d| match d {
+            DeviceSpec::Cuda(index) => CudaDevice::new(*index),
+            _ => unreachable!("parse_devices refuses mixed lists"),
+        })
+        .collect();
+    let meter = Meter::device(devices[0].clone()).expect("cubecl counts CUDA bytes");
+    task.on::<burn::backend::Cuda>(devices, meter)
+}
+
+#[cfg(not(feature = "cuda"))]
+fn on_cuda<T: OnDevices>(_: &[DeviceSpec], _: T) -> anyhow::Result<T::Output> {
+    anyhow::bail!("this build has no CUDA backend: build with `--features cuda`")
+}
+
+/// Burn's wgpu backend with fusion and autotune, as Burn's default features give it.
+#[cfg(feature = "wgpu")]
+fn on_wgpu<T: OnDevices>(specs: &[DeviceSpec], task: T) -> anyhow::Result<T::Output> {
+    use burn::backend::wgpu::WgpuDevice;
+    let devices: Vec<WgpuDevice> = specs
+        .iter()
+        .map(|d| match d {
+            DeviceSpec::Wgpu(None) => WgpuDevice::DefaultDevice,
+            DeviceSpec::Wgpu(Some(index)) => WgpuDevice::DiscreteGpu(*index),
+            _ => unreachable!("parse_devices refuses mixed lists"),
+        })
+        .collect();
+    let meter = Meter::device(devices[0].clone()).expect("cubecl counts wgpu bytes");
+    task.on::<burn::backend::Wgpu>(devices, meter)
+}
+
+#[cfg(not(feature = "wgpu"))]
+fn on_wgpu<T: OnDevices>(_: &[DeviceSpec], _: T) -> anyhow::Result<T::Output> {
+    anyhow::bail!("this build has no wgpu backend: build with `--features wgpu`")
 }
 
 /// The reference's optimizer: SGD with Nesterov momentum (no dampening, as PyTorch's) and L2

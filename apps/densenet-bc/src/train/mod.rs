@@ -2,6 +2,7 @@
 //! runner, memory measurement, save/resume and the report.
 
 pub mod backend;
+mod epoch;
 pub mod options;
 pub mod out_of_memory;
 pub mod outputs;

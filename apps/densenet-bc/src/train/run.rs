@@ -3,29 +3,26 @@
 
 use std::io::Write;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::{Context, bail};
 use burn::data::dataloader::{DataLoader, DataLoaderBuilder};
 use burn::data::dataset::transform::{PartialDataset, ShuffledDataset};
 use burn::tensor::backend::Backend;
 
-use super::backend;
-use super::options::{DeviceSpec, TrainOptions, parse_devices};
+use super::backend::{self, OnDevices};
+use super::epoch::{EpochPlan, StepLog, watched};
+use super::options::{TrainOptions, parse_devices};
 use super::out_of_memory::RanOutOfMemory;
 use super::outputs::{ReportFile, SaveDir};
 use super::planning;
 use super::progress::{self, Console};
-use super::report::{EpochReport, Report};
-use super::runner::StepRunner;
+use super::report::Report;
 use super::save::{self, RunSettings, STATE_FILE, SavedState, SavedWeights};
 use crate::DenseNetConfig;
-use crate::data::{self, Augmented, HostBatch, ImageBatcher, ImageDataset, Images, Splits};
+use crate::data::{self, HostBatch, ImageBatcher, ImageDataset, Images, Splits};
 use crate::seeds::{Purpose, derive};
-use burn_checkpoint::memory::{MemoryMeter, Meter, OutOfMemory, StepReport};
-
-/// Padding of CIFAR's random crops.
-const CROP_PADDING: usize = 4;
+use burn_checkpoint::memory::Meter;
 
 /// Trains as `options` say, printing each epoch's line and at the end the table to `out`, and
 /// returns the report (also written to `--report`).
@@ -62,10 +59,20 @@ pub fn run(options: &TrainOptions, out: &mut dyn Write) -> anyhow::Result<Report
         console: Console::new(out),
         started,
     };
-    match devices[0] {
-        DeviceSpec::Cpu => on_cpu(options, devices.len(), outputs),
-        DeviceSpec::Cuda(_) => on_cuda(options, &devices, outputs),
-        DeviceSpec::Wgpu(_) => on_wgpu(options, &devices, outputs),
+    backend::on_devices(&devices, RunOn { options, outputs })
+}
+
+/// The training run, once the devices' backend is known.
+struct RunOn<'a, 'o> {
+    options: &'a TrainOptions,
+    outputs: Outputs<'o>,
+}
+
+impl OnDevices for RunOn<'_, '_> {
+    type Output = Report;
+
+    fn on<I: Backend>(self, devices: Vec<I::Device>, meter: Meter) -> anyhow::Result<Report> {
+        run_on::<I>(self.options, &devices, meter, self.outputs)
     }
 }
 
@@ -123,68 +130,6 @@ fn physical_memory() -> Option<u64> {
     Some(kib * 1024)
 }
 
-#[cfg(feature = "flex")]
-fn on_cpu(options: &TrainOptions, count: usize, outputs: Outputs) -> anyhow::Result<Report> {
-    let devices = vec![burn::backend::flex::FlexDevice; count];
-    run_on::<burn::backend::Flex>(options, &devices, Meter::Host, outputs)
-}
-
-#[cfg(not(feature = "flex"))]
-fn on_cpu(_: &TrainOptions, _: usize, _: Outputs) -> anyhow::Result<Report> {
-    bail!("this build has no CPU backend: build with the `flex` feature (on by default)")
-}
-
-#[cfg(feature = "cuda")]
-fn on_cuda(
-    options: &TrainOptions,
-    devices: &[DeviceSpec],
-    outputs: Outputs,
-) -> anyhow::Result<Report> {
-    use burn::backend::cuda::CudaDevice;
-    let devices: Vec<CudaDevice> = devices
-        .iter()
-        .map(|d| match d {
-            DeviceSpec::Cuda(index) => CudaDevice::new(*index),
-            _ => unreachable!("parse_devices refuses mixed lists"),
-        })
-        .collect();
-    let meter = Meter::device(devices[0].clone()).expect("cubecl counts CUDA bytes");
-    run_on::<burn::backend::Cuda>(options, &devices, meter, outputs)
-}
-
-#[cfg(not(feature = "cuda"))]
-fn on_cuda(_: &TrainOptions, _: &[DeviceSpec], _: Outputs) -> anyhow::Result<Report> {
-    bail!("this build has no CUDA backend: build with `--features cuda`")
-}
-
-/// Burn's wgpu backend with fusion and autotune, as Burn's default features give it.
-#[cfg(feature = "wgpu")]
-fn on_wgpu(
-    options: &TrainOptions,
-    devices: &[DeviceSpec],
-    outputs: Outputs,
-) -> anyhow::Result<Report> {
-    use burn::backend::wgpu::WgpuDevice;
-    let devices: Vec<WgpuDevice> = devices
-        .iter()
-        .map(|d| match d {
-            DeviceSpec::Wgpu(None) => WgpuDevice::DefaultDevice,
-            DeviceSpec::Wgpu(Some(index)) => WgpuDevice::DiscreteGpu(*index),
-            _ => unreachable!("parse_devices refuses mixed lists"),
-        })
-        .collect();
-    let meter = Meter::device(devices[0].clone()).expect("cubecl counts wgpu bytes");
-    run_on::<burn::backend::Wgpu>(options, &devices, meter, outputs)
-}
-
-#[cfg(not(feature = "wgpu"))]
-fn on_wgpu(_: &TrainOptions, _: &[DeviceSpec], _: Outputs) -> anyhow::Result<Report> {
-    bail!("this build has no wgpu backend: build with `--features wgpu`")
-}
-
-/// The learning rate of `epoch` (from 0): bench-kit-core's, the schedule both trainers follow.
-pub use bench_kit_core::schedule::learning_rate;
-
 /// Training steps per epoch: whole batches only (every step has the same shape), at most
 /// `--limit`.
 fn steps_per_epoch(options: &TrainOptions, images: usize) -> anyhow::Result<usize> {
@@ -196,35 +141,6 @@ fn steps_per_epoch(options: &TrainOptions, images: usize) -> anyhow::Result<usiz
         );
     }
     Ok(options.limit.map_or(steps, |limit| limit.min(steps)))
-}
-
-/// The loader of `epoch`'s training batches: the images (cropped and flipped for CIFAR),
-/// shuffled, both by seeds derived from the run's seed and the epoch, cut to whole batches.
-fn train_loader<I: Backend>(
-    splits: &Splits,
-    batcher: &ImageBatcher,
-    options: &TrainOptions,
-    epoch: usize,
-    steps: usize,
-) -> Arc<dyn DataLoader<I, HostBatch>> {
-    let images: Arc<dyn Images> = if splits.augment {
-        let seed = derive(options.seed, Purpose::Augment, epoch);
-        Arc::new(Augmented::new(
-            splits.train.clone(),
-            splits.shape,
-            CROP_PADDING,
-            seed,
-        ))
-    } else {
-        splits.train.clone()
-    };
-    let images = ImageDataset(images);
-    let shuffled = ShuffledDataset::new(images, derive(options.seed, Purpose::Shuffle, epoch));
-    let part = PartialDataset::new(shuffled, 0, steps * options.batch_size);
-    DataLoaderBuilder::new(batcher.clone())
-        .batch_size(options.batch_size)
-        .num_workers(options.workers)
-        .build(part)
 }
 
 /// The loader of the validation batches: all of the test split, or with `--valid-limit` a
@@ -296,39 +212,6 @@ fn saved_run(
         );
     }
     Ok(Some((state, weights)))
-}
-
-/// The figures of this invocation's steps.
-#[derive(Default)]
-struct StepLog {
-    times: Vec<Duration>,
-    peaks: Vec<usize>,
-    /// On a device, the most bytes reserved in any step.
-    reserved: Option<usize>,
-}
-
-impl StepLog {
-    /// The first step is left out when there are others: it warms up and allocates the
-    /// optimizer state.
-    fn steady<T: Copy>(values: &[T]) -> &[T] {
-        if values.len() > 1 {
-            &values[1..]
-        } else {
-            values
-        }
-    }
-
-    fn median_seconds(&self) -> f64 {
-        let mut times = Self::steady(&self.times).to_vec();
-        times.sort();
-        times
-            .get(times.len() / 2)
-            .map_or(0.0, Duration::as_secs_f64)
-    }
-
-    fn peak_bytes(&self) -> usize {
-        Self::steady(&self.peaks).iter().copied().max().unwrap_or(0)
-    }
 }
 
 fn run_on<I: Backend>(
@@ -554,140 +437,4 @@ fn finish(
             .line(&format!("report written to {}", path.display()))?;
     }
     Ok(report)
-}
-
-/// What every epoch of a run reads: the data, how it is batched, the validation loader, the
-/// options and the number of steps.
-struct EpochPlan<'a, I: Backend> {
-    splits: &'a Splits,
-    batcher: &'a ImageBatcher,
-    valid: &'a dyn DataLoader<I, HostBatch>,
-    options: &'a TrainOptions,
-    steps: usize,
-    /// The device's meter, which the out-of-memory watch reads at a failure.
-    meter: &'a Meter,
-}
-
-impl<I: Backend> EpochPlan<'_, I> {
-    /// One epoch: training steps, then the validation pass.
-    fn train(
-        &self,
-        runner: &mut dyn StepRunner,
-        epoch: usize,
-        log: &mut StepLog,
-    ) -> anyhow::Result<EpochReport> {
-        let Self {
-            splits,
-            batcher,
-            valid,
-            options,
-            steps,
-            meter,
-        } = *self;
-        let epoch_start = Instant::now();
-        runner.seed(derive(options.seed, Purpose::Backend, epoch));
-        let lr = learning_rate(options.lr, epoch, options.epochs);
-        let loader = train_loader::<I>(splits, batcher, options, epoch, steps);
-        let bar = progress::epoch_bar(epoch, options.epochs, steps);
-        let (mut loss_sum, mut images, mut done) = (0.0f64, 0usize, 0usize);
-        // Stays `Some` while every step reports its correct predictions.
-        let mut correct = Some(0usize);
-        let mut train_time = Duration::ZERO;
-        for batch in loader.iter() {
-            let start = Instant::now();
-            let during = format!("epoch {}, training step {}", epoch + 1, done + 1);
-            // The invocation's first step is recorded: a failure there (the usual one: a batch
-            // too large) says what each region held. The others are only watched, and so is a
-            // data-parallel step: its regions run on the workers' threads, which the recording
-            // (this thread's) does not see.
-            let record = log.times.is_empty() && runner.device_count() == 1;
-            let step = watched(meter, record, during, || runner.train_step(&batch, lr))
-                .inspect_err(|_| bar.abandon())?;
-            let time = start.elapsed();
-            if !step.loss.is_finite() {
-                bar.abandon();
-                bail!(
-                    "the loss is {} at epoch {}, step {}: training diverged (try a lower --lr)",
-                    step.loss,
-                    epoch + 1,
-                    done + 1
-                );
-            }
-            log.times.push(time);
-            log.peaks.push(step.peak_bytes);
-            log.reserved = log.reserved.max(step.reserved_bytes);
-            train_time += time;
-            done += 1;
-            loss_sum += step.loss as f64;
-            correct = correct.zip(step.correct).map(|(sum, c)| sum + c);
-            images += batch.len();
-            bar.set_message(progress::step_message(
-                loss_sum / done as f64,
-                correct.map(|c| c as f64 / images as f64),
-                images as f64 / train_time.as_secs_f64(),
-            ));
-            bar.inc(1);
-        }
-        bar.finish_and_clear();
-        let (valid_loss, valid_correct, valid_images) =
-            validate(runner, valid, options.batch_size, meter, epoch)?;
-        Ok(EpochReport {
-            epoch: epoch + 1,
-            lr,
-            steps: done,
-            train_loss: loss_sum / done.max(1) as f64,
-            train_accuracy: correct.map(|c| c as f64 / images.max(1) as f64),
-            valid_loss: valid_loss / valid_images.max(1) as f64,
-            valid_accuracy: valid_correct as f64 / valid_images.max(1) as f64,
-            valid_images,
-            images_per_second: images as f64 / train_time.as_secs_f64().max(f64::MIN_POSITIVE),
-            seconds: epoch_start.elapsed().as_secs_f64(),
-        })
-    }
-}
-
-/// The validation pass: summed loss, correct predictions, images.
-fn validate<I: Backend>(
-    runner: &mut dyn StepRunner,
-    valid: &dyn DataLoader<I, HostBatch>,
-    batch_size: usize,
-    meter: &Meter,
-    epoch: usize,
-) -> anyhow::Result<(f64, usize, usize)> {
-    let bar = progress::valid_bar(valid.num_items().div_ceil(batch_size));
-    let (mut loss, mut correct, mut images) = (0.0, 0, 0);
-    for (index, batch) in valid.iter().enumerate() {
-        let during = format!("epoch {}, validation batch {}", epoch + 1, index + 1);
-        let out = watched(meter, false, during, || runner.evaluate(&batch))
-            .inspect_err(|_| bar.abandon())?;
-        loss += out.loss_sum;
-        correct += out.correct;
-        images += batch.len();
-        bar.inc(1);
-    }
-    bar.finish_and_clear();
-    Ok((loss, correct, images))
-}
-
-/// Runs `f` (a step or a validation batch) watching for a failed allocation, recorded or not;
-/// a failure becomes a [`RanOutOfMemory`] error naming `during`.
-fn watched<T>(
-    meter: &Meter,
-    record: bool,
-    during: String,
-    f: impl FnOnce() -> anyhow::Result<T>,
-) -> anyhow::Result<T> {
-    let base_bytes = meter.in_use();
-    let outcome = if record {
-        StepReport::try_measure(meter.clone(), f).map(|(result, _)| result)
-    } else {
-        OutOfMemory::catch(meter.clone(), f)
-    };
-    outcome.map_err(|failure| {
-        anyhow::Error::new(RanOutOfMemory {
-            failure,
-            during,
-            base_bytes,
-        })
-    })?
 }
