@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 
 /// A DenseNet-BC's size: `--depth --growth` (flatten it into a benchmark's arguments; the batch
 /// is each benchmark's own, one size or a list). No Burn in it: each crate builds its model from
-/// the fields. The trainer keeps the reference demo's `--depth --growth-rate`.
+/// the fields. The trainers' `--growth-rate` (the reference demo's) is an alias.
 ///
 /// ```
 /// use bench_kit_core::densenet::DenseNetShape;
@@ -20,14 +20,16 @@ use serde::{Deserialize, Serialize};
 /// let args = Args::parse_from(["bench", "--depth", "40"]);
 /// assert_eq!((args.shape.depth, args.shape.growth), (40, 12));
 /// assert_eq!(args.shape.describe(), "DenseNet-BC-40 (growth 12)");
+/// let args = Args::parse_from(["bench", "--growth-rate", "24"]);
+/// assert_eq!(args.shape.growth, 24);
 /// ```
 #[derive(clap::Args, Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DenseNetShape {
     /// DenseNet-BC depth, 6n + 4 (40, 100, 250, …): three dense blocks of n layers.
     #[arg(long, default_value_t = 100)]
     pub depth: usize,
-    /// Growth rate: channels each dense layer adds.
-    #[arg(long, default_value_t = 12)]
+    /// Growth rate: channels each dense layer adds (also `--growth-rate`, the trainers' word).
+    #[arg(long, alias = "growth-rate", default_value_t = 12)]
     pub growth: usize,
 }
 

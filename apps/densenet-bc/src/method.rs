@@ -35,8 +35,8 @@ pub enum Method {
     Layer,
     /// As `Layer`, the regions keeping convolution and pooling outputs
     /// ([`RegionPolicy::SaveComputeBound`]).
-    #[value(alias = "regions-save-compute")]
-    #[serde(alias = "regions-save-compute")]
+    #[value(alias = "regions-save-compute", alias = "regions-save")]
+    #[serde(alias = "regions-save-compute", alias = "regions-save")]
     LayerSave,
     /// As `Bottleneck`, the regions keeping reductions' outputs
     /// ([`RegionPolicy::SaveReductions`]).
@@ -141,5 +141,12 @@ mod tests {
             Method::from_str("regions-save-compute", false),
             Ok(Method::LayerSave)
         );
+        // The Burn 0.22 trainer's words for the same cuts.
+        assert_eq!(
+            Method::from_str("regions-save", false),
+            Ok(Method::LayerSave)
+        );
+        let json: Method = serde_json::from_str("\"regions-save\"").unwrap();
+        assert_eq!(json, Method::LayerSave);
     }
 }

@@ -108,8 +108,8 @@ pub struct Options {
     #[arg(long, default_value_t = 100)]
     pub depth: usize,
 
-    /// Channels each dense layer adds (k).
-    #[arg(long, default_value_t = 12, value_parser = positive())]
+    /// Channels each dense layer adds (k); also `--growth`, the benchmarks' word.
+    #[arg(long, alias = "growth", default_value_t = 12, value_parser = positive())]
     pub growth_rate: usize,
 
     /// GPT blocks (--model gpt).
@@ -188,10 +188,13 @@ pub enum Method {
     /// Burn's gradient checkpointing (Balanced): cheap, memory-bound ops are recomputed.
     Balanced,
     /// A region per dense layer (GPT block) on top of Balanced: their activations are
-    /// recomputed in backward ([`Cut::Each`]).
+    /// recomputed in backward ([`Cut::Each`]). Also `layer`, the Burn 0.21 trainer's word.
+    #[value(alias = "layer")]
     Regions,
     /// The same regions keeping their compute-bound outputs
-    /// ([`Cut::EachSavingComputeBound`]).
+    /// ([`Cut::EachSavingComputeBound`]). Also `layer-save` and `regions-save-compute`, the Burn
+    /// 0.21 trainer's words.
+    #[value(alias = "layer-save", alias = "regions-save-compute")]
     RegionsSave,
 }
 

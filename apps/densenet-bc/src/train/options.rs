@@ -74,8 +74,8 @@ pub struct TrainOptions {
     #[arg(long, default_value_t = 100)]
     pub depth: usize,
 
-    /// Channels each dense layer adds (k).
-    #[arg(long, default_value_t = 12, value_parser = positive())]
+    /// Channels each dense layer adds (k); also `--growth`, the benchmarks' word.
+    #[arg(long, alias = "growth", default_value_t = 12, value_parser = positive())]
     pub growth_rate: usize,
 
     /// Seed of everything random: initial weights, shuffling, augmentation, synthetic images.
@@ -276,6 +276,14 @@ mod tests {
             TrainOptions::try_parse_from(["train", "--efficient", "--checkpoint", "none"]).is_err()
         );
         assert!(TrainOptions::try_parse_from(["train", "--resume"]).is_err());
+    }
+
+    #[test]
+    fn the_other_trainers_and_benchmarks_words_are_aliases() {
+        let options = TrainOptions::try_parse_from(["train", "--checkpoint", "regions-save"]);
+        assert_eq!(options.unwrap().method(), Method::LayerSave);
+        let options = TrainOptions::try_parse_from(["train", "--growth", "24"]).unwrap();
+        assert_eq!(options.growth_rate, 24);
     }
 
     #[test]

@@ -206,3 +206,30 @@ fn bad_settings_say_what_to_write() {
     assert!(parse_error(&["--batch-size", "0"]).contains("--batch-size"));
     assert!(parse_error(&["--memory-budget", "6 gigs"]).contains("not a unit"));
 }
+
+/// The Burn 0.21 trainer's words for the same choices parse here too: `layer`, `layer-save`,
+/// `regions-save-compute`, and the benchmarks' `--growth`.
+#[test]
+fn the_other_trainers_words_are_aliases() {
+    let parse = |args: &[&str]| {
+        let mut all = vec!["train22"];
+        all.extend_from_slice(args);
+        Options::try_parse_from(all).expect("parses")
+    };
+    let names = |options: Options| -> Vec<&'static str> {
+        options
+            .checkpoint
+            .iter()
+            .map(|method| method.name())
+            .collect()
+    };
+    assert_eq!(
+        names(parse(&["--checkpoint", "none,layer,layer-save"])),
+        ["plain", "regions", "regions-save"]
+    );
+    assert_eq!(
+        names(parse(&["--checkpoint", "regions-save-compute"])),
+        ["regions-save"]
+    );
+    assert_eq!(parse(&["--growth", "24"]).growth_rate, 24);
+}
