@@ -535,7 +535,7 @@ mod tests {
 
     /// cubecl's failure, as docs/gpu.md measured it on wgpu: the device thread panics naming the
     /// bytes, the step's thread fails later with a message that does not say memory. (The same
-    /// on a real device: apps/bench-kit/tests/allocation_failure.rs.)
+    /// on a real device: kits/bench-kit/tests/allocation_failure.rs.)
     #[test]
     fn a_step_whose_allocation_fails_on_another_thread_gives_its_report_so_far() {
         let _alone = alone();
