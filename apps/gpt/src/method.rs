@@ -28,7 +28,7 @@ pub enum Method {
     Block,
     /// The same over Balanced: `Checkpointed<Autodiff<I, BalancedCheckpointing>>`.
     BlockBalanced,
-    /// Per block, keeping matmul outputs ([`Cut::BlockSaveCompute`]).
+    /// Per block, keeping matmul outputs ([`Cut::BlockSave`]).
     BlockSave,
     /// Per block, keeping the attention's work by name ([`Cut::BlockKeepingAttention`]).
     BlockKeepAttention,
@@ -104,7 +104,7 @@ impl Method {
         match self {
             Method::Plain | Method::Balanced => Cut::None,
             Method::Block | Method::BlockBalanced => Cut::Block,
-            Method::BlockSave => Cut::BlockSaveCompute,
+            Method::BlockSave => Cut::BlockSave,
             Method::BlockKeepAttention => Cut::BlockKeepingAttention,
             Method::BlockOffload => Cut::BlockOffload,
             Method::SeqSqrt => Cut::SequentialSqrt,

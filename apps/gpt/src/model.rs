@@ -23,7 +23,7 @@ pub enum Cut {
     /// Each block a region (`#[checkpoint]` on the block's forward).
     Block,
     /// Each block a region keeping its matmul outputs (`Policy::SaveComputeBound`).
-    BlockSaveCompute,
+    BlockSave,
     /// Each block a region that recomputes all but its attention (`Policy::recompute_all_but`
     /// naming the nested region `attention`, around burn-nn's `MultiHeadAttention`): the
     /// attention's work is kept from forward to backward, the norms and the MLP recomputed.
@@ -194,7 +194,7 @@ impl<B: Backend> Gpt<B> {
                 .blocks
                 .iter()
                 .fold(x, |x, block| block.forward_checkpointed(x)),
-            Cut::BlockSaveCompute => self
+            Cut::BlockSave => self
                 .blocks
                 .iter()
                 .fold(x, |x, block| block.forward_keeping_matmuls(x)),

@@ -84,7 +84,7 @@ fn every_cut_gives_the_plain_gradients<I: Backend>() {
         for cut in [
             Cut::None,
             Cut::Block,
-            Cut::BlockSaveCompute,
+            Cut::BlockSave,
             Cut::BlockKeepingAttention,
             Cut::BlockOffload,
             Cut::SequentialSqrt,
