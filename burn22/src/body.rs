@@ -1,6 +1,6 @@
 //! A region's body as the graph sees it ([`Body`]: what backward runs again) and the conversions
 //! between dispatch tensors and a backend's float tensors. A leaf: `dispatch.rs` (which backend a
-//! region runs on) and `graph.rs` (the region's nodes) both use it.
+//! region runs on) and `graph/` (the region's nodes) both use it.
 
 use std::fmt;
 use std::sync::Arc;
@@ -10,7 +10,7 @@ use burn::backend::{Backend, BackendTensor, DispatchKindConversion, DispatchTens
 
 /// A region's body as its recompute runs it, on dispatch tensors: the region's inputs, then its
 /// parameters, in (fresh autodiff leaves), its outputs out. Type-erased so that one graph node
-/// type serves every region. (The forward ran before the node was built, in `region.rs`.)
+/// type serves every region. (The forward ran before the node was built, in `forward.rs`.)
 #[derive(Clone)]
 pub struct Body(pub Arc<dyn Fn(Vec<DispatchTensor>) -> Vec<DispatchTensor> + Send + Sync>);
 

@@ -2,7 +2,7 @@
 //!
 //! Burn 0.22's tensors are dispatch tensors: a closed enum over the backends built in, with an
 //! autodiff context. A region on tensors without autodiff is its body; on autodiff tensors it
-//! becomes a graph node of `Autodiff<B, C>` (`graph.rs`) for the backend `B` and the checkpoint
+//! becomes a graph node of `Autodiff<B, C>` (`graph/`) for the backend `B` and the checkpoint
 //! strategy `C` the tensors carry. Burn's `#[backend_extension]` macro would generate this
 //! routing, but it takes no `Vec` of tensors, and a region has any number.
 

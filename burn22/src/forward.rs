@@ -313,7 +313,8 @@ fn check_first_instance<M: Module, I: RegionTensors, O: RegionTensors>(
     check::same_values(name, outputs, &again);
 }
 
-/// The region's nodes in Burn's graph, over its inputs then the parameters its body used.
+/// The region's nodes in Burn's graph, over its inputs then the parameters its body used (for a
+/// region kept by name, those its kept run used).
 #[allow(clippy::too_many_arguments)]
 fn build_node<M, I, O, F>(
     module: &M,
@@ -339,9 +340,9 @@ where
 }
 
 /// A region kept by name by the region node it is nested in (see
-/// [`Policy::recompute_all_but`](crate::Policy::recompute_all_but)): in that node's forward, its body runs once with autodiff on
-/// leaves of its tensors and the run is kept for the node; in the node's recompute, its node is
-/// built from that run, and the body does not run.
+/// [`Policy::recompute_all_but`](crate::Policy::recompute_all_but)): in that node's forward, its
+/// body runs once with autodiff on leaves of its tensors and the run is kept for the node; in the
+/// node's recompute, its node is built from that run, and the body does not run.
 fn run_kept_by_name<M, I, O, F>(
     name: &RegionName,
     module: &M,
@@ -428,18 +429,7 @@ where
     F: Fn(&M, I) -> O + Send + Sync + 'static,
 {
     let layout = run.layout::<O::Layout>();
-    let input_count = inputs.tensors.len();
-    let mut tensors = inputs.tensors;
-    tensors.extend(param_values);
     let outputs = run.outputs.iter().cloned().map(params::untracked).collect();
-    let body = recompute_body(
-        module,
-        run.params.clone(),
-        inputs.layout,
-        input_count,
-        forward,
-        seed,
-    );
     let spec = NodeSpec {
         offloaded_inputs: 0,
         slot: None,
@@ -451,7 +441,16 @@ where
             outputs: run.outputs,
         }),
     };
-    let outputs = dispatch::run(tensors, outputs, body, spec);
+    let outputs = build_node(
+        module,
+        inputs,
+        run.params,
+        param_values,
+        outputs,
+        forward,
+        seed,
+        spec,
+    );
     O::unflatten(&layout, &mut outputs.into_iter())
 }
 

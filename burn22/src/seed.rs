@@ -28,7 +28,7 @@ pub fn region_seed(device: &Device) -> u64 {
 }
 
 /// The seed a seeded region leaves the generator with when backward has run its body again (its
-/// recompute, or a kept region's `Reseed` node in `graph.rs`): derived from the region's seed
+/// recompute, or a kept region's `Reseed` node in `graph/nodes.rs`): derived from the region's seed
 /// (splitmix64's finaliser), so that it draws nothing.
 pub(crate) fn after_recompute(seed: u64) -> u64 {
     let mut z = seed.wrapping_add(0x9E37_79B9_7F4A_7C15);

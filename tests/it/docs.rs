@@ -22,17 +22,28 @@ fn files_ending(dir: &Path, ending: &str, out: &mut Vec<PathBuf>) {
     }
 }
 
+/// Every Markdown file of the repository: its path below the repository, and its text.
+fn markdown() -> Vec<(String, String)> {
+    let repository = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    files_ending(repository, ".md", &mut files);
+    files
+        .into_iter()
+        .map(|file| {
+            let text = fs::read_to_string(&file).unwrap();
+            let path = file.strip_prefix(repository).unwrap().display().to_string();
+            (path, text)
+        })
+        .collect()
+}
+
 #[test]
 fn every_rust_block_of_the_docs_is_compiled_or_says_why_not() {
     // No Markdown file is compiled as a doctest today: every Rust block is a sketch, marked
     // `rust,ignore`, with the reason in the text just above it ("Not compiled (...)"). A block
     // that should run belongs in a rustdoc example, where it does.
-    let repository = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let mut files = Vec::new();
-    files_ending(repository, ".md", &mut files);
     let mut wrong = Vec::new();
-    for file in files {
-        let text = fs::read_to_string(&file).unwrap();
+    for (file, text) in markdown() {
         let lines: Vec<&str> = text.lines().collect();
         let mut in_block = false;
         for (at, line) in lines.iter().enumerate() {
@@ -53,8 +64,7 @@ fn every_rust_block_of_the_docs_is_compiled_or_says_why_not() {
                 .any(|line| line.contains("Not compiled"));
             if fence != "rust,ignore" || !said {
                 wrong.push(format!(
-                    "{}:{}: a Rust block neither compiled nor `rust,ignore` after a \"Not compiled (why)\" line",
-                    file.strip_prefix(repository).unwrap().display(),
+                    "{file}:{}: a Rust block neither compiled nor `rust,ignore` after a \"Not compiled (why)\" line",
                     at + 1
                 ));
             }
@@ -68,12 +78,8 @@ fn every_rust_block_of_the_docs_is_compiled_or_says_why_not() {
 /// project).
 #[test]
 fn the_docs_say_reasons_not_issue_numbers() {
-    let repository = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let mut files = Vec::new();
-    files_ending(repository, ".md", &mut files);
     let mut wrong = Vec::new();
-    for file in files {
-        let text = fs::read_to_string(&file).unwrap();
+    for (file, text) in markdown() {
         for (at, line) in text.lines().enumerate() {
             let lower = line.to_lowercase();
             let numbered = lower.match_indices("issue").any(|(index, _)| {
@@ -82,11 +88,7 @@ fn the_docs_say_reasons_not_issue_numbers() {
                 rest.starts_with(|c: char| c.is_ascii_digit())
             });
             if numbered {
-                wrong.push(format!(
-                    "{}:{}: {line}",
-                    file.strip_prefix(repository).unwrap().display(),
-                    at + 1
-                ));
+                wrong.push(format!("{file}:{}: {line}", at + 1));
             }
         }
     }

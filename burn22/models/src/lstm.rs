@@ -85,21 +85,25 @@ impl StackedLstm {
         let [batch, seq, _] = x.dims();
         let device = x.device();
         let hidden = self.layers[0].norm_h.gamma.lazy_shape()[0];
-        let zeros = || LstmState::initial([batch, hidden], &device);
-        let mut states: Vec<_> = self.layers.iter().map(|_| zeros()).collect();
+        let mut states: Vec<_> = self
+            .layers
+            .iter()
+            .map(|_| LstmState::initial([batch, hidden], &device))
+            .collect();
         let cell = Region::named("lstm.cell");
         let mut outputs = Vec::with_capacity(seq);
         for t in 0..seq {
             let mut input = x.clone().slice([0..batch, t..t + 1]).squeeze_dim::<2>(1);
-            for (layer, state) in self.layers.iter().zip(&mut states) {
-                let previous = std::mem::replace(state, zeros());
-                *state = match cut {
+            let previous = std::mem::take(&mut states);
+            for (layer, previous) in self.layers.iter().zip(previous) {
+                let state = match cut {
                     Cut::None => layer.forward(input, previous),
                     _ => cell.run(layer, (input, previous), |layer, (input, state)| {
                         layer.forward(input, state)
                     }),
                 };
                 input = state.hidden.clone();
+                states.push(state);
             }
             outputs.push(input);
         }

@@ -258,11 +258,22 @@ struct Run {
 /// from the same generator, parameters initialised by Burn at their first use.
 fn train(device: &Device, cut: Cut, shape: Shape) -> Run {
     device.seed(42);
-    let mut net = Net::new(shape, device);
+    let net = Net::new(shape, device);
+    three_steps(device, net, |net, x| net.forward(x, cut))
+}
+
+/// Three SGD steps of `net` (`forward`, then the mean square as the loss) on data drawn from
+/// `device`'s generator, and what they give.
+fn three_steps<M: Module>(
+    device: &Device,
+    net: M,
+    forward: impl Fn(&M, Tensor<2>) -> Tensor<2>,
+) -> Run {
+    let mut net = net;
     let mut losses = Vec::new();
     for _ in 0..3 {
         let x = Tensor::<2>::random([6, WIDTH], Distribution::Default, device);
-        let loss = net.forward(x, cut).powi_scalar(2).mean();
+        let loss = forward(&net, x).powi_scalar(2).mean();
         losses.push(loss.clone().into_scalar::<f32>().to_bits());
         let grads = loss.backward();
         net = sgd(net, &grads, 0.1);
@@ -566,31 +577,16 @@ fn train_quiet(device: &Device, regions: bool) -> Run {
             frozen: DropoutConfig::new(0.5).init().freeze(),
         })
         .collect();
-    let mut net = (blocks, DropoutConfig::new(0.25).init());
-    let mut losses = Vec::new();
-    for _ in 0..3 {
-        let mut x = Tensor::<2>::random([6, WIDTH], Distribution::Default, device);
-        for block in &net.0 {
+    let net = (blocks, DropoutConfig::new(0.25).init());
+    three_steps(device, net, |(blocks, after), mut x| {
+        for block in blocks {
             x = match regions {
                 true => checkpoint(block, x, |block, x| block.forward(x)),
                 false => block.forward(x),
             };
         }
-        let loss = net.1.forward(x).powi_scalar(2).mean();
-        losses.push(loss.clone().into_scalar::<f32>().to_bits());
-        let grads = loss.backward();
-        net = sgd(net, &grads, 0.1);
-    }
-    let next_draw = Tensor::<1>::random([4], Distribution::Default, device)
-        .into_data()
-        .iter::<f32>()
-        .map(f32::to_bits)
-        .collect();
-    Run {
-        losses,
-        weights: weights(&net),
-        next_draw,
-    }
+        after.forward(x)
+    })
 }
 
 /// A region over layers whose randomness is off seeds nothing: lazily initialised parameters and
