@@ -2,7 +2,7 @@
 //! kept down to the smallest the planner reaches, each plan measured beside hand-made cuts (no
 //! region, Burn's own `gradient_checkpointing()`, every unit a region, the same offloaded, every
 //! second unit, every unit keeping its compute-bound outputs), every method one step per round, interleaved. The sweep is
-//! `bench-kit-core`'s, the one the Burn 0.21 applications' `budget` benchmarks run.
+//! `app-kit`'s, the one the Burn 0.21 applications' `budget` benchmarks run.
 //!
 //! A step: forward, loss, backward (the gradients dropped; no optimizer). The planner chooses,
 //! for each DenseNet layer's region (`DenseLayer#i`) or each GPT block's (`Block#i`), keep, keep
@@ -17,9 +17,9 @@
 
 // The tests' helpers: `initialised`, so that every method's copy holds the same weights.
 
-use bench_kit_core::densenet::DenseNetShape;
-use bench_kit_core::gpt::GptShape;
-use bench_kit_core::sweep::{self, Hand, StepFn};
+use app_kit::densenet::DenseNetShape;
+use app_kit::gpt::GptShape;
+use app_kit::sweep::{self, Hand, StepFn};
 use burn::tensor::{Device, Int, Tensor, TensorData};
 use burn_checkpoint_22::memory::{CountingAllocator, Meter};
 use burn_checkpoint_22::planner::Treatment;

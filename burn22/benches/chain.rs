@@ -8,7 +8,7 @@
 //! the median of `--repeats` runs, plain and regions measured alternately in one process.
 //!
 //! Then a recurrent model whose regions pass their state on (modern-lstm's network,
-//! `burn22/models/src/lstm.rs`: two layers, both directions, a region per cell call): a step's
+//! `kits/models22/src/lstm.rs`: two layers, both directions, a region per cell call): a step's
 //! forward and backward, plain and with regions, `--lstm` sets its sizes.
 
 use std::time::{Duration, Instant};

@@ -11,8 +11,8 @@
 
 use std::time::{Duration, Instant};
 
-use bench_kit_core::densenet::DenseNetShape;
-use bench_kit_core::gpt::GptShape;
+use app_kit::densenet::DenseNetShape;
+use app_kit::gpt::GptShape;
 use burn::tensor::Device;
 use burn_checkpoint_22::memory::{CountingAllocator, Meter};
 use burn_checkpoint_22_models::initialised;

@@ -8,7 +8,7 @@
 
 use std::time::Instant;
 
-use bench_kit_core::densenet::DenseNetShape;
+use app_kit::densenet::DenseNetShape;
 use burn::tensor::Device;
 use burn_checkpoint_22_models::{Cut, densenet, initialised};
 use clap::{Parser, ValueEnum};

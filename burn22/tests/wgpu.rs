@@ -14,7 +14,7 @@ mod common;
 
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
-use bench_kit_core::agreement::Agreement;
+use app_kit::agreement::Agreement;
 use burn::module::{Module, ParamId};
 use burn::nn::LinearConfig;
 use burn::nn::PaddingConfig2d;
@@ -164,7 +164,7 @@ fn images(batch: usize, device: &Device) -> Tensor<4> {
 
 /// Within float reassociation of plain autodiff, not bit for bit: with fusion, autotune picks a
 /// fused kernel per program by timing it, and the recompute is fused with other neighbours than
-/// forward's op (`bench_kit_core::agreement`). Each cut's second run gives its first run's bits.
+/// forward's op (`app_kit::agreement`). Each cut's second run gives its first run's bits.
 #[test]
 fn every_cut_gives_plain_autodiffs_gradients_on_wgpu_and_its_own_bits_again() {
     let Some((_one, device)) = claim() else {
@@ -280,7 +280,7 @@ fn panic_message(run: impl FnOnce()) -> String {
 /// On Burn 0.22.1, a region over parameters (or inputs) Burn's data parallelism all-reduces
 /// would hang the step: its recompute's nested backward ends with the collective sync. It is
 /// refused at the region, with what to do instead; the same region over plain parameters runs.
-/// From Burn 0.23 the region is taken (burn22/train's `ddp` tests train through it).
+/// From Burn 0.23 the region is taken (apps/train22's `ddp` tests train through it).
 #[test]
 fn a_region_over_distributed_tensors_is_refused_on_burn_0_22() {
     let Some((_guard, device)) = claim() else {

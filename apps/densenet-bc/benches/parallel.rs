@@ -15,8 +15,8 @@
 
 use std::time::Duration;
 
+use app_kit::tape::Tape;
 use bench_kit::densenet::DenseNetShape;
-use bench_kit_core::tape::Tape;
 use burn::backend::autodiff::checkpoint::strategy::BalancedCheckpointing;
 use burn::backend::{Autodiff, Flex};
 use burn::module::Module;

@@ -1,6 +1,6 @@
 //! The ways to train a DenseNet-BC, named once for the trainer, the benchmark and the tests.
 
-use bench_kit_core::tape::Tape;
+use app_kit::tape::Tape;
 use serde::{Deserialize, Serialize};
 
 use crate::model::{Cut, DenseNetConfig, RegionPolicy};
@@ -9,7 +9,7 @@ use crate::model::{Cut, DenseNetConfig, RegionPolicy};
 /// benchmark's `--methods` and the tests' cases, by the same names.
 ///
 /// ```
-/// use bench_kit_core::tape::Tape;
+/// use app_kit::tape::Tape;
 /// use densenet_bc::{Cut, DenseNetConfig, Method, RegionPolicy};
 ///
 /// let method = Method::LayerSave;

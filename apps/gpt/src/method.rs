@@ -1,6 +1,6 @@
 //! The ways to train the GPT, named once for its benchmarks and tests.
 
-use bench_kit_core::tape::Tape;
+use app_kit::tape::Tape;
 
 use crate::model::Cut;
 
@@ -8,7 +8,7 @@ use crate::model::Cut;
 /// benchmarks' `--methods` take these names.
 ///
 /// ```
-/// use bench_kit_core::tape::Tape;
+/// use app_kit::tape::Tape;
 /// use gpt::{Cut, Method};
 ///
 /// let method = Method::BlockBalanced;

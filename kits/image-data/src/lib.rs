@@ -3,7 +3,7 @@
 //! the per-channel normalisation a batch gets, and the seeds every random choice derives from.
 //!
 //! Both trainers read their data through this crate: the one for Burn 0.21 (`apps/densenet-bc`)
-//! and the one for Burn 0.22 (`burn22/train`). Each wraps [`Images`] in its Burn's `Dataset`
+//! and the one for Burn 0.22 (`apps/train22`). Each wraps [`Images`] in its Burn's `Dataset`
 //! (the trait differs between the two releases) and a [`Normalised`] batch in its tensors.
 //!
 //! ```

@@ -24,8 +24,8 @@ use std::time::{Duration, Instant};
 use clap::Parser;
 use cpu_time::ProcessTime;
 
+use app_kit::tape::Tape;
 use bench_kit::densenet::DenseNetShape;
-use bench_kit_core::tape::Tape;
 use burn::backend::Autodiff;
 use burn::backend::autodiff::checkpoint::strategy::BalancedCheckpointing;
 use burn::module::Module;

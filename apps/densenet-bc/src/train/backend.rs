@@ -18,7 +18,7 @@ use super::save::SavedWeights;
 use super::save::restore_weights;
 use crate::seeds::{Purpose, derive};
 use crate::{DenseNet, DenseNetConfig};
-use bench_kit_core::tape::Tape;
+use app_kit::tape::Tape;
 use burn_checkpoint::memory::Meter;
 
 /// A runner and what the report says about it.

@@ -22,8 +22,8 @@ use burn_checkpoint::memory::{MemoryMeter, Meter, OutOfMemory, StepReport};
 /// Padding of CIFAR's random crops.
 const CROP_PADDING: usize = 4;
 
-/// The learning rate of `epoch` (from 0): bench-kit-core's, the schedule both trainers follow.
-pub use bench_kit_core::schedule::learning_rate;
+/// The learning rate of `epoch` (from 0): app-kit's, the schedule both trainers follow.
+pub use app_kit::schedule::learning_rate;
 
 /// The figures of this invocation's steps.
 #[derive(Default)]

@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use bench_kit_core::args::{byte_size, learning_rate, momentum, positive, weight_decay};
+use app_kit::args::{byte_size, learning_rate, momentum, positive, weight_decay};
 use burn_checkpoint_parallel::NodeArgs;
 use clap::Parser;
 use serde::{Deserialize, Serialize};

@@ -2,7 +2,7 @@
 //! (Method | # devices | Batch | Memory | Time per step) plus accuracy, as markdown and JSON.
 
 use anyhow::Context;
-use bench_kit_core::table::{MethodRow, markdown};
+use app_kit::table::{MethodRow, markdown};
 use burn_checkpoint::planner::{Plan, Profile};
 use serde::{Deserialize, Serialize};
 
@@ -81,7 +81,7 @@ pub struct Report {
 }
 
 impl Report {
-    /// The table, in markdown (bench-kit-core's, as the trainer for Burn 0.22 prints it).
+    /// The table, in markdown (app-kit's, as the trainer for Burn 0.22 prints it).
     pub fn markdown(&self) -> String {
         markdown(&[MethodRow {
             method: self.method.clone(),

@@ -16,7 +16,7 @@
 /// How closely a step with regions must agree with plain autodiff's on one backend.
 ///
 /// ```
-/// use bench_kit_core::agreement::Agreement;
+/// use app_kit::agreement::Agreement;
 ///
 /// assert_eq!(Agreement::for_backend("ndarray"), Agreement::Bitwise);
 /// assert_eq!(Agreement::for_backend("cubecl<wgpu<wgsl>>"), Agreement::Bitwise);

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 /// each crate builds its model from the fields.
 ///
 /// ```
-/// use bench_kit_core::gpt::GptShape;
+/// use app_kit::gpt::GptShape;
 /// use clap::Parser;
 ///
 /// #[derive(Parser)]

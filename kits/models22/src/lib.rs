@@ -1,6 +1,6 @@
 //! DenseNet-BC, a GPT and a recurrent network (modern-lstm's) on Burn 0.22, and where their
 //! regions go ([`Cut`]): the models burn-checkpoint-22's benchmarks measure and its trainer
-//! (`burn22/train`) trains, and its tests compare.
+//! (`apps/train22`) trains, and its tests compare.
 //!
 //! ```
 //! use burn::tensor::{Device, Tensor};

@@ -5,7 +5,7 @@
 /// A parser of counts that must be at least 1.
 ///
 /// ```
-/// let count = clap::Arg::new("n").value_parser(bench_kit_core::args::positive());
+/// let count = clap::Arg::new("n").value_parser(app_kit::args::positive());
 /// let matches = clap::Command::new("t").arg(count.clone()).try_get_matches_from(["t", "3"]);
 /// assert_eq!(matches.unwrap().get_one::<usize>("n"), Some(&3));
 /// assert!(clap::Command::new("t").arg(count).try_get_matches_from(["t", "0"]).is_err());
@@ -18,7 +18,7 @@ pub fn positive() -> clap::builder::RangedU64ValueParser<usize> {
 /// (kB, MB, GB, TB), any case; `B` or nothing for bytes.
 ///
 /// ```
-/// use bench_kit_core::args::byte_size;
+/// use app_kit::args::byte_size;
 ///
 /// assert_eq!(byte_size("6GiB"), Ok(6 << 30));
 /// assert_eq!(byte_size("90MiB"), Ok(90 << 20));
@@ -65,8 +65,8 @@ pub fn byte_size(text: &str) -> Result<u64, String> {
 /// A finite number, or why `text` is not one.
 ///
 /// ```
-/// assert_eq!(bench_kit_core::args::finite(" 0.5"), Ok(0.5));
-/// assert!(bench_kit_core::args::finite("inf").unwrap_err().contains("finite"));
+/// assert_eq!(app_kit::args::finite(" 0.5"), Ok(0.5));
+/// assert!(app_kit::args::finite("inf").unwrap_err().contains("finite"));
 /// ```
 pub fn finite(text: &str) -> Result<f64, String> {
     let value: f64 = text
@@ -83,7 +83,7 @@ pub fn finite(text: &str) -> Result<f64, String> {
 /// `--lr`: finite and above 0 (0 would not train, a negative rate climbs the loss).
 ///
 /// ```
-/// assert!(bench_kit_core::args::learning_rate("0").unwrap_err().contains("above 0"));
+/// assert!(app_kit::args::learning_rate("0").unwrap_err().contains("above 0"));
 /// ```
 pub fn learning_rate(text: &str) -> Result<f64, String> {
     let lr = finite(text)?;
@@ -99,7 +99,7 @@ pub fn learning_rate(text: &str) -> Result<f64, String> {
 /// `--momentum`: in [0, 1); at 1 or above the velocity never decays and SGD diverges.
 ///
 /// ```
-/// assert!(bench_kit_core::args::momentum("1").unwrap_err().contains("below 1"));
+/// assert!(app_kit::args::momentum("1").unwrap_err().contains("below 1"));
 /// ```
 pub fn momentum(text: &str) -> Result<f64, String> {
     let momentum = finite(text)?;
@@ -115,7 +115,7 @@ pub fn momentum(text: &str) -> Result<f64, String> {
 /// `--weight-decay`: 0 (off) or more; a negative decay would grow the weights.
 ///
 /// ```
-/// assert!(bench_kit_core::args::weight_decay("-1").unwrap_err().contains("at least 0"));
+/// assert!(app_kit::args::weight_decay("-1").unwrap_err().contains("at least 0"));
 /// ```
 pub fn weight_decay(text: &str) -> Result<f64, String> {
     let decay = finite(text)?;

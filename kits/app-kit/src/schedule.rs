@@ -4,7 +4,7 @@
 /// `epochs`.
 ///
 /// ```
-/// use bench_kit_core::schedule::learning_rate;
+/// use app_kit::schedule::learning_rate;
 ///
 /// let rates: Vec<f64> = (0..4).map(|epoch| learning_rate(0.1, epoch, 4)).collect();
 /// assert_eq!(rates, [0.1, 0.1, 0.1 / 10.0, 0.1 / 100.0]);

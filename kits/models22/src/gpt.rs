@@ -1,7 +1,7 @@
 //! A GPT-style language model on Burn 0.22 (pre-LayerNorm blocks of causal self-attention and
 //! a GELU MLP); a region per block is `Block#i`, made by `#[checkpoint]`.
 
-use bench_kit_core::gpt::GptShape;
+use app_kit::gpt::GptShape;
 use burn::module::Module;
 use burn::nn::attention::{
     MhaInput, MultiHeadAttention, MultiHeadAttentionConfig, generate_autoregressive_mask,

@@ -1,7 +1,7 @@
 //! DenseNet-BC (Huang et al.) on Burn 0.22; the layer cut makes each dense layer a region
 //! (`DenseLayer#i`).
 
-use bench_kit_core::densenet::DenseNetShape;
+use app_kit::densenet::DenseNetShape;
 use burn::module::Module;
 use burn::nn::conv::{Conv2d, Conv2dConfig};
 use burn::nn::pool::{AdaptiveAvgPool2d, AdaptiveAvgPool2dConfig, AvgPool2d, AvgPool2dConfig};

@@ -5,7 +5,7 @@
 /// which, and each bench or trainer turns it into a type with one `match`.
 ///
 /// ```
-/// use bench_kit_core::tape::Tape;
+/// use app_kit::tape::Tape;
 ///
 /// // A bench's one place that names backend types, as a string here.
 /// fn backend(tape: Tape) -> &'static str {

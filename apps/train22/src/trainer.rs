@@ -7,9 +7,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::{Context, bail, ensure};
-use bench_kit_core::args::{byte_size, learning_rate, momentum, positive, weight_decay};
-use bench_kit_core::schedule;
-use bench_kit_core::table::MethodRow;
+use app_kit::args::{byte_size, learning_rate, momentum, positive, weight_decay};
+use app_kit::schedule;
+use app_kit::table::MethodRow;
 
 use burn::data::dataloader::batcher::Batcher;
 use burn::data::dataloader::{DataLoader, DataLoaderBuilder};

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 /// the fields. The trainers' `--growth-rate` (the reference demo's) is an alias.
 ///
 /// ```
-/// use bench_kit_core::densenet::DenseNetShape;
+/// use app_kit::densenet::DenseNetShape;
 /// use clap::Parser;
 ///
 /// #[derive(Parser)]

@@ -1,7 +1,7 @@
-//! The trainer for Burn 0.22 users: `cargo run --release --manifest-path burn22/train/Cargo.toml
+//! The trainer for Burn 0.22 users: `cargo run --release --manifest-path apps/train22/Cargo.toml
 //! -- --checkpoint plain,balanced,regions` (`--help` for the rest).
 
-use bench_kit_core::table::markdown;
+use app_kit::table::markdown;
 use burn_checkpoint_22::memory::{CountingAllocator, MemoryMeter, Meter};
 use burn_checkpoint_22_train::trainer::Options;
 use clap::Parser;

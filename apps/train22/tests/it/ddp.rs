@@ -4,7 +4,7 @@
 //! wgpu and refuses regions under data parallelism (`REGIONS_UNDER_DDP`; burn22's wgpu tests
 //! check the refusal); `scripts/burn23` runs these on Burn 0.23.
 //!
-//! `cargo test --manifest-path burn22/train/Cargo.toml --features wgpu --test it ddp`
+//! `cargo test --manifest-path apps/train22/Cargo.toml --features wgpu --test it ddp`
 
 use burn::tensor::{Device, DeviceKind};
 use burn_checkpoint_22_train::mlp::{Mlp, Run, Strategy};

@@ -3,7 +3,7 @@
 //! one row, the one for Burn 0.22 one per method it trained.
 //!
 //! ```
-//! use bench_kit_core::table::{MethodRow, markdown};
+//! use app_kit::table::{MethodRow, markdown};
 //!
 //! let row = MethodRow {
 //!     method: "regions".into(),
