@@ -103,5 +103,5 @@
 
 pub use burn_checkpoint_core::Treatment;
 pub use burn_checkpoint_core::planner::{
-    FitError, Fitted, Plan, PlanError, Profile, ProfileError, TreatedStep,
+    Base, FitError, Fitted, Plan, PlanError, Profile, ProfileError, TreatedStep,
 };

@@ -1,11 +1,12 @@
 //! The budget planner on Burn 0.22 (Flex): a sweep of budgets from the peak with every region
 //! kept down to the smallest the planner reaches, each plan measured beside hand-made cuts (no
-//! region, Burn's own `gradient_checkpointing()`, every unit a region, the same offloaded, every
-//! second unit, every unit keeping its compute-bound outputs), every method one step per round, interleaved. The sweep is
-//! `app-kit`'s, the one the Burn 0.21 applications' `budget` benchmarks run.
+//! region, Burn's own `gradient_checkpointing()`, every unit a region, the same over Balanced,
+//! the same offloaded, every second unit, every unit keeping its compute-bound outputs), every
+//! method one step per round, interleaved. The sweep is `app-kit`'s, the one the Burn 0.21
+//! applications' `budget` benchmarks run.
 //!
-//! A step: forward, loss, backward (the gradients dropped; no optimizer). The planner chooses,
-//! for each DenseNet layer's region (`DenseLayer#i`) or each GPT block's (`Block#i`), keep, keep
+//! A step: forward, loss, backward (the gradients dropped; no optimizer). The planner chooses
+//! the base (plain autodiff or `gradient_checkpointing()`, profiled on both) and, for each DenseNet layer's region (`DenseLayer#i`) or each GPT block's (`Block#i`), keep, keep
 //! its compute-bound outputs, or recompute (`--two-treatments`: keep or recompute; the host meter
 //! profiles no offload: on the CPU it saves nothing). Writes
 //! `<out>.md`, `.json`, `.svg`, `.png`.
@@ -19,10 +20,10 @@
 
 use app_kit::densenet::DenseNetShape;
 use app_kit::gpt::GptShape;
-use app_kit::sweep::{self, Hand, StepFn};
+use app_kit::sweep::{self, Hand, Planned, StepFn};
 use burn::tensor::{Device, Int, Tensor, TensorData};
 use burn_checkpoint_22::memory::{CountingAllocator, Meter};
-use burn_checkpoint_22::planner::Treatment;
+use burn_checkpoint_22::planner::{Base, Treatment, autodiff_on};
 use burn_checkpoint_22_models::initialised;
 use burn_checkpoint_22_models::{Cut, densenet, gpt};
 use clap::{Parser, ValueEnum};
@@ -73,9 +74,17 @@ struct Method {
 }
 
 impl Method {
-    /// The planner's model: a region wherever one may go.
-    const PLANNED: Method = Method::of("planner's model", Cut::Each);
-    const HANDS: [Method; 6] = [
+    /// The planner's model: a region wherever one may go, on plain autodiff and on Balanced
+    /// (the planner profiles both and plans on the faster).
+    const PLANNED: [Method; 2] = [
+        Method::of("planner's model", Cut::Each),
+        Method {
+            name: "planner's model over Balanced",
+            cut: Cut::Each,
+            balanced: true,
+        },
+    ];
+    const HANDS: [Method; 7] = [
         Method::of("no region", Cut::None),
         Method {
             name: "Burn's gradient_checkpointing() (Balanced)",
@@ -83,6 +92,11 @@ impl Method {
             balanced: true,
         },
         Method::of("every unit", Cut::Each),
+        Method {
+            name: "every unit, over Balanced",
+            cut: Cut::Each,
+            balanced: true,
+        },
         Method::of("every unit, offloaded", Cut::EachOffloaded),
         Method::of("every second unit", Cut::EverySecond),
         Method::of(
@@ -99,13 +113,17 @@ impl Method {
         }
     }
 
-    fn device(self) -> Device {
-        let device = Device::flex().autodiff();
+    /// What the method's regions sit on.
+    fn base(self) -> Base {
         if self.balanced {
-            device.gradient_checkpointing()
+            Base::Balanced
         } else {
-            device
+            Base::Plain
         }
+    }
+
+    fn device(self) -> Device {
+        autodiff_on(self.base(), Device::flex())
     }
 
     /// The method's name with the model's word for a unit.
@@ -189,7 +207,13 @@ fn main() {
         return;
     }
     let task = Task::of(&args);
-    let planned = (task.step)(&args, Method::PLANNED, &task.batch);
+    let planned = Method::PLANNED
+        .into_iter()
+        .map(|method| Planned {
+            base: method.base(),
+            step: (task.step)(&args, method, &task.batch),
+        })
+        .collect();
     let hands = Method::HANDS
         .into_iter()
         .map(|method| Hand {

@@ -6,7 +6,9 @@
 //! offloaded); [`Profile::plan`] chooses a
 //! treatment per region instance so that the step's peak fits a byte budget at the least
 //! recompute time; [`Profile::fit`] checks the choice on real steps; a [`Plan`] applies it to
-//! later steps without code changes ([`Plan::run`]), and is saved and loaded as JSON.
+//! later steps without code changes ([`Plan::run`]), and is saved and loaded as JSON. Profiled
+//! on each [`Base`] (a device from [`autodiff_on`]), [`Profile::choose_base`] says on which the
+//! plan for a budget is fastest: run the plan on `autodiff_on(plan.base, device)`.
 //!
 //! ```
 //! use burn::nn::{Linear, LinearConfig};
@@ -42,7 +44,30 @@
 //! plan.run(|| step().unwrap());
 //! ```
 
+use burn::tensor::Device;
+
 pub use burn_checkpoint_core::Treatment;
 pub use burn_checkpoint_core::planner::{
-    FitError, Fitted, Plan, PlanError, Profile, ProfileError, TreatedStep,
+    Base, FitError, Fitted, Plan, PlanError, Profile, ProfileError, TreatedStep,
 };
+
+/// The autodiff device a plan's [`Base`] asks for, over `device` (an inner device:
+/// `Device::flex()`, a wgpu or CUDA device): `device.autodiff()`, with
+/// `.gradient_checkpointing()` (Burn's Balanced) on [`Base::Balanced`]. The one line that runs a
+/// plan on its base, and that profiles a step on each base for [`Profile::choose_base`].
+///
+/// ```
+/// use burn::tensor::{Device, Tensor};
+/// use burn_checkpoint_22::planner::{Base, autodiff_on};
+///
+/// let device = autodiff_on(Base::Balanced, Device::flex());
+/// let x = Tensor::<1>::from_floats([1.0, 2.0], &device).require_grad();
+/// let gradients = x.clone().exp().sum().backward();
+/// assert!(x.grad(&gradients).is_some());
+/// ```
+pub fn autodiff_on(base: Base, device: Device) -> Device {
+    match base {
+        Base::Plain => device.autodiff(),
+        Base::Balanced => device.autodiff().gradient_checkpointing(),
+    }
+}

@@ -1,10 +1,12 @@
 //! The budget planner on DenseNet-BC: a sweep of budgets from the peak with every region kept
 //! down to the smallest the planner reaches, each plan measured beside the hand-made cuts
-//! (no region, the reference's bottleneck cut, layer regions with each policy, block regions),
-//! every method one step per round, interleaved.
+//! (no region, Burn's Balanced, the reference's bottleneck cut, layer regions with each policy,
+//! block regions: each on the backend the trainer runs it on, regions over Balanced), every
+//! method one step per round, interleaved.
 //!
-//! The planner chooses, for each of the dense layers' regions (`densenet::layer#0..`), keep,
-//! save-compute-bound or recompute-all. Writes `<out>.md`, `.json`, `.svg`, `.png`.
+//! The planner chooses the base (plain autodiff or Burn's Balanced, profiled on both) and, for
+//! each of the dense layers' regions (`densenet::layer#0..`), keep, save-compute-bound or
+//! recompute-all. Writes `<out>.md`, `.json`, `.svg`, `.png`.
 //!
 //! ```text
 //! cargo bench -p densenet-bc --bench budget                     # BC-100, batch 16, 10 budgets
@@ -14,27 +16,27 @@
 use std::cell::RefCell;
 
 use bench_kit::densenet::DenseNetShape;
+use bench_kit::tape::Tape;
+use burn::backend::autodiff::checkpoint::strategy::BalancedCheckpointing;
 use burn::backend::{Autodiff, Flex};
 use burn::module::Module;
 use burn::nn::loss::CrossEntropyLossConfig;
 use burn::optim::momentum::MomentumConfig;
 use burn::optim::{GradientsParams, Optimizer, SgdConfig};
 use burn::record::{BinBytesRecorder, FullPrecisionSettings, Recorder};
-use burn::tensor::backend::Backend;
+use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::{Distribution, Int, Tensor, TensorData};
 use burn_checkpoint::Checkpointed;
 use burn_checkpoint::memory::{CountingAllocator, Meter};
-use burn_checkpoint::planner::Treatment;
+use burn_checkpoint::planner::{Base, Treatment};
 use densenet_bc::{DenseNet, DenseNetConfig, Method};
 
 use bench_kit::sweep;
 
-use sweep::Trainer as _;
-
 #[global_allocator]
 static ALLOCATOR: CountingAllocator = CountingAllocator;
 
-type B = Checkpointed<Autodiff<Flex>>;
+type Bal = Autodiff<Flex, BalancedCheckpointing>;
 
 /// DenseNet-BC under the budget planner, against the hand-made cuts.
 #[derive(clap::Parser)]
@@ -50,37 +52,37 @@ struct Args {
 }
 
 /// A model and its optimizer, stepping on one fixed batch.
-struct Trainer {
+struct Trainer<B: AutodiffBackend> {
     model: Option<DenseNet<B>>,
-    optimizer: burn::optim::adaptor::OptimizerAdaptor<burn::optim::Sgd<Flex>, DenseNet<B>, B>,
+    optimizer:
+        burn::optim::adaptor::OptimizerAdaptor<burn::optim::Sgd<B::InnerBackend>, DenseNet<B>, B>,
     images: TensorData,
     labels: TensorData,
 }
 
-impl Trainer {
-    fn new(
-        config: &DenseNetConfig,
-        weights: &[u8],
-        images: &TensorData,
-        labels: &TensorData,
-    ) -> Self {
-        let device = Default::default();
-        let recorder = BinBytesRecorder::<FullPrecisionSettings>::default();
-        let model = config
-            .init::<B>(&device)
-            .load_record(recorder.load(weights.to_vec(), &device).unwrap());
-        Trainer {
-            model: Some(model),
-            optimizer: SgdConfig::new()
-                .with_momentum(Some(MomentumConfig::new()))
-                .init(),
-            images: images.clone(),
-            labels: labels.clone(),
-        }
-    }
+/// `config` trained on `B` from `weights`, boxed beside the other methods' backends.
+fn trainer<B: AutodiffBackend>(
+    config: &DenseNetConfig,
+    weights: &[u8],
+    images: &TensorData,
+    labels: &TensorData,
+) -> RefCell<Box<dyn sweep::Trainer>> {
+    let device = Default::default();
+    let recorder = BinBytesRecorder::<FullPrecisionSettings>::default();
+    let model = config
+        .init::<B>(&device)
+        .load_record(recorder.load(weights.to_vec(), &device).unwrap());
+    RefCell::new(Box::new(Trainer::<B> {
+        model: Some(model),
+        optimizer: SgdConfig::new()
+            .with_momentum(Some(MomentumConfig::new()))
+            .init(),
+        images: images.clone(),
+        labels: labels.clone(),
+    }))
 }
 
-impl sweep::Trainer for Trainer {
+impl<B: AutodiffBackend> sweep::Trainer for Trainer<B> {
     fn step(&mut self) {
         let device = Default::default();
         let model = self.model.take().expect("a model");
@@ -104,21 +106,40 @@ fn main() {
     Flex::seed(&device, 1);
     let config = DenseNetConfig::new(args.shape.depth).with_growth_rate(args.shape.growth);
     let weights = BinBytesRecorder::<FullPrecisionSettings>::default()
-        .record(config.init::<B>(&device).into_record(), ())
+        .record(config.init::<Autodiff<Flex>>(&device).into_record(), ())
         .unwrap();
     let images = Tensor::<Flex, 4>::random([args.batch, 3, 32, 32], Distribution::Default, &device)
         .into_data();
     let labels =
         Tensor::<Flex, 1, Int>::random([args.batch], Distribution::Uniform(0.0, 10.0), &device)
             .into_data();
-    let trainer = |method: Method| {
+    // Each method on the backend the trainer runs it on.
+    let hand = |method: Method| {
         let config = method.configure(config.clone());
-        RefCell::new(Trainer::new(&config, &weights, &images, &labels))
+        let trainer = match method.tape() {
+            Tape::Plain => trainer::<Autodiff<Flex>>,
+            Tape::Balanced => trainer::<Bal>,
+            Tape::Regions => trainer::<Checkpointed<Autodiff<Flex>>>,
+            Tape::RegionsOverBalanced => trainer::<Checkpointed<Bal>>,
+        };
+        trainer(&config, &weights, &images, &labels)
     };
-    // The planner's model: a region per dense layer, each of which a plan may keep.
-    let planned = trainer(Method::Layer);
+    // The planner's model: a region per dense layer, each of which a plan may keep, on either
+    // base.
+    let layers = Method::Layer.configure(config.clone());
+    let planned = [
+        (
+            Base::Plain,
+            trainer::<Checkpointed<Autodiff<Flex>>>(&layers, &weights, &images, &labels),
+        ),
+        (
+            Base::Balanced,
+            trainer::<Checkpointed<Bal>>(&layers, &weights, &images, &labels),
+        ),
+    ];
     let hands = [
         Method::Plain,
+        Method::Balanced,
         Method::Bottleneck,
         Method::LayerSave,
         Method::LayerReduce,
@@ -126,7 +147,7 @@ fn main() {
         Method::LayerOffload,
         Method::Block,
     ]
-    .map(|method| (method.name(), trainer(method)));
+    .map(|method| (method.name(), hand(method)));
     let title = format!(
         "{}, batch {} of 3×32×32, SGD step, flex backend: the budget planner over the dense \
          layers' regions against hand-made cuts",
@@ -140,7 +161,10 @@ fn main() {
         },
         &out,
         &title,
-        Box::new(|| planned.borrow_mut().step()),
+        planned
+            .iter()
+            .map(|(base, trainer)| sweep::Planned::of(*base, trainer))
+            .collect(),
         hands
             .iter()
             .map(|(name, trainer)| sweep::Hand::of(name, trainer))

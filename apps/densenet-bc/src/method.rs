@@ -1,7 +1,7 @@
 //! The ways to train a DenseNet-BC, named once for the trainer, the benchmark and the tests.
 
+use app_kit::method::MethodName;
 use app_kit::tape::Tape;
-use serde::{Deserialize, Serialize};
 
 use crate::model::{Cut, DenseNetConfig, RegionPolicy};
 
@@ -18,25 +18,18 @@ use crate::model::{Cut, DenseNetConfig, RegionPolicy};
 /// let config = method.configure(DenseNetConfig::new(40));
 /// assert_eq!((config.cut, config.policy), (Cut::Layer, RegionPolicy::SaveComputeBound));
 /// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
-#[serde(rename_all = "kebab-case")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Method {
     /// Plain `Autodiff<I>`: every activation backward needs is held.
-    #[value(alias = "none")]
-    #[serde(alias = "none")]
     Plain,
     /// Burn's `Autodiff<I, BalancedCheckpointing>`: cheap (memory-bound) ops are recomputed.
     Balanced,
     /// Regions at the reference's cut ([`Cut::Bottleneck`]), on top of Balanced.
     Bottleneck,
     /// A region per dense layer ([`Cut::Layer`]), on top of Balanced: least memory.
-    #[value(alias = "regions")]
-    #[serde(alias = "regions")]
     Layer,
     /// As `Layer`, the regions keeping convolution and pooling outputs
     /// ([`RegionPolicy::SaveComputeBound`]).
-    #[value(alias = "regions-save-compute", alias = "regions-save")]
-    #[serde(alias = "regions-save-compute", alias = "regions-save")]
     LayerSave,
     /// As `Bottleneck`, the regions keeping reductions' outputs
     /// ([`RegionPolicy::SaveReductions`]).
@@ -63,18 +56,19 @@ impl Method {
         Method::Block,
     ];
 
-    /// The name on the command line (and in reports and JSON).
-    pub fn name(self) -> &'static str {
+    /// The method's name in the one table of every app's names: the command line's, the
+    /// reports' and JSON's spelling (`name()`, with the other trainer's words as aliases).
+    pub fn word(self) -> MethodName {
         match self {
-            Method::Plain => "plain",
-            Method::Balanced => "balanced",
-            Method::Bottleneck => "bottleneck",
-            Method::Layer => "layer",
-            Method::LayerSave => "layer-save",
-            Method::BottleneckReduce => "bottleneck-reduce",
-            Method::LayerReduce => "layer-reduce",
-            Method::LayerOffload => "layer-offload",
-            Method::Block => "block",
+            Method::Plain => MethodName::Plain,
+            Method::Balanced => MethodName::Balanced,
+            Method::Bottleneck => MethodName::Bottleneck,
+            Method::Layer => MethodName::Layer,
+            Method::LayerSave => MethodName::LayerSave,
+            Method::BottleneckReduce => MethodName::BottleneckReduce,
+            Method::LayerReduce => MethodName::LayerReduce,
+            Method::LayerOffload => MethodName::LayerOffload,
+            Method::Block => MethodName::Block,
         }
     }
 
@@ -119,6 +113,8 @@ impl Method {
             .with_offload(self == Method::LayerOffload)
     }
 }
+
+app_kit::method_names!(Method);
 
 #[cfg(test)]
 mod tests {

@@ -1,10 +1,12 @@
 //! The budget planner on the GPT-style model: a sweep of budgets from the peak with every block
 //! region kept down to the smallest the planner reaches, each plan measured beside the hand-made
-//! cuts (no region, a region per block with each policy, `checkpoint_sequential`, the whole
-//! stack), every method one step per round, interleaved.
+//! cuts (no region, Burn's Balanced, a region per block with each policy and over Balanced,
+//! `checkpoint_sequential`, the whole stack: each on its method's backend), every method one step
+//! per round, interleaved.
 //!
-//! The planner chooses, for each block's region (`gpt::model::Block::forward_checkpointed#i`),
-//! keep, save-compute-bound or recompute-all. Writes `<out>.md`, `.json`, `.svg`, `.png`.
+//! The planner chooses the base (plain autodiff or Burn's Balanced, profiled on both) and, for
+//! each block's region (`gpt::model::Block::forward_checkpointed#i`), keep, save-compute-bound
+//! or recompute-all. Writes `<out>.md`, `.json`, `.svg`, `.png`.
 //!
 //! ```text
 //! cargo bench -p gpt --bench budget                                 # 8 blocks, d 128, 10 budgets
@@ -15,26 +17,26 @@ mod common;
 
 use std::cell::RefCell;
 
+use bench_kit::tape::Tape;
+use burn::backend::autodiff::checkpoint::strategy::BalancedCheckpointing;
 use burn::backend::{Autodiff, Flex};
 use burn::module::Module;
 use burn::optim::{AdamWConfig, GradientsParams, Optimizer};
 use burn::record::{BinBytesRecorder, FullPrecisionSettings, Recorder};
-use burn::tensor::backend::Backend;
+use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::{Int, Tensor, TensorData};
 use burn_checkpoint::Checkpointed;
 use burn_checkpoint::memory::{CountingAllocator, Meter};
-use burn_checkpoint::planner::Treatment;
+use burn_checkpoint::planner::{Base, Treatment};
 use gpt::{Cut, Gpt, Method};
 
 use bench_kit::gpt::GptShape;
 use bench_kit::sweep;
 
-use sweep::Trainer as _;
-
 #[global_allocator]
 static ALLOCATOR: CountingAllocator = CountingAllocator;
 
-type B = Checkpointed<Autodiff<Flex>>;
+type Bal = Autodiff<Flex, BalancedCheckpointing>;
 
 /// The GPT-style model under the budget planner, against the hand-made cuts.
 #[derive(clap::Parser)]
@@ -46,13 +48,32 @@ struct Args {
 }
 
 /// A model and its optimizer, stepping on one fixed batch of tokens.
-struct Trainer<O> {
+struct Trainer<B: AutodiffBackend, O> {
     model: Option<Gpt<B>>,
     optimizer: O,
     tokens: TensorData,
 }
 
-impl<O: Optimizer<Gpt<B>, B>> sweep::Trainer for Trainer<O> {
+/// The GPT cut at `cut`, trained on `B` from `weights`, boxed beside the other methods'
+/// backends.
+fn trainer<B: AutodiffBackend>(
+    config: &gpt::GptConfig,
+    weights: &[u8],
+    tokens: &TensorData,
+    cut: Cut,
+) -> RefCell<Box<dyn sweep::Trainer>> {
+    let device = Default::default();
+    let record = BinBytesRecorder::<FullPrecisionSettings>::default()
+        .load(weights.to_vec(), &device)
+        .unwrap();
+    RefCell::new(Box::new(Trainer {
+        model: Some(config.init::<B>(&device).load_record(record).with_cut(cut)),
+        optimizer: AdamWConfig::new().init::<B, Gpt<B>>(),
+        tokens: tokens.clone(),
+    }))
+}
+
+impl<B: AutodiffBackend, O: Optimizer<Gpt<B>, B>> sweep::Trainer for Trainer<B, O> {
     fn step(&mut self) {
         let device = Default::default();
         let model = self.model.take().expect("a model");
@@ -77,32 +98,42 @@ fn main() {
     let shape = &args.shape;
     let config = common::config(shape);
     let weights = BinBytesRecorder::<FullPrecisionSettings>::default()
-        .record(config.init::<B>(&device).into_record(), ())
+        .record(config.init::<Autodiff<Flex>>(&device).into_record(), ())
         .unwrap();
     let tokens = common::tokens::<Flex>(shape, &device).into_data();
-    let trainer = |cut: Cut| {
-        let record = BinBytesRecorder::<FullPrecisionSettings>::default()
-            .load(weights.clone(), &device)
-            .unwrap();
-        RefCell::new(Trainer {
-            model: Some(config.init::<B>(&device).load_record(record).with_cut(cut)),
-            optimizer: AdamWConfig::new().init::<B, Gpt<B>>(),
-            tokens: tokens.clone(),
-        })
+    // Each method on its backend.
+    let hand = |method: Method| {
+        let trainer = match method.tape() {
+            Tape::Plain => trainer::<Autodiff<Flex>>,
+            Tape::Balanced => trainer::<Bal>,
+            Tape::Regions => trainer::<Checkpointed<Autodiff<Flex>>>,
+            Tape::RegionsOverBalanced => trainer::<Checkpointed<Bal>>,
+        };
+        trainer(&config, &weights, &tokens, method.cut())
     };
-    // The planner's model: a region per block, each of which a plan may keep.
-    let planned = trainer(Cut::Block);
-    // Every method of the model's backend (`Checkpointed<Autodiff<Flex>>`), by name.
+    // The planner's model: a region per block, each of which a plan may keep, on either base.
+    let planned = [
+        (
+            Base::Plain,
+            trainer::<Checkpointed<Autodiff<Flex>>>(&config, &weights, &tokens, Cut::Block),
+        ),
+        (
+            Base::Balanced,
+            trainer::<Checkpointed<Bal>>(&config, &weights, &tokens, Cut::Block),
+        ),
+    ];
     let hands = [
         Method::Plain,
+        Method::Balanced,
         Method::BlockSave,
         Method::Block,
+        Method::BlockBalanced,
         Method::BlockOffload,
         Method::SeqSqrt,
         Method::SeqTwo,
         Method::Whole,
     ]
-    .map(|method| (method.name(), trainer(method.cut())));
+    .map(|method| (method.name(), hand(method)));
     let title = format!(
         "{}, AdamW step, flex backend: the budget planner over the blocks' regions against \
          hand-made cuts",
@@ -115,7 +146,10 @@ fn main() {
         },
         &out,
         &title,
-        Box::new(|| planned.borrow_mut().step()),
+        planned
+            .iter()
+            .map(|(base, trainer)| sweep::Planned::of(*base, trainer))
+            .collect(),
         hands
             .iter()
             .map(|(name, trainer)| sweep::Hand::of(name, trainer))

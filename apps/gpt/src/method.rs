@@ -1,5 +1,6 @@
 //! The ways to train the GPT, named once for its benchmarks and tests.
 
+use app_kit::method::MethodName;
 use app_kit::tape::Tape;
 
 use crate::model::Cut;
@@ -15,10 +16,7 @@ use crate::model::Cut;
 /// assert_eq!((method.name(), method.cut()), ("block-balanced", Cut::Block));
 /// assert_eq!(method.tape(), Tape::RegionsOverBalanced);
 /// ```
-#[derive(
-    Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize,
-)]
-#[serde(rename_all = "kebab-case")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Method {
     /// Plain `Autodiff<I>`.
     Plain,
@@ -57,19 +55,20 @@ impl Method {
         Method::Whole,
     ];
 
-    /// The name on the command line.
-    pub fn name(self) -> &'static str {
+    /// The method's name in the one table of every app's names (`name()`: the command line's
+    /// and JSON's spelling).
+    pub fn word(self) -> MethodName {
         match self {
-            Method::Plain => "plain",
-            Method::Balanced => "balanced",
-            Method::Block => "block",
-            Method::BlockBalanced => "block-balanced",
-            Method::BlockSave => "block-save",
-            Method::BlockKeepAttention => "block-keep-attention",
-            Method::BlockOffload => "block-offload",
-            Method::SeqSqrt => "seq-sqrt",
-            Method::SeqTwo => "seq-two",
-            Method::Whole => "whole",
+            Method::Plain => MethodName::Plain,
+            Method::Balanced => MethodName::Balanced,
+            Method::Block => MethodName::Block,
+            Method::BlockBalanced => MethodName::BlockBalanced,
+            Method::BlockSave => MethodName::BlockSave,
+            Method::BlockKeepAttention => MethodName::BlockKeepAttention,
+            Method::BlockOffload => MethodName::BlockOffload,
+            Method::SeqSqrt => MethodName::SeqSqrt,
+            Method::SeqTwo => MethodName::SeqTwo,
+            Method::Whole => MethodName::Whole,
         }
     }
 
@@ -113,6 +112,8 @@ impl Method {
         }
     }
 }
+
+app_kit::method_names!(Method);
 
 #[cfg(test)]
 mod tests {

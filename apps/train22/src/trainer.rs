@@ -7,7 +7,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::{Context, bail, ensure};
-use app_kit::args::{byte_size, learning_rate, momentum, positive, weight_decay};
+use app_kit::args::{Sgd, byte_size, positive};
+use app_kit::densenet::DenseNetShape;
+use app_kit::method::MethodName;
 use app_kit::schedule;
 use app_kit::table::MethodRow;
 
@@ -27,7 +29,7 @@ use burn::train::{
     ExecutionStrategy, Learner, MultiDeviceOptim, SupervisedTraining, TrainingStrategy,
 };
 use burn_checkpoint_22::memory::Meter;
-use burn_checkpoint_22::planner::{Plan, Profile, Treatment};
+use burn_checkpoint_22::planner::{Base, Plan, Profile, Treatment, autodiff_on};
 use burn_checkpoint_22_models::densenet::DenseNet;
 use burn_checkpoint_22_models::gpt::Gpt;
 use burn_checkpoint_22_models::{Cut, initialised};
@@ -92,25 +94,13 @@ pub struct Options {
     #[arg(long, default_value_t = 1, value_parser = positive())]
     pub epochs: usize,
 
-    /// Initial learning rate, above 0 (divided by 10 at 50% and at 75% of the epochs).
-    #[arg(long, default_value_t = 0.1, value_parser = learning_rate)]
-    pub lr: f64,
+    /// The optimizer: `--lr`, `--momentum`, `--weight-decay`.
+    #[command(flatten)]
+    pub sgd: Sgd,
 
-    /// SGD momentum (Nesterov), from 0 (off) to below 1.
-    #[arg(long, default_value_t = 0.9, value_parser = momentum)]
-    pub momentum: f64,
-
-    /// L2 weight decay, 0 (off) or more.
-    #[arg(long, default_value_t = 1e-4, value_parser = weight_decay)]
-    pub weight_decay: f64,
-
-    /// DenseNet-BC depth, 6n + 4 (10, 16, 22, 40, 100, …): three dense blocks of n layers.
-    #[arg(long, default_value_t = 100)]
-    pub depth: usize,
-
-    /// Channels each dense layer adds (k); also `--growth`, the benchmarks' word.
-    #[arg(long, alias = "growth", default_value_t = 12, value_parser = positive())]
-    pub growth_rate: usize,
+    /// The DenseNet-BC: `--depth`, `--growth` (also `--growth-rate`).
+    #[command(flatten)]
+    pub densenet: DenseNetShape,
 
     /// GPT blocks (--model gpt).
     #[arg(long, default_value_t = 4, value_parser = positive())]
@@ -179,33 +169,40 @@ pub enum Model {
     Gpt,
 }
 
-/// What a training step keeps between forward and backward.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+/// What a training step keeps between forward and backward, by the names of app-kit's one
+/// table (`MethodName`): the Burn 0.21 trainer's words are aliases (`none`, `layer`, `layer-save`,
+/// `regions-save-compute`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Method {
     /// Plain autodiff: every activation backward needs is held.
-    #[value(alias = "none")]
     Plain,
     /// Burn's gradient checkpointing (Balanced): cheap, memory-bound ops are recomputed.
     Balanced,
     /// A region per dense layer (GPT block) on top of Balanced: their activations are
-    /// recomputed in backward ([`Cut::Each`]). Also `layer`, the Burn 0.21 trainer's word.
-    #[value(alias = "layer")]
+    /// recomputed in backward ([`Cut::Each`]).
     Regions,
     /// The same regions keeping their compute-bound outputs
-    /// ([`Cut::EachSavingComputeBound`]). Also `layer-save` and `regions-save-compute`, the Burn
-    /// 0.21 trainer's words.
-    #[value(alias = "layer-save", alias = "regions-save-compute")]
+    /// ([`Cut::EachSavingComputeBound`]).
     RegionsSave,
 }
 
 impl Method {
-    /// The name on the command line and in the table.
-    pub fn name(self) -> &'static str {
+    /// Every method, in the order the table lists them.
+    pub const ALL: [Method; 4] = [
+        Method::Plain,
+        Method::Balanced,
+        Method::Regions,
+        Method::RegionsSave,
+    ];
+
+    /// The method's name in the one table of every app's names (`name()`: the command line's
+    /// and the table's spelling).
+    pub fn word(self) -> MethodName {
         match self {
-            Method::Plain => "plain",
-            Method::Balanced => "balanced",
-            Method::Regions => "regions",
-            Method::RegionsSave => "regions-save",
+            Method::Plain => MethodName::Plain,
+            Method::Balanced => MethodName::Balanced,
+            Method::Regions => MethodName::Regions,
+            Method::RegionsSave => MethodName::RegionsSave,
         }
     }
 
@@ -223,6 +220,8 @@ impl Method {
     }
 }
 
+app_kit::method_names!(Method);
+
 /// What one method's training gave.
 #[derive(Debug, Clone)]
 pub struct Trained {
@@ -239,9 +238,9 @@ impl Options {
     pub fn check(&self) -> anyhow::Result<()> {
         match self.model {
             Model::Densenet => ensure!(
-                self.depth >= 10 && (self.depth - 4).is_multiple_of(6),
+                self.densenet.depth >= 10 && (self.densenet.depth - 4).is_multiple_of(6),
                 "--depth {}: DenseNet-BC's depth is 6n + 4 with n ≥ 1 (10, 16, 22, 40, 100, …)",
-                self.depth
+                self.densenet.depth
             ),
             Model::Gpt => {
                 ensure!(
@@ -343,20 +342,16 @@ impl Options {
         };
         let (train, valid) = data.loaders(batch, steps * batch, valid_items, self.seed);
 
-        let mut device = Device::flex().autodiff();
-        if method.burn_checkpointing() {
-            device = device.gradient_checkpointing();
-        }
-        // Every method (and the planner's copy) starts from the same weights.
-        let network = || {
+        // Every method (and the planner's copies) starts from the same weights.
+        let network = |device: &Device| {
             device.seed(derive(self.seed, Purpose::Init, 0));
             initialised(match data {
                 Data::Images(splits) => Network::DenseNet(DenseNet::new(
-                    self.depth,
-                    self.growth_rate,
+                    self.densenet.depth,
+                    self.densenet.growth,
                     splits.shape[0],
                     splits.classes,
-                    &device,
+                    device,
                 )),
                 Data::Text { .. } => Network::Gpt(Gpt::new(
                     VOCAB,
@@ -365,36 +360,48 @@ impl Options {
                     self.heads,
                     self.context,
                     self.dropout,
-                    &device,
+                    device,
                 )),
             })
         };
-        // The planner plans the layer cut's regions (`regions`): the other methods run as they
-        // are.
-        let plan = if method == Method::Regions {
-            // A copy of its own (batch norm's running statistics included): the profiled steps
-            // leave the trained model as it was.
-            let copy = Classifier::new(network(), Cut::Each, Probe::new(meter.clone()));
-            self.plan(&copy, data.first(batch, &device), meter)?
+        // The planner plans the layer cut's regions (`regions`), and with a budget chooses what
+        // they sit on: the method's Balanced or plain autodiff, whichever its plan is faster on.
+        // The other methods run as they are.
+        let method_base = if method.burn_checkpointing() {
+            Base::Balanced
         } else {
-            None
+            Base::Plain
         };
+        let (plan, base) = if method == Method::Regions {
+            // A copy of its own per base (batch norm's running statistics included): the
+            // profiled steps leave the trained model as it was.
+            let copy = |base: Base| {
+                let device = autodiff_on(base, Device::flex());
+                let copy = Classifier::new(network(&device), Cut::Each, Probe::new(meter.clone()));
+                (copy, data.first(batch, &device))
+            };
+            self.plan(method_base, copy, meter)?
+        } else {
+            (None, method_base)
+        };
+        let device = autodiff_on(base, Device::flex());
         let probe = Probe::new(meter.clone());
-        let mut model = Classifier::new(network(), method.cut(), probe.clone());
+        let mut model = Classifier::new(network(&device), method.cut(), probe.clone());
         let planned = plan.is_some();
         if let Some(plan) = plan {
             model = model.with_plan(plan);
         }
 
         let optimizer = SgdConfig::new()
-            .with_momentum((self.momentum > 0.0).then(|| {
+            .with_momentum((self.sgd.momentum > 0.0).then(|| {
                 MomentumConfig::new()
-                    .with_momentum(self.momentum)
+                    .with_momentum(self.sgd.momentum)
                     .with_dampening(0.0)
                     .with_nesterov(true)
             }))
             .with_weight_decay(
-                (self.weight_decay > 0.0).then(|| WeightDecayConfig::new(self.weight_decay as f32)),
+                (self.sgd.weight_decay > 0.0)
+                    .then(|| WeightDecayConfig::new(self.sgd.weight_decay as f32)),
             )
             .init();
         let epochs = self.epochs;
@@ -403,7 +410,7 @@ impl Options {
             .metrics((AccuracyMetric::new(), LossMetric::new()))
             .with_application_logger(None)
             .summary();
-        if method.burn_checkpointing() {
+        if base == Base::Balanced {
             training = training.gradient_checkpointing();
         }
         if self.devices > 1 {
@@ -445,9 +452,14 @@ impl Options {
         Ok(Trained {
             row: MethodRow {
                 method: match (planned, self.memory_budget) {
-                    (true, Some(bytes)) => {
-                        format!("regions, planned for {:.1} MiB", mib(bytes as usize))
-                    }
+                    (true, Some(bytes)) => format!(
+                        "regions, planned for {:.1} MiB{}",
+                        mib(bytes as usize),
+                        match base {
+                            Base::Balanced => "",
+                            Base::Plain => " (on plain autodiff)",
+                        }
+                    ),
                     _ => method.name().to_string(),
                 },
                 devices: self.devices,
@@ -462,35 +474,60 @@ impl Options {
         })
     }
 
-    /// With `--memory-report` or `--memory-budget`: `copy`'s step on `batch` profiled region by
-    /// region (the report printed), and the plan that fits the budget, checked on a step.
-    fn plan(&self, copy: &Classifier, batch: Batch, meter: &Meter) -> anyhow::Result<Option<Plan>> {
+    /// With `--memory-report` or `--memory-budget`: the step of a copy of the model
+    /// (`copy(base)`: the copy and its batch on that base's device) profiled region by region
+    /// (the report printed), and the plan that fits the budget, checked on a step, with the base
+    /// it runs on. The report profiles the method's base; a budget profiles both and plans on the
+    /// base whose plan is predicted faster ([`Profile::choose_base`]).
+    fn plan(
+        &self,
+        method_base: Base,
+        copy: impl Fn(Base) -> (Classifier, Batch),
+        meter: &Meter,
+    ) -> anyhow::Result<(Option<Plan>, Base)> {
         if !self.memory_report && self.memory_budget.is_none() {
-            return Ok(None);
+            return Ok((None, method_base));
         }
-        let mut step = || {
-            let output = copy.classify(batch.clone());
-            drop(output.loss.backward());
-            Ok::<(), Infallible>(())
+        let bases: Vec<Base> = match self.memory_budget {
+            Some(_) => Base::ALL.to_vec(),
+            None => vec![method_base],
         };
-        let profile = Profile::try_measure(meter.clone(), &Treatment::ALL, &mut step)
-            .context("profiling a step")?;
-        if self.memory_report {
-            println!("{profile}");
+        let mut profiles = Vec::new();
+        let mut steps = Vec::new();
+        for base in bases {
+            let (copy, batch) = copy(base);
+            let mut step = move || {
+                let output = copy.classify(batch.clone());
+                drop(output.loss.backward());
+                Ok::<(), Infallible>(())
+            };
+            let profile = Profile::try_measure(meter.clone(), &Treatment::ALL, &mut step)
+                .context("profiling a step")?
+                .on(base);
+            if self.memory_report {
+                println!("on {base}: {profile}");
+            }
+            profiles.push(profile);
+            steps.push(step);
         }
         let Some(budget) = self.memory_budget else {
-            return Ok(None);
+            return Ok((None, method_base));
         };
+        let context = || format!("--memory-budget {:.1} MiB", mib(budget as usize));
+        let profile = Profile::choose_base(&profiles, budget).with_context(context)?;
+        let index = profiles
+            .iter()
+            .position(|p| std::ptr::eq(p, profile))
+            .expect("chosen among them");
         let fitted = profile
-            .fit(meter.clone(), budget, &mut step)
-            .with_context(|| format!("--memory-budget {:.1} MiB", mib(budget as usize)))?;
+            .fit(meter.clone(), budget, &mut steps[index])
+            .with_context(context)?;
         println!(
-            "plan for {:.1} MiB: {} (checked: a step's peak {:.1} MiB)",
-            mib(budget as usize),
+            "{} (checked: a step's peak {:.1} MiB)",
             fitted.plan,
             mib(fitted.measured_peak_bytes as usize)
         );
-        Ok(Some(fitted.plan))
+        Ok((Some(fitted.plan), profile.base))
     }
 
     /// The reference's schedule as burn-train's scheduler: one constant rate per stretch of
@@ -500,7 +537,7 @@ impl Options {
         let (mut rates, mut milestones) = (Vec::new(), Vec::new());
         let mut current = None;
         for epoch in 0..epochs {
-            let lr = schedule::learning_rate(self.lr, epoch, epochs);
+            let lr = schedule::learning_rate(self.sgd.lr, epoch, epochs);
             if current != Some(lr) {
                 if epoch > 0 {
                     milestones.push(epoch * steps);

@@ -4,15 +4,19 @@
 //! top-level region run that way; [`Profile::plan`] chooses a treatment per region instance so
 //! that the step's peak fits a byte budget at the least recompute time (the solver,
 //! `solver.rs`); [`Profile::fit`] checks the choice on real steps; a [`Plan`] applies it to later
-//! steps without code changes ([`Plan::run`]), and is saved and loaded as JSON.
+//! steps without code changes ([`Plan::run`]), and is saved and loaded as JSON. A step's
+//! regions sit on a [`Base`] (plain autodiff or Burn's Balanced): profiled on each,
+//! [`Profile::choose_base`] says on which the plan for a budget is fastest.
 //!
 //! The region machinery of each Burn crate asks [`planned`] how a top-level region runs.
 
+mod base;
 mod fit;
 mod plan;
 mod profile;
 mod solver;
 
+pub use base::Base;
 pub use fit::{FitError, Fitted};
 pub use plan::{Plan, planned};
 pub use profile::{Profile, ProfileError, TreatedStep};

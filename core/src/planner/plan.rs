@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+use super::base::Base;
 use crate::memory::{mib, shorten};
 use crate::names::RegionId;
 use crate::treatment::Treatment;
@@ -49,6 +50,15 @@ pub struct Plan {
     pub predicted_peak_bytes: u64,
     /// The recompute time the planner predicted per step, in seconds.
     pub predicted_recompute_seconds: f64,
+    /// The step time the planner predicted, in seconds: the profiled step with every region
+    /// kept on [`base`](Plan::base), plus the recompute (0 for a plan made by hand, or saved
+    /// before bases).
+    #[serde(default)]
+    pub predicted_step_seconds: f64,
+    /// What the regions sit on: run the plan's steps on this base (Burn 0.21: the backend type;
+    /// Burn 0.22: the device). Plain for a plan made by hand, or saved before bases.
+    #[serde(default)]
+    pub base: Base,
 }
 
 impl Plan {
@@ -114,6 +124,9 @@ impl fmt::Display for Plan {
             mib(self.predicted_peak_bytes as usize),
             self.predicted_recompute_seconds
         )?;
+        if self.base != Base::Plain {
+            write!(f, " on {};", self.base)?;
+        }
         for (name, counts) in self.counts() {
             write!(f, " {}:", shorten(name, 40))?;
             for (treatment, count) in counts {

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+use super::base::Base;
 use super::plan::{Lookup, with_lookup};
 use crate::memory::{MemoryMeter, StepReport, mib, mib_signed, shorten};
 use crate::treatment::Treatment;
@@ -19,6 +20,9 @@ use crate::treatment::Treatment;
 pub struct Profile {
     /// The step under each treatment profiled, [`Treatment::Keep`] first.
     pub steps: Vec<TreatedStep>,
+    /// What the step's regions sat on ([`Profile::on`]; plain in profiles saved before bases).
+    #[serde(default)]
+    pub base: Base,
 }
 
 /// One profiled step and the treatment every top-level region had in it.
@@ -124,9 +128,33 @@ impl Profile {
             result.map_err(ProfileError::Step)?;
             steps.push(TreatedStep { treatment, report });
         }
-        let profile = Profile { steps };
+        let profile = Profile {
+            steps,
+            base: Base::Plain,
+        };
         profile.check()?;
         Ok(profile)
+    }
+
+    /// This profile, saying that its step's regions sat on `base` (the step measured is the
+    /// caller's: a backend type on Burn 0.21, a device on Burn 0.22). Its plans carry the base.
+    ///
+    /// ```
+    /// use burn_checkpoint_core::memory::{HostMeter, recording};
+    /// use burn_checkpoint_core::planner::{Base, Profile, planned};
+    /// use burn_checkpoint_core::{RegionId, RegionName, Treatment};
+    ///
+    /// let step = || {
+    ///     let id = RegionId::next(RegionName::new("block"));
+    ///     recording::top_level_opened(&id.name, id.index, planned(&id));
+    ///     recording::top_level_closed();
+    /// };
+    /// let profile = Profile::measure(HostMeter, &Treatment::ALL, step).unwrap().on(Base::Balanced);
+    /// assert_eq!(profile.plan(u64::MAX).unwrap().base, Base::Balanced);
+    /// ```
+    pub fn on(mut self, base: Base) -> Profile {
+        self.base = base;
+        self
     }
 
     /// The treatments profiled, in the order measured ([`Treatment::Keep`] first).

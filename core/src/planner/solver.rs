@@ -181,15 +181,69 @@ impl Profile {
         })
     }
 
-    /// The plan giving the profiled top-level regions, in order, `treatments`.
+    /// The plan giving the profiled top-level regions, in order, `treatments`, on this
+    /// profile's base, with its predicted recompute and step time.
     fn plan_of(&self, treatments: impl IntoIterator<Item = Treatment>) -> Plan {
         let regions = &self.steps[0].report.regions;
-        regions
-            .iter()
-            .zip(treatments)
-            .fold(Plan::new(), |plan, (region, treatment)| {
+        let mut recompute = 0.0;
+        let mut plan = regions.iter().zip(treatments).enumerate().fold(
+            Plan::new(),
+            |plan, (i, (region, treatment))| {
+                recompute += self.cost(treatment, i);
                 plan.with(region.name.clone(), region.index, treatment)
-            })
+            },
+        );
+        plan.base = self.base;
+        plan.predicted_recompute_seconds = recompute;
+        plan.predicted_step_seconds = self.step(Treatment::Keep).seconds + recompute;
+        plan
+    }
+
+    /// Of `profiles` (one step profiled on each [`Base`](super::Base)), the one whose plan for
+    /// `budget_bytes` is predicted fastest: the step with every region kept on its base, plus
+    /// the plan's recompute. Plan or fit on it, and run the plan on its base (the plan says
+    /// which). The first profile wins a tie; where no profile can meet the budget, the error
+    /// is the one with the smallest floor's.
+    ///
+    /// ```
+    /// use burn_checkpoint_core::memory::{HostMeter, recording};
+    /// use burn_checkpoint_core::planner::{Base, Profile, planned};
+    /// use burn_checkpoint_core::{RegionId, RegionName, Treatment};
+    ///
+    /// // A stand-in: the Balanced step holds a little less and is no slower.
+    /// let step = |bytes: usize| {
+    ///     move || {
+    ///         let held = vec![1u8; bytes];
+    ///         let id = RegionId::next(RegionName::new("block"));
+    ///         recording::top_level_opened(&id.name, id.index, planned(&id));
+    ///         recording::top_level_closed();
+    ///         drop(held);
+    ///     }
+    /// };
+    /// let profiles = [
+    ///     Profile::measure(HostMeter, &Treatment::ALL, step(2048)).unwrap(),
+    ///     Profile::measure(HostMeter, &Treatment::ALL, step(1024)).unwrap().on(Base::Balanced),
+    /// ];
+    /// let chosen = Profile::choose_base(&profiles, u64::MAX).unwrap();
+    /// assert!(chosen.plan(u64::MAX).unwrap().predicted_step_seconds >= 0.0);
+    /// ```
+    pub fn choose_base(profiles: &[Profile], budget_bytes: u64) -> Result<&Profile, PlanError> {
+        let mut best: Option<(f64, &Profile)> = None;
+        for profile in profiles {
+            if let Ok(plan) = profile.plan(budget_bytes)
+                && best.is_none_or(|(seconds, _)| plan.predicted_step_seconds < seconds)
+            {
+                best = Some((plan.predicted_step_seconds, profile));
+            }
+        }
+        match best {
+            Some((_, profile)) => Ok(profile),
+            None => Err(profiles
+                .iter()
+                .min_by_key(|profile| profile.smallest_peak())
+                .expect("at least one profile to choose from")
+                .below_floor(budget_bytes)),
+        }
     }
 
     /// What instance `i` holds under `treatment` (nothing, rather than less than nothing).

@@ -1,6 +1,6 @@
 //! The trainers' argument parsers (clap `value_parser`s), shared by the trainer for Burn 0.21 and
 //! the one for Burn 0.22: counts of at least 1, byte sizes, and the optimizer's settings, each
-//! refusing what would not train with why.
+//! refusing what would not train with why; [`Sgd`], the optimizer's flags both trainers flatten.
 
 /// A parser of counts that must be at least 1.
 ///
@@ -126,4 +126,36 @@ pub fn weight_decay(text: &str) -> Result<f64, String> {
             "weight decay must be at least 0 (0 turns it off), not {decay}"
         ))
     }
+}
+
+/// The trainers' optimizer, the reference's: SGD with Nesterov momentum and L2 weight decay,
+/// `--lr --momentum --weight-decay` (flatten it into a trainer's options; both trainers do).
+///
+/// ```
+/// use app_kit::args::Sgd;
+/// use clap::Parser;
+///
+/// #[derive(Parser)]
+/// struct Options {
+///     #[command(flatten)]
+///     sgd: Sgd,
+/// }
+///
+/// let options = Options::parse_from(["train", "--momentum", "0"]);
+/// assert_eq!(options.sgd, Sgd { lr: 0.1, momentum: 0.0, weight_decay: 1e-4 });
+/// assert!(Options::try_parse_from(["train", "--lr", "0"]).is_err());
+/// ```
+#[derive(clap::Args, Clone, Copy, Debug, PartialEq)]
+pub struct Sgd {
+    /// Initial learning rate, above 0 (divided by 10 at 50% and at 75% of the epochs).
+    #[arg(long, default_value_t = 0.1, value_parser = learning_rate)]
+    pub lr: f64,
+
+    /// SGD momentum (Nesterov), from 0 (off) to below 1.
+    #[arg(long, default_value_t = 0.9, value_parser = momentum)]
+    pub momentum: f64,
+
+    /// L2 weight decay, 0 (off) or more.
+    #[arg(long, default_value_t = 1e-4, value_parser = weight_decay)]
+    pub weight_decay: f64,
 }

@@ -25,11 +25,11 @@ use serde::{Deserialize, Serialize};
 /// ```
 #[derive(clap::Args, Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DenseNetShape {
-    /// DenseNet-BC depth, 6n + 4 (40, 100, 250, …): three dense blocks of n layers.
+    /// DenseNet-BC depth, 6n + 4 (10, 16, 22, 40, 100, 250, …): three dense blocks of n layers.
     #[arg(long, default_value_t = 100)]
     pub depth: usize,
     /// Growth rate: channels each dense layer adds (also `--growth-rate`, the trainers' word).
-    #[arg(long, alias = "growth-rate", default_value_t = 12)]
+    #[arg(long, alias = "growth-rate", default_value_t = 12, value_parser = crate::args::positive())]
     pub growth: usize,
 }
 

@@ -1,7 +1,8 @@
 //! What the benchmarks of both burn-checkpoint crates share, with no Burn in it (as
 //! `burn-checkpoint-core` is to the libraries): [`figure`] writes a chart as SVG and PNG,
 //! [`output`] a table and its rows as JSON, [`table`] the trainers' table of methods and
-//! [`schedule`] their learning rates, [`args`] their argument parsers, [`gpt`] is the GPT's shape every GPT benchmark
+//! [`schedule`] their learning rates, [`args`] their argument parsers, [`method`] the names
+//! of the ways to train (one table for every app), [`gpt`] is the GPT's shape every GPT benchmark
 //! takes, [`sweep`] runs the budget planner over a range of budgets against hand-made cuts,
 //! every step measured with the [`Meter`](burn_checkpoint_core::memory::Meter) it is given
 //! (host or device), and [`agreement`] says how closely a step with regions must agree with plain
@@ -15,6 +16,7 @@ pub mod args;
 pub mod densenet;
 pub mod figure;
 pub mod gpt;
+pub mod method;
 pub mod output;
 pub mod schedule;
 pub mod sweep;

@@ -105,14 +105,15 @@ fn on_wgpu<T: OnDevices>(_: &[DeviceSpec], _: T) -> anyhow::Result<T::Output> {
 /// The reference's optimizer: SGD with Nesterov momentum (no dampening, as PyTorch's) and L2
 /// weight decay.
 pub fn sgd(options: &TrainOptions) -> SgdConfig {
-    let momentum = (options.momentum > 0.0).then(|| {
+    let momentum = (options.sgd.momentum > 0.0).then(|| {
         MomentumConfig::new()
-            .with_momentum(options.momentum)
+            .with_momentum(options.sgd.momentum)
             .with_dampening(0.0)
             .with_nesterov(true)
     });
     SgdConfig::new().with_momentum(momentum).with_weight_decay(
-        (options.weight_decay > 0.0).then(|| WeightDecayConfig::new(options.weight_decay as f32)),
+        (options.sgd.weight_decay > 0.0)
+            .then(|| WeightDecayConfig::new(options.sgd.weight_decay as f32)),
     )
 }
 

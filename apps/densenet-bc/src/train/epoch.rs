@@ -88,7 +88,7 @@ impl<I: Backend> EpochPlan<'_, I> {
         } = *self;
         let epoch_start = Instant::now();
         runner.seed(derive(options.seed, Purpose::Backend, epoch));
-        let lr = learning_rate(options.lr, epoch, options.epochs);
+        let lr = learning_rate(options.sgd.lr, epoch, options.epochs);
         let loader = train_loader::<I>(splits, batcher, options, epoch, steps);
         let bar = progress::epoch_bar(epoch, options.epochs, steps);
         let (mut loss_sum, mut images, mut done) = (0.0f64, 0usize, 0usize);

@@ -2,7 +2,8 @@
 
 use std::path::PathBuf;
 
-use app_kit::args::{byte_size, learning_rate, momentum, positive, weight_decay};
+use app_kit::args::{Sgd, byte_size, positive};
+use app_kit::densenet::DenseNetShape;
 use burn_checkpoint_parallel::NodeArgs;
 use clap::Parser;
 use serde::{Deserialize, Serialize};
@@ -58,25 +59,13 @@ pub struct TrainOptions {
     #[arg(long, default_value_t = 300, value_parser = positive())]
     pub epochs: usize,
 
-    /// Initial learning rate, above 0 (divided by 10 at 50% and at 75% of the epochs).
-    #[arg(long, default_value_t = 0.1, value_parser = learning_rate)]
-    pub lr: f64,
+    /// The optimizer: `--lr`, `--momentum`, `--weight-decay`.
+    #[command(flatten)]
+    pub sgd: Sgd,
 
-    /// SGD momentum (Nesterov), from 0 (off) to below 1.
-    #[arg(long, default_value_t = 0.9, value_parser = momentum)]
-    pub momentum: f64,
-
-    /// L2 weight decay, 0 (off) or more.
-    #[arg(long, default_value_t = 1e-4, value_parser = weight_decay)]
-    pub weight_decay: f64,
-
-    /// DenseNet-BC depth, 6n + 4 (10, 16, 22, 40, 100, …): three dense blocks of n layers.
-    #[arg(long, default_value_t = 100)]
-    pub depth: usize,
-
-    /// Channels each dense layer adds (k); also `--growth`, the benchmarks' word.
-    #[arg(long, alias = "growth", default_value_t = 12, value_parser = positive())]
-    pub growth_rate: usize,
+    /// The DenseNet-BC: `--depth`, `--growth` (also `--growth-rate`).
+    #[command(flatten)]
+    pub densenet: DenseNetShape,
 
     /// Seed of everything random: initial weights, shuffling, augmentation, synthetic images.
     #[arg(long, default_value_t = 1)]
@@ -283,14 +272,14 @@ mod tests {
         let options = TrainOptions::try_parse_from(["train", "--checkpoint", "regions-save"]);
         assert_eq!(options.unwrap().method(), Method::LayerSave);
         let options = TrainOptions::try_parse_from(["train", "--growth", "24"]).unwrap();
-        assert_eq!(options.growth_rate, 24);
+        assert_eq!(options.densenet.growth, 24);
     }
 
     #[test]
     fn hyperparameters_outside_their_range_are_refused() {
         let parse = |flag: &str, value: &str| {
             TrainOptions::try_parse_from(["train", &format!("{flag}={value}")])
-                .map(|o| (o.lr, o.momentum, o.weight_decay))
+                .map(|o| (o.sgd.lr, o.sgd.momentum, o.sgd.weight_decay))
                 .map_err(|e| e.to_string())
         };
         for (flag, value, says) in [

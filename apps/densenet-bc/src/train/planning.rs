@@ -11,9 +11,10 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
+use app_kit::tape::Tape;
 use burn::tensor::TensorData;
 use burn_checkpoint::memory::Meter;
-use burn_checkpoint::planner::{Fitted, Plan, Profile, Treatment};
+use burn_checkpoint::planner::{Base, Fitted, Plan, Profile, Treatment};
 use burn_checkpoint_core::memory::mib;
 
 use super::options::TrainOptions;
@@ -50,6 +51,13 @@ pub fn prepare(
     }
     let mut scratch = Scratch {
         meter,
+        // The trainer's regions sit on its methods' base (Burn's Balanced: `Tape`), and the
+        // runner is built on it: the plan says so. Choosing the base too is the library's
+        // (`Profile::choose_base`), which the budget benchmarks exercise.
+        base: match options.method().tape() {
+            Tape::RegionsOverBalanced | Tape::Balanced => Base::Balanced,
+            Tape::Regions | Tape::Plain => Base::Plain,
+        },
         runner: runner.scratch()?,
         shape,
         steps: 0,
@@ -219,6 +227,8 @@ fn load_plan(path: &Path) -> anyhow::Result<Plan> {
 /// The scratch copy of the model, with what its profiled steps need.
 struct Scratch {
     meter: Meter,
+    /// What the runner's regions sit on.
+    base: Base,
     runner: Box<dyn ScratchRunner>,
     /// The images' `[channels, height, width]`.
     shape: [usize; 3],
@@ -257,7 +267,8 @@ impl Scratch {
         let runner = &mut self.runner;
         let profile = Profile::try_measure(self.meter.clone(), &Treatment::ALL, || {
             runner.step(&batch).map_err(StepFailed)
-        })?;
+        })?
+        .on(self.base);
         // The warm-up and one step per treatment profiled.
         self.steps += 1 + profile.treatments().len();
         Ok(profile)
@@ -305,12 +316,12 @@ impl Scratch {
             low
         };
         let (a, b) = (4, 8);
-        let mut base = (self.profile(a)?, a, self.profile(b)?, b);
-        let mut batch = estimate(&base.0, a, &base.2, b);
+        let mut measured = (self.profile(a)?, a, self.profile(b)?, b);
+        let mut batch = estimate(&measured.0, a, &measured.2, b);
         if batch == 0 {
-            let why = base
+            let why = measured
                 .0
-                .extrapolate(a, &base.2, b, 1)
+                .extrapolate(a, &measured.2, b, 1)
                 .plan(budget)
                 .err()
                 .map_or_else(String::new, |e| format!(": {e}"));
@@ -321,12 +332,12 @@ impl Scratch {
         }
         if batch / 2 > b {
             let (a, b) = (batch / 4, batch / 2);
-            base = (self.profile(a)?, a, self.profile(b)?, b);
-            batch = estimate(&base.0, a, &base.2, b).max(1);
+            measured = (self.profile(a)?, a, self.profile(b)?, b);
+            batch = estimate(&measured.0, a, &measured.2, b).max(1);
         }
         let mut last = None;
         for _ in 0..4 {
-            let (small, a, large, b) = &base;
+            let (small, a, large, b) = &measured;
             let profile = small.extrapolate(*a, large, *b, batch);
             match self.fit(&profile, batch, budget) {
                 Ok(fitted) => return Ok((batch, fitted)),

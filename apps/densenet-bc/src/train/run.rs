@@ -36,10 +36,10 @@ use burn_checkpoint::memory::Meter;
 pub fn run(options: &TrainOptions, out: &mut dyn Write) -> anyhow::Result<Report> {
     let started = Instant::now();
     let devices = parse_devices(&options.devices).map_err(anyhow::Error::msg)?;
-    if options.depth < 10 || !(options.depth - 4).is_multiple_of(6) {
+    if options.densenet.depth < 10 || !(options.densenet.depth - 4).is_multiple_of(6) {
         bail!(
             "--depth {} is not a DenseNet-BC depth: it must be 6n + 4 with n ≥ 1 (10, 16, 22, 40, 100, …)",
-            options.depth
+            options.densenet.depth
         );
     }
     check_size(options, devices.len())?;
@@ -89,8 +89,8 @@ struct Outputs<'a> {
 /// the process instead of returning an error.
 fn check_size(options: &TrainOptions, devices: usize) -> anyhow::Result<()> {
     // The largest input the data sets have (3 channels) and their 10 classes.
-    let elements = DenseNetConfig::new(options.depth)
-        .with_growth_rate(options.growth_rate)
+    let elements = DenseNetConfig::new(options.densenet.depth)
+        .with_growth_rate(options.densenet.growth)
         .tensor_elements();
     let bytes = elements * 4.0 * 3.0 * devices as f64;
     let Some(memory) = physical_memory() else {
@@ -105,8 +105,8 @@ fn check_size(options: &TrainOptions, devices: usize) -> anyhow::Result<()> {
         bail!(
             "--depth {} --growth-rate {}: the network has {parameters}; its weights, gradients and \
              momentum alone need {} on {devices} device(s), more than this machine's {} of memory",
-            options.depth,
-            options.growth_rate,
+            options.densenet.depth,
+            options.densenet.growth,
             gib(bytes),
             gib(memory as f64)
         );
@@ -170,13 +170,13 @@ fn valid_loader<I: Backend>(
 fn settings(options: &TrainOptions) -> RunSettings {
     RunSettings {
         data: options.data.name().to_string(),
-        depth: options.depth,
-        growth_rate: options.growth_rate,
+        depth: options.densenet.depth,
+        growth_rate: options.densenet.growth,
         batch_size: options.batch_size,
         epochs: options.epochs,
-        lr: options.lr,
-        momentum: options.momentum,
-        weight_decay: options.weight_decay,
+        lr: options.sgd.lr,
+        momentum: options.sgd.momentum,
+        weight_decay: options.sgd.weight_decay,
         seed: options.seed,
         limit: options.limit,
         valid_limit: options.valid_limit,
@@ -223,8 +223,8 @@ fn run_on<I: Backend>(
     let splits = data::load(options.data, options.data_dir.as_deref(), options.seed)?;
     let saved = saved_run(options, outputs.save.as_ref())?;
     let method = options.method();
-    let config = DenseNetConfig::new(options.depth)
-        .with_growth_rate(options.growth_rate)
+    let config = DenseNetConfig::new(options.densenet.depth)
+        .with_growth_rate(options.densenet.growth)
         .with_input_channels(splits.shape[0])
         .with_classes(splits.classes);
     let config = method.configure(config);
@@ -281,8 +281,8 @@ fn run_on<I: Backend>(
     let [c, h, w] = splits.shape;
     outputs.console.line(&format!(
         "DenseNet-BC-{} (growth {}, {} parameters) on {} ({c}×{h}×{w}, {} training and {} validation images), {} on {}, batch {}, {steps} steps per epoch",
-        options.depth,
-        options.growth_rate,
+        options.densenet.depth,
+        options.densenet.growth,
         built.parameters,
         options.data.name(),
         splits.train.len(),
@@ -374,8 +374,8 @@ fn run_on<I: Backend>(
         device_count,
         batch_size: options.batch_size,
         data: options.data.name().to_string(),
-        depth: options.depth,
-        growth_rate: options.growth_rate,
+        depth: options.densenet.depth,
+        growth_rate: options.densenet.growth,
         parameters: built.parameters,
         peak_step_bytes: log.peak_bytes(),
         reserved_bytes: log.reserved,

@@ -13,7 +13,7 @@ use burn_checkpoint_core::Treatment;
 use burn_checkpoint_core::memory::{
     DeviceMemory, MemoryMeter, Meter, OffloadedBytes, StepReport, mib,
 };
-use burn_checkpoint_core::planner::{Plan, Profile};
+use burn_checkpoint_core::planner::{Base, Plan, Profile};
 use cpu_time::ProcessTime;
 use serde::{Deserialize, Serialize};
 
@@ -60,7 +60,7 @@ impl Options {
         measured: Measured<'_, D>,
         out: &Path,
         title: &str,
-        planned: StepFn<'_>,
+        planned: Vec<Planned<'_>>,
         hands: Vec<Hand<'_>>,
     ) {
         let sweep = run(measured, title, self.budgets, self.steps, planned, hands);
@@ -71,6 +71,26 @@ impl Options {
 
 /// A training step of one method (forward, backward, optimizer step), finished when it returns.
 pub type StepFn<'a> = Box<dyn FnMut() + 'a>;
+
+/// The planner's model (a region wherever one may go) with its steps on one [`Base`]: the
+/// sweep profiles it on each base given and plans on the faster
+/// ([`Profile::choose_base`]).
+pub struct Planned<'a> {
+    /// What the step's regions sit on.
+    pub base: Base,
+    /// Its step.
+    pub step: StepFn<'a>,
+}
+
+impl<'a> Planned<'a> {
+    /// The planner's model on `base`, whose steps `trainer.step()` takes.
+    pub fn of<T: Trainer>(base: Base, trainer: &'a std::cell::RefCell<T>) -> Self {
+        Planned {
+            base,
+            step: Box::new(move || trainer.borrow_mut().step()),
+        }
+    }
+}
 
 /// A hand-made cut: its name and its step.
 pub struct Hand<'a> {
@@ -94,6 +114,13 @@ impl<'a> Hand<'a> {
 pub trait Trainer {
     /// One step: forward, backward, optimizer.
     fn step(&mut self);
+}
+
+/// A boxed trainer steps as the one inside: methods on different backend types side by side.
+impl<T: Trainer + ?Sized> Trainer for Box<T> {
+    fn step(&mut self) {
+        (**self).step();
+    }
 }
 
 /// One point of the sweep.
@@ -122,6 +149,10 @@ pub struct Point {
     pub wall_s: f64,
     /// What the plan does (counts of each treatment per region name).
     pub plan: Option<String>,
+    /// What the plan's regions sat on (`plain`, `balanced`; plans of sweeps written before the
+    /// planner chose a base: plain).
+    #[serde(default)]
+    pub base: Option<Base>,
     /// Steps the planner ran to check the plan (beyond the profile's three).
     pub check_steps: Option<usize>,
     /// The fastest hand cut whose peak is within the budget.
@@ -201,6 +232,7 @@ impl Samples {
             cpu_s,
             wall_s,
             plan: None,
+            base: None,
             check_steps: None,
             best_hand: None,
             time_vs_best_hand: None,
@@ -226,9 +258,10 @@ pub struct Measured<'a, D> {
     pub treatments: &'a [Treatment],
 }
 
-/// Profiles `planned` (the model with a region wherever one may go) with `measured`'s meter and
-/// treatments, plans and checks `budgets` budgets from the peak with every region kept (+1%)
-/// down to the smallest reachable (+2%), then measures `steps` rounds in which every hand cut
+/// Profiles `planned` (the model with a region wherever one may go, on each base given) with
+/// `measured`'s meter and treatments, plans and checks `budgets` budgets from the largest peak
+/// with every region kept (+1%) down to the smallest reachable on any base (+2%), each on the
+/// base whose plan is predicted fastest, then measures `steps` rounds in which every hand cut
 /// and every plan runs one step, each with the same meter. No budgets: the hand cuts only. On
 /// the host, peaks are the counting allocator's (the program's global allocator must be
 /// `CountingAllocator`); on a device, the bytes its memory manager reserved.
@@ -237,26 +270,32 @@ pub fn run<D: DeviceMemory>(
     title: &str,
     budgets: usize,
     steps: usize,
-    planned: StepFn<'_>,
+    planned: Vec<Planned<'_>>,
     hands: Vec<Hand<'_>>,
 ) -> Sweep {
     run_checking(measured, title, budgets, steps, planned, hands, |_, _| {})
 }
 
-/// [`run`], calling `check` on the profile right after profiling (with budgets only), before
-/// any budget is fitted, with the planned step to run: for a caller that checks more of the
+/// [`run`], calling `check` on the first base's profile right after profiling (with budgets
+/// only), before any budget is fitted, with that base's planned step to run: for a caller that checks more of the
 /// planner on that profile, in the state it was measured in, without profiling again.
 pub fn run_checking<D: DeviceMemory>(
     Measured { meter, treatments }: Measured<'_, D>,
     title: &str,
     budgets: usize,
     steps: usize,
-    mut planned: StepFn<'_>,
+    mut planned: Vec<Planned<'_>>,
     mut hands: Vec<Hand<'_>>,
     check: impl FnOnce(&Profile, &mut StepFn<'_>),
 ) -> Sweep {
+    assert!(
+        !planned.is_empty(),
+        "the planner's model on at least one base"
+    );
     // Warm-up: thread pools and caches allocate once.
-    planned();
+    for model in &mut planned {
+        (model.step)();
+    }
     for hand in &mut hands {
         (hand.step)();
     }
@@ -266,41 +305,64 @@ pub fn run_checking<D: DeviceMemory>(
     let mut profile_seconds = 0.0;
     let mut profile_steps = 0;
     // No budget: the hand cuts alone (and what recording costs).
-    let profile = (budgets > 0).then(|| {
-        let started = Instant::now();
-        let profile = Profile::measure(meter.clone(), treatments, &mut planned)
-            .expect("the model has regions");
-        profile_seconds = started.elapsed().as_secs_f64();
-        profile_steps = profile.treatments().len();
-        eprintln!("{profile}");
-        check(&profile, &mut planned);
-        profile
-    });
-    for k in 0..budgets as u64 {
-        let profile = profile.as_ref().expect("profiled when there are budgets");
-        let (floor, kept) = (profile.smallest_peak(), profile.largest_peak());
-        // From 1% above the peak with everything kept (a step's peak moves by a few KiB from
-        // one step to the next: at the profiled peak itself the check may measure just over it
-        // and recompute a region to make up a few bytes) to 2% above the floor.
-        let (low, roof) = (floor + floor / 50, kept + kept / 100);
-        let budget = roof - (roof.saturating_sub(low)) * k / (budgets as u64 - 1).max(1);
-        match profile.fit(meter.clone(), budget, || {
-            planned();
-            Ok::<(), std::convert::Infallible>(())
-        }) {
-            Ok(fitted) => {
-                eprintln!(
-                    "budget {:.1} MiB: checked at {:.1} MiB in {} step(s); {}",
-                    mib(budget as usize),
-                    mib(fitted.measured_peak_bytes as usize),
-                    fitted.steps,
-                    fitted.plan
-                );
-                solve_seconds += fitted.solve_seconds;
-                checks.push(fitted.steps);
-                plans.push(fitted.plan);
+    let mut profiles = Vec::new();
+    if budgets > 0 {
+        for model in &mut planned {
+            let started = Instant::now();
+            let profile = Profile::measure(meter.clone(), treatments, &mut model.step)
+                .expect("the model has regions")
+                .on(model.base);
+            profile_seconds += started.elapsed().as_secs_f64();
+            profile_steps += profile.treatments().len();
+            eprintln!("on {}: {profile}", model.base);
+            profiles.push(profile);
+        }
+        check(&profiles[0], &mut planned[0].step);
+    }
+    let step_on = |planned: &[Planned<'_>], base: Base| -> usize {
+        planned
+            .iter()
+            .position(|model| model.base == base)
+            .expect("a plan's base is one profiled")
+    };
+    if let (Some(floor), Some(kept)) = (
+        profiles.iter().map(Profile::smallest_peak).min(),
+        profiles.iter().map(Profile::largest_peak).max(),
+    ) {
+        for k in 0..budgets as u64 {
+            // From 1% above the largest peak with everything kept (a step's peak moves by a few
+            // KiB from one step to the next: at the profiled peak itself the check may measure
+            // just over it and recompute a region to make up a few bytes) to 2% above the floor.
+            let (low, roof) = (floor + floor / 50, kept + kept / 100);
+            let budget = roof - (roof.saturating_sub(low)) * k / (budgets as u64 - 1).max(1);
+            let started = Instant::now();
+            let chosen = Profile::choose_base(&profiles, budget);
+            solve_seconds += started.elapsed().as_secs_f64();
+            let fitted = chosen.map_err(|e| e.to_string()).and_then(|profile| {
+                let model = step_on(&planned, profile.base);
+                let step = &mut planned[model].step;
+                profile
+                    .fit(meter.clone(), budget, || {
+                        step();
+                        Ok::<(), std::convert::Infallible>(())
+                    })
+                    .map_err(|e| e.to_string())
+            });
+            match fitted {
+                Ok(fitted) => {
+                    eprintln!(
+                        "budget {:.1} MiB: checked at {:.1} MiB in {} step(s); {}",
+                        mib(budget as usize),
+                        mib(fitted.measured_peak_bytes as usize),
+                        fitted.steps,
+                        fitted.plan
+                    );
+                    solve_seconds += fitted.solve_seconds;
+                    checks.push(fitted.steps);
+                    plans.push(fitted.plan);
+                }
+                Err(error) => eprintln!("budget {:.1} MiB: {error}", mib(budget as usize)),
             }
-            Err(error) => eprintln!("budget {:.1} MiB: {error}", mib(budget as usize)),
         }
     }
     let mut hand_samples: Vec<Samples> = hands.iter().map(|_| Samples::new()).collect();
@@ -311,12 +373,14 @@ pub fn run_checking<D: DeviceMemory>(
         for (hand, samples) in hands.iter_mut().zip(&mut hand_samples) {
             samples.step(&meter, &mut hand.step);
         }
-        as_written.step(&meter, &mut planned);
+        as_written.step(&meter, &mut planned[0].step);
         recorded.step(&meter, || {
-            StepReport::measure(meter.clone(), &mut planned);
+            StepReport::measure(meter.clone(), &mut planned[0].step);
         });
         for (plan, samples) in plans.iter().zip(&mut plan_samples) {
-            samples.step(&meter, || plan.run(&mut planned));
+            let model = step_on(&planned, plan.base);
+            let step = &mut planned[model].step;
+            samples.step(&meter, || plan.run(step));
         }
         eprintln!("round {} of {steps} measured", round + 1);
     }
@@ -347,6 +411,7 @@ pub fn run_checking<D: DeviceMemory>(
             budget_bytes: Some(plan.budget_bytes),
             predicted_peak_bytes: Some(plan.predicted_peak_bytes),
             plan: Some(counts.join("; ")),
+            base: Some(plan.base),
             check_steps: Some(check_steps),
             best_hand: best.map(|hand| hand.method.clone()),
             time_vs_best_hand: best.map(|hand| cpu_s / hand.cpu_s),

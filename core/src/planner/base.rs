@@ -1,0 +1,47 @@
+//! What regions sit on: [`Base`], the autodiff a step keeps outside its regions, which the
+//! planner chooses with the regions ([`Profile::choose_base`](super::Profile::choose_base)).
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+/// The autodiff under a step's regions: what it keeps outside them.
+///
+/// Regions compose with Burn's own checkpointing in both Burn crates: outside regions, Burn's
+/// Balanced strategy keeps only what it marks compute-bound and recomputes the rest. Where it
+/// is faster than plain autodiff (DenseNet-BC on Flex), a plan over it is faster at every budget
+/// it fits, so the planner profiles a step on each base and plans on the faster.
+///
+/// How a step gets its base is each Burn crate's: on Burn 0.21 the backend type
+/// (`Checkpointed<Autodiff<I>>` or `Checkpointed<Autodiff<I, BalancedCheckpointing>>`), on
+/// Burn 0.22 the device (`device.autodiff()` or `.gradient_checkpointing()`).
+///
+/// ```
+/// use burn_checkpoint_core::planner::Base;
+///
+/// assert_eq!(Base::Balanced.to_string(), "Burn's Balanced checkpointing");
+/// assert_eq!(Base::default(), Base::Plain);
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Base {
+    /// Plain autodiff: every activation outside regions is held.
+    #[default]
+    Plain,
+    /// Burn's Balanced checkpointing: outside regions, memory-bound ops are recomputed.
+    Balanced,
+}
+
+impl Base {
+    /// Both bases, plain first.
+    pub const ALL: [Base; 2] = [Base::Plain, Base::Balanced];
+}
+
+impl fmt::Display for Base {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Base::Plain => "plain autodiff",
+            Base::Balanced => "Burn's Balanced checkpointing",
+        })
+    }
+}
