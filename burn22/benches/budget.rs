@@ -75,12 +75,28 @@ struct Method {
 
 impl Method {
     /// The planner's model: a region wherever one may go, on plain autodiff and on Balanced
-    /// (the planner profiles both and plans on the faster).
+    /// (the planner profiles both and plans each budget on the faster).
     const PLANNED: [Method; 2] = [
-        Method::of("planner's model", Cut::Each),
+        Method::of("", Cut::Each),
         Method {
-            name: "planner's model over Balanced",
+            name: "",
             cut: Cut::Each,
+            balanced: true,
+        },
+    ];
+    /// DenseNet's: also its layers with the concatenation, first batch norm and ReLU a region
+    /// of their own nested in each (the "memory-efficient DenseNet" placement, which the
+    /// `SaveComputeBound` cut runs), on both bases: another placement the planner chooses from.
+    const PLANNED_DENSENET: [Method; 4] = [
+        Method::PLANNED[0],
+        Method::PLANNED[1],
+        Method::of(
+            "the concatenation's region nested",
+            Cut::EachSavingComputeBound,
+        ),
+        Method {
+            name: "the concatenation's region nested",
+            cut: Cut::EachSavingComputeBound,
             balanced: true,
         },
     ];
@@ -158,6 +174,8 @@ fn gpt_step(args: &Args, method: Method, tokens: &TensorData) -> StepFn<'static>
 
 /// What the sweep runs: a model's title, its word for a unit, its batch and its steps.
 struct Task {
+    /// The models the planner plans: the same regions on each base, or other placements.
+    planned: &'static [Method],
     title: String,
     unit: &'static str,
     batch: TensorData,
@@ -176,6 +194,7 @@ impl Task {
                     args.densenet.describe(),
                     args.batch
                 ),
+                planned: &Method::PLANNED_DENSENET,
                 unit: "layer",
                 batch: densenet::images(args.batch, &device).into_data(),
                 step: densenet_step,
@@ -188,6 +207,7 @@ impl Task {
                          the blocks' regions against hand-made cuts",
                         shape.describe()
                     ),
+                    planned: &Method::PLANNED,
                     unit: "block",
                     batch: gpt::tokens(shape, &device).into_data(),
                     step: gpt_step,
@@ -207,9 +227,11 @@ fn main() {
         return;
     }
     let task = Task::of(&args);
-    let planned = Method::PLANNED
-        .into_iter()
-        .map(|method| Planned {
+    let planned = task
+        .planned
+        .iter()
+        .map(|&method| Planned {
+            name: method.name.to_string(),
             base: method.base(),
             step: (task.step)(&args, method, &task.batch),
         })

@@ -1,4 +1,4 @@
-//! Issue 47's measurement of what a region can keep on Burn 0.22, where a crate cannot see a
+//! A measurement of what a region can keep on Burn 0.22, where a crate cannot see a
 //! region's ops. One DenseNet-BC dense block (BN, ReLU, 1×1 conv, BN, ReLU, 3×3 conv over the
 //! concatenation of every earlier output) trained one step per method, interleaved, on Flex:
 //!

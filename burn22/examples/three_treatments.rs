@@ -1,4 +1,4 @@
-//! Issue 47's planner check: does a third treatment (save-compute-bound) help the planner on
+//! The planner's check: does a third treatment (save-compute-bound) help the planner on
 //! Burn 0.22? One profile of DenseNet-BC with a region per dense layer (keep, save-compute-bound,
 //! recompute-all); for each budget from the roof to the floor, the plan from all three treatments
 //! and the plan from keep and recompute-all only (the same profile without its

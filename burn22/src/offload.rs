@@ -38,7 +38,7 @@ impl<B: Backend> Stored<B> {
         // The whole device first, not only this tensor: on wgpu with fusion, a read that
         // flushed only this tensor's work left later gradients wrong by 1e-4 (the region's
         // forward queued behind it; burn22/tests/wgpu.rs caught it when the forward moved
-        // ahead of the node's construction; issue 45 follows the ordering). A read waits for
+        // ahead of the node's construction). A read waits for
         // the device anyway.
         B::sync(&device)
             .unwrap_or_else(|error| panic!("offloading a region's input to host memory: {error}"));

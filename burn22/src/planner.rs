@@ -7,7 +7,7 @@
 //! treatment per region instance so that the step's peak fits a byte budget at the least
 //! recompute time; [`Profile::fit`] checks the choice on real steps; a [`Plan`] applies it to
 //! later steps without code changes ([`Plan::run`]), and is saved and loaded as JSON. Profiled
-//! on each [`Base`] (a device from [`autodiff_on`]), [`Profile::choose_base`] says on which the
+//! on each [`Base`] (a device from [`autodiff_on`]), [`Profile::fastest`] says on which the
 //! plan for a budget is fastest: run the plan on `autodiff_on(plan.base, device)`.
 //!
 //! ```
@@ -54,7 +54,7 @@ pub use burn_checkpoint_core::planner::{
 /// The autodiff device a plan's [`Base`] asks for, over `device` (an inner device:
 /// `Device::flex()`, a wgpu or CUDA device): `device.autodiff()`, with
 /// `.gradient_checkpointing()` (Burn's Balanced) on [`Base::Balanced`]. The one line that runs a
-/// plan on its base, and that profiles a step on each base for [`Profile::choose_base`].
+/// plan on its base, and that profiles a step on each base for [`Profile::fastest`].
 ///
 /// ```
 /// use burn::tensor::{Device, Tensor};

@@ -34,27 +34,9 @@ fn claim() -> Option<(MutexGuard<'static, ()>, Device)> {
     static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
     static AVAILABLE: OnceLock<bool> = OnceLock::new();
     let available = *AVAILABLE.get_or_init(|| {
-        // Mesa's lavapipe warns without a runtime directory; any writable one will do.
-        if std::env::var_os("XDG_RUNTIME_DIR").is_none() {
-            // SAFETY: set once, before any wgpu thread starts (the first test asks first).
-            unsafe { std::env::set_var("XDG_RUNTIME_DIR", std::env::temp_dir()) };
-        }
-        let found = std::panic::catch_unwind(|| {
-            Tensor::<1>::zeros([1], &Device::wgpu(DeviceKind::DefaultDevice)).into_data()
-        });
-        match found {
-            Ok(_) => true,
-            Err(_) if std::env::var_os("CI").is_some() => {
-                panic!("no Vulkan adapter: CI installs Mesa's lavapipe (scripts/setup)")
-            }
-            Err(_) => {
-                eprintln!(
-                    "skipping the wgpu tests: no Vulkan adapter (Debian: apt-get install \
-                     mesa-vulkan-drivers, or run scripts/setup)"
-                );
-                false
-            }
-        }
+        app_kit::vulkan::adapter(|| {
+            Tensor::<1>::zeros([1], &Device::wgpu(DeviceKind::DefaultDevice)).into_data();
+        })
     });
     available.then(|| {
         let guard = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());

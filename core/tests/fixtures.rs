@@ -5,7 +5,7 @@
 use burn_checkpoint_core::OpKind;
 use burn_checkpoint_core::Treatment;
 use burn_checkpoint_core::memory::StepReport;
-use burn_checkpoint_core::planner::{Plan, Profile};
+use burn_checkpoint_core::planner::{Base, Plan, Profile};
 use serde_json::Value;
 
 const REPORT: &str = include_str!("fixtures/report-before-30.json");
@@ -58,4 +58,40 @@ fn an_unknown_treatment_is_refused() {
     let bad = REPORT.replacen("\"as-written\"", "\"recompute-some\"", 1);
     let error = serde_json::from_str::<StepReport>(&bad).unwrap_err();
     assert!(error.to_string().contains("recompute-some"), "{error}");
+}
+
+/// `Profile::fastest` plans on the profile whose plan is predicted faster: the same profile on
+/// two bases, one of them with every step 10 % faster, is chosen whichever order they come in;
+/// the plan carries its base, and a saved plan or profile on Balanced says so in its JSON.
+#[test]
+fn the_fastest_base_is_chosen_and_its_plans_say_it() {
+    let plain: Profile = serde_json::from_str(PROFILE).unwrap();
+    let mut balanced = plain.clone().on(Base::Balanced);
+    for step in &mut balanced.steps {
+        step.report.seconds *= 0.9;
+    }
+    for budget in [plain.largest_peak(), plain.smallest_peak()] {
+        for profiles in [
+            [plain.clone(), balanced.clone()],
+            [balanced.clone(), plain.clone()],
+        ] {
+            let chosen = Profile::fastest(&profiles, budget).unwrap();
+            assert_eq!(chosen.base, Base::Balanced);
+            let plan = chosen.plan(budget).unwrap();
+            assert_eq!(plan.base, Base::Balanced);
+            assert!(plan.predicted_step_seconds > 0.0);
+            let json = serde_json::to_string(&plan).unwrap();
+            assert!(json.contains("\"base\":\"balanced\""), "{json}");
+            let back: Plan = serde_json::from_str(&json).unwrap();
+            assert_eq!(back, plan);
+        }
+    }
+    // Equal times: the first wins.
+    let twins = [plain.clone(), plain.clone().on(Base::Balanced)];
+    let chosen = Profile::fastest(&twins, plain.largest_peak()).unwrap();
+    assert_eq!(chosen.base, Base::Plain);
+    // Below every floor: the error of the smallest.
+    let both = [plain.clone(), balanced];
+    let error = Profile::fastest(&both, plain.smallest_peak() / 2).unwrap_err();
+    assert!(error.to_string().contains("cannot be met"), "{error}");
 }

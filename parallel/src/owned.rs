@@ -7,8 +7,7 @@
 //! model share every parameter's buffer: when the first has replaced its parameter (the
 //! optimizer's step) and dropped the old one, the second finds it unshared and updates it in
 //! place, on its own stream, while the first worker's read of it may still be queued on the
-//! first's. The result is a run that differs from the next one by whole updates (issue 45,
-//! docs/data-parallel.md). So each worker starts from a copy of the model and of the
+//! first's. The result is a run that differs from the next one by whole updates (docs/data-parallel.md). So each worker starts from a copy of the model and of the
 //! optimizer's state in buffers of its own.
 
 use burn::module::{Module, ModuleMapper, Param};

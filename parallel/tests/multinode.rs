@@ -97,7 +97,7 @@ struct Trouble {
 }
 
 /// Burn's wgpu backend without fusion, plain autodiff: where two workers on one device raced
-/// most (issue 45; tests/wgpu.rs runs the other variants in one process).
+/// most, when they shared parameter buffers (tests/wgpu.rs runs the other variants in one process).
 type OnWgpu = burn::backend::Autodiff<bench_kit::wgpu::Unfused>;
 
 /// Node `rank`: its half of every batch, cut into one shard per worker; on NdArray (the MLP, a
@@ -539,7 +539,7 @@ fn a_failing_step_on_one_node_is_dropped_on_both_and_training_goes_on() {
 /// Two nodes of two workers each on wgpu (one device listed twice per node, the deep model),
 /// `bench_kit::repeats(2)` runs (`scripts/soak` runs more), each in fresh processes with empty autotune caches:
 /// every node of every run ends with the first's parameters bit for bit, and within float
-/// reassociation of one process on the whole batch. Before issue 45's fix, the two workers of a
+/// reassociation of one process on the whole batch. Before each worker got buffers of its own, the two workers of a
 /// node raced on shared parameter buffers: 2 of 8 nodes' parameters differed from the first run's
 /// (largest 0.28).
 #[test]

@@ -3,7 +3,7 @@
 //! same parameters, bit for bit, and stay within float reassociation of one worker on the whole
 //! batch (plain `Autodiff<Wgpu>`).
 //!
-//! Two runs differed by whole updates before (issue 45): the replicas started from clones of one
+//! Two runs differed by whole updates before the replicas got buffers of their own: they started from clones of one
 //! model, so they shared every parameter's buffer, and on cubecl one worker could update a
 //! shared buffer in place while the other's read of it was still queued on its own stream
 //! (parallel/src/owned.rs). The runs are spread over processes (this executable again,

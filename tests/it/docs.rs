@@ -73,22 +73,39 @@ fn every_rust_block_of_the_docs_is_compiled_or_says_why_not() {
     assert!(wrong.is_empty(), "{wrong:#?}");
 }
 
-/// The docs give reasons, not issue numbers: their reader was not there, and "issue 45" says
-/// nothing a sentence could not (a reference to another project's issue, `burn #4549`, names its
-/// project).
+/// Whether `line` names an issue by its number ("issue 45", "issues #12").
+fn numbers_an_issue(line: &str) -> bool {
+    let lower = line.to_lowercase();
+    lower.match_indices("issue").any(|(index, _)| {
+        let rest = lower[index + "issue".len()..].trim_start_matches('s');
+        let rest = rest.trim_start_matches(' ').trim_start_matches('#');
+        rest.starts_with(|c: char| c.is_ascii_digit())
+    })
+}
+
+/// The docs and the code's comments give reasons, not issue numbers: their reader was not
+/// there, and "issue 45" says nothing a sentence could not (a reference to another project's
+/// issue, `burn #4549`, names its project).
 #[test]
 fn the_docs_say_reasons_not_issue_numbers() {
     let mut wrong = Vec::new();
     for (file, text) in markdown() {
         for (at, line) in text.lines().enumerate() {
-            let lower = line.to_lowercase();
-            let numbered = lower.match_indices("issue").any(|(index, _)| {
-                let rest = lower[index + "issue".len()..].trim_start_matches('s');
-                let rest = rest.trim_start_matches(' ').trim_start_matches('#');
-                rest.starts_with(|c: char| c.is_ascii_digit())
-            });
-            if numbered {
+            if numbers_an_issue(line) {
                 wrong.push(format!("{file}:{}: {line}", at + 1));
+            }
+        }
+    }
+    let repository = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut sources = Vec::new();
+    files_ending(repository, ".rs", &mut sources);
+    // This file writes one to say what the check refuses.
+    sources.retain(|file| !file.ends_with("tests/it/docs.rs"));
+    for file in sources {
+        let text = fs::read_to_string(&file).unwrap();
+        for (at, line) in text.lines().enumerate() {
+            if read_parts(line).into_iter().any(numbers_an_issue) {
+                wrong.push(format!("{}:{}: {line}", file.display(), at + 1));
             }
         }
     }

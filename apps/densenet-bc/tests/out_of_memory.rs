@@ -1,4 +1,4 @@
-//! A run that runs out of device memory (issue 49), on a real failure: Burn's wgpu (Mesa's
+//! A run that runs out of device memory, on a real failure: Burn's wgpu (Mesa's
 //! lavapipe in CI) with every buffer capped by cubecl's own memory configuration, so that the
 //! device thread refuses an allocation as a full device does ("can't allocate buffer of size: N",
 //! a panic on cubecl's device thread; bench-kit's `allocation_failure` test pins that down).

@@ -1,4 +1,4 @@
-//! A data-parallel run that runs out of device memory (issue 49): the trainer's two workers on
+//! A data-parallel run that runs out of device memory: the trainer's two workers on
 //! one wgpu device listed twice (`--devices wgpu,wgpu`), its buffers capped as in
 //! `out_of_memory` (`running_out` holds what the two binaries share).
 //!

@@ -1,4 +1,4 @@
-//! How a cubecl backend fails an allocation, seen from a training loop (issue 49's question): GPT
+//! How a cubecl backend fails an allocation, seen from a training loop (what an out-of-memory report has to catch): GPT
 //! training steps with the batch doubling until one fails, caught with `catch_unwind`. For each
 //! failure it prints where the panic was raised (the thread's name: the caller's, or a runtime
 //! thread of cubecl's), its message's first line, whether the process lived on, and whether the

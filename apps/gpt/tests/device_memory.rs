@@ -77,7 +77,7 @@ const STEPS: GptShape = GptShape {
 /// The planner's model: many narrow blocks over many tokens, so that what the blocks' regions
 /// hold between forward and backward (their inputs: 512 KiB each) sets the peak, not the
 /// parameters' gradients backward accumulates (196 KiB a block). Six blocks: twelve (until
-/// issue 48's CI cut) planned the same way at twice the time, 20-45 s a step on lavapipe.
+/// CI's time was cut) planned the same way at twice the time, 20-45 s a step on lavapipe.
 const FIT: GptShape = GptShape {
     blocks: 6,
     d_model: 64,

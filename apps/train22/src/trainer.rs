@@ -478,7 +478,7 @@ impl Options {
     /// (`copy(base)`: the copy and its batch on that base's device) profiled region by region
     /// (the report printed), and the plan that fits the budget, checked on a step, with the base
     /// it runs on. The report profiles the method's base; a budget profiles both and plans on the
-    /// base whose plan is predicted faster ([`Profile::choose_base`]).
+    /// base whose plan is predicted faster ([`Profile::fastest`]).
     fn plan(
         &self,
         method_base: Base,
@@ -513,8 +513,11 @@ impl Options {
         let Some(budget) = self.memory_budget else {
             return Ok((None, method_base));
         };
+        // The choice compares the steps' times across the bases: medians of interleaved
+        // samples, not one each.
+        Profile::retime(&mut profiles, 2, |i| steps[i]()).context("timing the profiled steps")?;
         let context = || format!("--memory-budget {:.1} MiB", mib(budget as usize));
-        let profile = Profile::choose_base(&profiles, budget).with_context(context)?;
+        let profile = Profile::fastest(&profiles, budget).with_context(context)?;
         let index = profiles
             .iter()
             .position(|p| std::ptr::eq(p, profile))

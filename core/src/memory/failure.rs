@@ -175,7 +175,7 @@ pub(crate) fn outcome_message<R>(outcome: &std::thread::Result<R>) -> String {
 
 /// [`OutOfMemory::step_message`] of a step that returned although an allocation failed while it
 /// ran: on wgpu with fusion, cubecl's device thread can go on after a failed allocation, and the
-/// step's reads return values computed without the buffer (issue 49's trainer test saw a
+/// step's reads return values computed without the buffer (the trainer's out-of-memory test saw a
 /// validation loss of 10.3 where the run had 2.3).
 pub(crate) const RETURNED: &str = "nothing: the step returned, but an allocation failed while it ran, so its results cannot be trusted";
 

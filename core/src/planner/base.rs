@@ -1,5 +1,5 @@
 //! What regions sit on: [`Base`], the autodiff a step keeps outside its regions, which the
-//! planner chooses with the regions ([`Profile::choose_base`](super::Profile::choose_base)).
+//! planner chooses with the regions ([`Profile::fastest`](super::Profile::fastest)).
 
 use std::fmt;
 
@@ -35,6 +35,12 @@ pub enum Base {
 impl Base {
     /// Both bases, plain first.
     pub const ALL: [Base; 2] = [Base::Plain, Base::Balanced];
+
+    /// Whether this is plain autodiff: a profile's or plan's JSON leaves the base out then, as
+    /// those saved before bases have it.
+    pub fn is_plain(&self) -> bool {
+        *self == Base::Plain
+    }
 }
 
 impl fmt::Display for Base {

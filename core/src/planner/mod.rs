@@ -6,7 +6,7 @@
 //! `solver.rs`); [`Profile::fit`] checks the choice on real steps; a [`Plan`] applies it to later
 //! steps without code changes ([`Plan::run`]), and is saved and loaded as JSON. A step's
 //! regions sit on a [`Base`] (plain autodiff or Burn's Balanced): profiled on each,
-//! [`Profile::choose_base`] says on which the plan for a budget is fastest.
+//! [`Profile::fastest`] says on which the plan for a budget is fastest.
 //!
 //! The region machinery of each Burn crate asks [`planned`] how a top-level region runs.
 

@@ -51,13 +51,14 @@ pub struct Plan {
     /// The recompute time the planner predicted per step, in seconds.
     pub predicted_recompute_seconds: f64,
     /// The step time the planner predicted, in seconds: the profiled step with every region
-    /// kept on [`base`](Plan::base), plus the recompute (0 for a plan made by hand, or saved
-    /// before bases).
-    #[serde(default)]
+    /// kept on [`base`](Plan::base), plus the recompute (0, and left out of the JSON, for a
+    /// plan made by hand or saved before bases).
+    #[serde(default, skip_serializing_if = "no_seconds")]
     pub predicted_step_seconds: f64,
     /// What the regions sit on: run the plan's steps on this base (Burn 0.21: the backend type;
-    /// Burn 0.22: the device). Plain for a plan made by hand, or saved before bases.
-    #[serde(default)]
+    /// Burn 0.22: the device). Plain for a plan made by hand, or saved before bases; left out of
+    /// the JSON when plain.
+    #[serde(default, skip_serializing_if = "Base::is_plain")]
     pub base: Base,
 }
 
@@ -105,6 +106,11 @@ impl Plan {
             })
             .collect()
     }
+}
+
+/// Whether a plan predicted no step time (made by hand, or saved before it did).
+fn no_seconds(seconds: &f64) -> bool {
+    *seconds == 0.0
 }
 
 fn treatment_of(

@@ -20,8 +20,9 @@ use crate::treatment::Treatment;
 pub struct Profile {
     /// The step under each treatment profiled, [`Treatment::Keep`] first.
     pub steps: Vec<TreatedStep>,
-    /// What the step's regions sat on ([`Profile::on`]; plain in profiles saved before bases).
-    #[serde(default)]
+    /// What the step's regions sat on ([`Profile::on`]; plain in profiles saved before bases,
+    /// and left out of the JSON when plain).
+    #[serde(default, skip_serializing_if = "Base::is_plain")]
     pub base: Base,
 }
 
@@ -155,6 +156,64 @@ impl Profile {
     pub fn on(mut self, base: Base) -> Profile {
         self.base = base;
         self
+    }
+
+    /// Times every profiled step of `profiles` again, `rounds` times, interleaved (each round
+    /// runs each profile's treatments in turn; `step(i)` runs profile `i`'s step), each under
+    /// the treatment it was profiled with, and keeps the median of its times (the profiled one
+    /// included) as its [`seconds`](StepReport::seconds). What it holds is left as profiled.
+    ///
+    /// Profiled once, a step's time is one sample, and on a shared machine samples a few
+    /// percent apart swap: [`Profile::fastest`] compares steps across profiles, so it wants
+    /// medians of interleaved samples. The steps train the model like any other.
+    ///
+    /// ```
+    /// use burn_checkpoint_core::memory::{HostMeter, recording};
+    /// use burn_checkpoint_core::planner::{Profile, planned};
+    /// use burn_checkpoint_core::{RegionId, RegionName, Treatment};
+    ///
+    /// let step = || {
+    ///     let id = RegionId::next(RegionName::new("block"));
+    ///     recording::top_level_opened(&id.name, id.index, planned(&id));
+    ///     recording::top_level_closed();
+    /// };
+    /// let mut profiles = [Profile::measure(HostMeter, &Treatment::ALL, step).unwrap()];
+    /// let mut runs = 0;
+    /// Profile::retime(&mut profiles, 2, |_| {
+    ///     runs += 1;
+    ///     step();
+    ///     Ok::<(), std::convert::Infallible>(())
+    /// })
+    /// .unwrap();
+    /// assert_eq!(runs, 2 * profiles[0].treatments().len());
+    /// ```
+    pub fn retime<E>(
+        profiles: &mut [Profile],
+        rounds: usize,
+        mut step: impl FnMut(usize) -> Result<(), E>,
+    ) -> Result<(), E> {
+        let mut times: Vec<Vec<Vec<f64>>> = profiles
+            .iter()
+            .map(|p| p.steps.iter().map(|s| vec![s.report.seconds]).collect())
+            .collect();
+        for _ in 0..rounds {
+            for (i, profile) in profiles.iter().enumerate() {
+                for (k, treated) in profile.steps.iter().enumerate() {
+                    let treatment = treated.treatment;
+                    let every: Lookup = Arc::new(move |_| Some(treatment));
+                    let started = std::time::Instant::now();
+                    with_lookup(every, || step(i))?;
+                    times[i][k].push(started.elapsed().as_secs_f64());
+                }
+            }
+        }
+        for (profile, times) in profiles.iter_mut().zip(times) {
+            for (treated, mut samples) in profile.steps.iter_mut().zip(times) {
+                samples.sort_by(f64::total_cmp);
+                treated.report.seconds = samples[samples.len() / 2];
+            }
+        }
+        Ok(())
     }
 
     /// The treatments profiled, in the order measured ([`Treatment::Keep`] first).

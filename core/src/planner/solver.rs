@@ -199,11 +199,12 @@ impl Profile {
         plan
     }
 
-    /// Of `profiles` (one step profiled on each [`Base`](super::Base)), the one whose plan for
+    /// Of `profiles` (one step profiled on each [`Base`](super::Base), or of other alternatives
+    /// a caller can run: another placement of the regions), the one whose plan for
     /// `budget_bytes` is predicted fastest: the step with every region kept on its base, plus
     /// the plan's recompute. Plan or fit on it, and run the plan on its base (the plan says
-    /// which). The first profile wins a tie; where no profile can meet the budget, the error
-    /// is the one with the smallest floor's.
+    /// which) and its step. The first profile wins a tie; where no profile can meet the budget,
+    /// the error is the one with the smallest floor's.
     ///
     /// ```
     /// use burn_checkpoint_core::memory::{HostMeter, recording};
@@ -224,10 +225,10 @@ impl Profile {
     ///     Profile::measure(HostMeter, &Treatment::ALL, step(2048)).unwrap(),
     ///     Profile::measure(HostMeter, &Treatment::ALL, step(1024)).unwrap().on(Base::Balanced),
     /// ];
-    /// let chosen = Profile::choose_base(&profiles, u64::MAX).unwrap();
+    /// let chosen = Profile::fastest(&profiles, u64::MAX).unwrap();
     /// assert!(chosen.plan(u64::MAX).unwrap().predicted_step_seconds >= 0.0);
     /// ```
-    pub fn choose_base(profiles: &[Profile], budget_bytes: u64) -> Result<&Profile, PlanError> {
+    pub fn fastest(profiles: &[Profile], budget_bytes: u64) -> Result<&Profile, PlanError> {
         let mut best: Option<(f64, &Profile)> = None;
         for profile in profiles {
             if let Ok(plan) = profile.plan(budget_bytes)

@@ -6,7 +6,8 @@
 //! takes, [`sweep`] runs the budget planner over a range of budgets against hand-made cuts,
 //! every step measured with the [`Meter`](burn_checkpoint_core::memory::Meter) it is given
 //! (host or device), and [`agreement`] says how closely a step with regions must agree with plain
-//! autodiff's on a backend (the gradient tests of both crates).
+//! autodiff's on a backend (the gradient tests of both crates), and [`vulkan`] whether their wgpu
+//! tests have an adapter.
 //!
 //! The Burn 0.21 applications reach it through `bench-kit`, which re-exports it; the Burn 0.22
 //! crate's benchmarks (`compare`, `budget`) and its trainer use it directly.
@@ -22,3 +23,4 @@ pub mod schedule;
 pub mod sweep;
 pub mod table;
 pub mod tape;
+pub mod vulkan;

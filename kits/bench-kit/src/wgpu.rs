@@ -28,29 +28,10 @@ pub fn claim() -> Option<MutexGuard<'static, ()>> {
 pub fn available() -> bool {
     static AVAILABLE: OnceLock<bool> = OnceLock::new();
     *AVAILABLE.get_or_init(|| {
-        // Mesa's lavapipe warns without a runtime directory; any writable one will do.
-        if std::env::var_os("XDG_RUNTIME_DIR").is_none() {
-            // SAFETY: set once, before any wgpu thread starts (the first wgpu test asks first).
-            unsafe { std::env::set_var("XDG_RUNTIME_DIR", std::env::temp_dir()) };
-        }
-        // The default device's first tensor starts its runtime (and panics without an adapter).
-        let found = std::panic::catch_unwind(|| {
+        app_kit::vulkan::adapter(|| {
             let device = WgpuDevice::default();
-            Tensor::<Unfused, 1>::zeros([1], &device).into_data()
-        });
-        match found {
-            Ok(_) => true,
-            Err(_) if std::env::var_os("CI").is_some() => {
-                panic!("no Vulkan adapter: CI installs Mesa's lavapipe (scripts/setup)")
-            }
-            Err(_) => {
-                eprintln!(
-                    "skipping the wgpu tests: no Vulkan adapter (Debian: apt-get install \
-                     mesa-vulkan-drivers, or run scripts/setup)"
-                );
-                false
-            }
-        }
+            Tensor::<Unfused, 1>::zeros([1], &device).into_data();
+        })
     })
 }
 

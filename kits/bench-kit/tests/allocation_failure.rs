@@ -1,5 +1,5 @@
 //! How Burn 0.21's wgpu backend (cubecl 0.10) fails an allocation, on a real device (Mesa's
-//! lavapipe in CI): what issue 49's out-of-memory report has to catch. The device's pools are
+//! lavapipe in CI): what the out-of-memory report has to catch. The device's pools are
 //! capped at 1 MiB a buffer (a cubecl memory configuration: the largest pool takes nothing
 //! bigger), and a 4 MiB tensor asks for more.
 //!

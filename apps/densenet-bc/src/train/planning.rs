@@ -53,7 +53,7 @@ pub fn prepare(
         meter,
         // The trainer's regions sit on its methods' base (Burn's Balanced: `Tape`), and the
         // runner is built on it: the plan says so. Choosing the base too is the library's
-        // (`Profile::choose_base`), which the budget benchmarks exercise.
+        // (`Profile::fastest`), which the budget benchmarks exercise.
         base: match options.method().tape() {
             Tape::RegionsOverBalanced | Tape::Balanced => Base::Balanced,
             Tape::Regions | Tape::Plain => Base::Plain,

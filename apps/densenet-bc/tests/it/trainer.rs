@@ -229,7 +229,7 @@ fn a_data_parallel_run_resumes_as_it_would_have_gone_on() {
 }
 
 /// On a cubecl runtime (wgpu; Mesa's lavapipe in CI), two workers on one device listed twice
-/// give the same figures and weights run after run (issue 45: the replicas raced on buffers they
+/// give the same figures and weights run after run (the replicas once raced on buffers they
 /// shared). `bench_kit::repeats(2)` runs of the trainer (a minute or two each on lavapipe;
 /// `scripts/soak` runs more); the race itself is repeated in `parallel`'s `wgpu` test.
 #[test]

@@ -3,7 +3,7 @@
 //! regions kept on the device (`offload`).
 //!
 //! One test binary for both: they instantiate the same model on the same backends (NdArray,
-//! wgpu fused and unfused), which a binary each compiled twice (issue 48: 333 and 329 s of
+//! wgpu fused and unfused), which a binary each compiled twice (333 and 329 s of
 //! compile time apart).
 
 use std::sync::{Mutex, MutexGuard};

@@ -72,10 +72,13 @@ impl Options {
 /// A training step of one method (forward, backward, optimizer step), finished when it returns.
 pub type StepFn<'a> = Box<dyn FnMut() + 'a>;
 
-/// The planner's model (a region wherever one may go) with its steps on one [`Base`]: the
-/// sweep profiles it on each base given and plans on the faster
-/// ([`Profile::choose_base`]).
+/// A model the planner plans (regions wherever they may go) with its steps on one [`Base`]:
+/// the sweep profiles each one given and plans each budget on the one whose plan is predicted
+/// fastest ([`Profile::fastest`]): the same regions on each base, or other placements.
 pub struct Planned<'a> {
+    /// What the model is, where the sweep gives several placements (empty: the regions the
+    /// benchmark describes).
+    pub name: String,
     /// What the step's regions sit on.
     pub base: Base,
     /// Its step.
@@ -86,8 +89,19 @@ impl<'a> Planned<'a> {
     /// The planner's model on `base`, whose steps `trainer.step()` takes.
     pub fn of<T: Trainer>(base: Base, trainer: &'a std::cell::RefCell<T>) -> Self {
         Planned {
+            name: String::new(),
             base,
             step: Box::new(move || trainer.borrow_mut().step()),
+        }
+    }
+
+    /// What the point of a plan on this model says it was planned on: the base, and the
+    /// model's name where it has one.
+    fn on(&self) -> String {
+        let base = format!("{:?}", self.base).to_lowercase();
+        match self.name.as_str() {
+            "" => base,
+            name => format!("{base}, {name}"),
         }
     }
 }
@@ -150,9 +164,9 @@ pub struct Point {
     /// What the plan does (counts of each treatment per region name).
     pub plan: Option<String>,
     /// What the plan's regions sat on (`plain`, `balanced`; plans of sweeps written before the
-    /// planner chose a base: plain).
+    /// planner chose a base: plain), and the planned model's name where the sweep had several.
     #[serde(default)]
-    pub base: Option<Base>,
+    pub planned_on: Option<String>,
     /// Steps the planner ran to check the plan (beyond the profile's three).
     pub check_steps: Option<usize>,
     /// The fastest hand cut whose peak is within the budget.
@@ -232,7 +246,7 @@ impl Samples {
             cpu_s,
             wall_s,
             plan: None,
-            base: None,
+            planned_on: None,
             check_steps: None,
             best_hand: None,
             time_vs_best_hand: None,
@@ -314,17 +328,25 @@ pub fn run_checking<D: DeviceMemory>(
                 .on(model.base);
             profile_seconds += started.elapsed().as_secs_f64();
             profile_steps += profile.treatments().len();
-            eprintln!("on {}: {profile}", model.base);
+            eprintln!("on {}: {profile}", model.on());
             profiles.push(profile);
+        }
+        // The choice between the planned models compares their steps' times: medians of
+        // interleaved samples, not one each.
+        if profiles.len() > 1 {
+            let started = Instant::now();
+            Profile::retime(&mut profiles, 2, |i| {
+                (planned[i].step)();
+                Ok::<(), std::convert::Infallible>(())
+            })
+            .expect("a step cannot fail here");
+            profile_seconds += started.elapsed().as_secs_f64();
+            profile_steps += 2 * profiles.iter().map(|p| p.treatments().len()).sum::<usize>();
         }
         check(&profiles[0], &mut planned[0].step);
     }
-    let step_on = |planned: &[Planned<'_>], base: Base| -> usize {
-        planned
-            .iter()
-            .position(|model| model.base == base)
-            .expect("a plan's base is one profiled")
-    };
+    // Which planned model each plan runs on (its profile's).
+    let mut models = Vec::new();
     if let (Some(floor), Some(kept)) = (
         profiles.iter().map(Profile::smallest_peak).min(),
         profiles.iter().map(Profile::largest_peak).max(),
@@ -336,20 +358,24 @@ pub fn run_checking<D: DeviceMemory>(
             let (low, roof) = (floor + floor / 50, kept + kept / 100);
             let budget = roof - (roof.saturating_sub(low)) * k / (budgets as u64 - 1).max(1);
             let started = Instant::now();
-            let chosen = Profile::choose_base(&profiles, budget);
+            let chosen = Profile::fastest(&profiles, budget);
             solve_seconds += started.elapsed().as_secs_f64();
             let fitted = chosen.map_err(|e| e.to_string()).and_then(|profile| {
-                let model = step_on(&planned, profile.base);
+                let model = profiles
+                    .iter()
+                    .position(|p| std::ptr::eq(p, profile))
+                    .expect("chosen among the profiles");
                 let step = &mut planned[model].step;
                 profile
                     .fit(meter.clone(), budget, || {
                         step();
                         Ok::<(), std::convert::Infallible>(())
                     })
+                    .map(|fitted| (model, fitted))
                     .map_err(|e| e.to_string())
             });
             match fitted {
-                Ok(fitted) => {
+                Ok((model, fitted)) => {
                     eprintln!(
                         "budget {:.1} MiB: checked at {:.1} MiB in {} step(s); {}",
                         mib(budget as usize),
@@ -359,6 +385,7 @@ pub fn run_checking<D: DeviceMemory>(
                     );
                     solve_seconds += fitted.solve_seconds;
                     checks.push(fitted.steps);
+                    models.push(model);
                     plans.push(fitted.plan);
                 }
                 Err(error) => eprintln!("budget {:.1} MiB: {error}", mib(budget as usize)),
@@ -377,8 +404,7 @@ pub fn run_checking<D: DeviceMemory>(
         recorded.step(&meter, || {
             StepReport::measure(meter.clone(), &mut planned[0].step);
         });
-        for (plan, samples) in plans.iter().zip(&mut plan_samples) {
-            let model = step_on(&planned, plan.base);
+        for ((plan, samples), &model) in plans.iter().zip(&mut plan_samples).zip(&models) {
             let step = &mut planned[model].step;
             samples.step(&meter, || plan.run(step));
         }
@@ -392,7 +418,9 @@ pub fn run_checking<D: DeviceMemory>(
     let hand_points = points.clone();
     points.push(as_written.point("planner's model as written", "recording"));
     points.push(recorded.point("the same, recorded (memory report)", "recording"));
-    for ((plan, samples), check_steps) in plans.iter().zip(&plan_samples).zip(checks) {
+    for (((plan, samples), check_steps), &model) in
+        plans.iter().zip(&plan_samples).zip(checks).zip(&models)
+    {
         let point = samples.point("planner", "planner");
         let cpu_s = point.cpu_s;
         let best = hand_points
@@ -411,7 +439,7 @@ pub fn run_checking<D: DeviceMemory>(
             budget_bytes: Some(plan.budget_bytes),
             predicted_peak_bytes: Some(plan.predicted_peak_bytes),
             plan: Some(counts.join("; ")),
-            base: Some(plan.base),
+            planned_on: Some(planned[model].on()),
             check_steps: Some(check_steps),
             best_hand: best.map(|hand| hand.method.clone()),
             time_vs_best_hand: best.map(|hand| cpu_s / hand.cpu_s),

@@ -36,7 +36,7 @@ impl Sweep {
              listed. Host copies: the most bytes offloading regions held in host memory at once \
              (on the CPU also part of the peak).\n\n{}\n\n| Method | Budget | Predicted | Peak | Host \
              copies | Peak / budget | CPU time | Wall time | Best hand cut within budget | × its \
-             time | Base | Plan | Check steps |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+             time | Planned on | Plan | Check steps |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
             self.title,
             self.steps,
             self.profile_steps,
@@ -64,8 +64,7 @@ impl Sweep {
                 p.best_hand.clone().unwrap_or_default(),
                 p.time_vs_best_hand
                     .map_or("".to_string(), |r| format!("{r:.3}")),
-                p.base
-                    .map_or("".to_string(), |b| format!("{b:?}").to_lowercase()),
+                p.planned_on.clone().unwrap_or_default(),
                 p.plan.clone().unwrap_or_default(),
                 p.check_steps.map_or("".to_string(), |n| n.to_string()),
             );
@@ -74,7 +73,7 @@ impl Sweep {
     }
 
     /// What the plans were asked to do, as measured: every peak within its budget + 3%, peaks
-    /// not rising as the budget falls, and the CPU time against the fastest hand cut whose
+    /// not rising as the budget falls (by more than 0.1 %: a step's own noise), and the CPU time against the fastest hand cut whose
     /// peak fits the same budget (within 3%).
     pub fn checks(&self) -> String {
         let plans: Vec<&Point> = self.points.iter().filter(|p| p.kind == "planner").collect();
@@ -99,9 +98,11 @@ impl Sweep {
             if over <= 1.03 { "yes" } else { "no" },
             budget(at)
         );
+        // A rise of at most 0.1 % is the same plan measured twice: a step's peak moves by a few
+        // KiB from one step to the next.
         let rises: Vec<String> = plans
             .windows(2)
-            .filter(|pair| pair[1].peak_bytes > pair[0].peak_bytes)
+            .filter(|pair| pair[1].peak_bytes > pair[0].peak_bytes + pair[0].peak_bytes / 1000)
             .map(|pair| {
                 format!(
                     "{:.1} → {:.1} MiB at the {:.1} MiB budget",
@@ -112,7 +113,7 @@ impl Sweep {
             })
             .collect();
         out += &format!(
-            "- Peak non-increasing as the budget falls: **{}**{}.\n",
+            "- Peak non-increasing as the budget falls (within 0.1 %): **{}**{}.\n",
             if rises.is_empty() { "yes" } else { "no" },
             if rises.is_empty() {
                 format!(

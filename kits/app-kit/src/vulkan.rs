@@ -1,0 +1,39 @@
+//! Whether a Vulkan adapter is there for Burn's wgpu backend, as the tests of both Burn crates
+//! ask it: [`adapter`]. The probe (a first tensor on the default wgpu device) is each Burn
+//! version's; the environment it needs and what a missing adapter means are here, once.
+
+/// Runs `probe` (a first tensor on wgpu's default device: it starts the runtime, and panics
+/// without an adapter) once the environment Mesa's lavapipe needs is set, and says whether it
+/// found an adapter. Without one, under CI (`CI` set) it panics: CI installs lavapipe, so its
+/// absence is a broken setup; elsewhere it prints that the wgpu tests are skipped, and why.
+///
+/// Call it once per process, before any wgpu thread starts (it sets `XDG_RUNTIME_DIR` where
+/// none is set), and keep its answer (a `OnceLock`).
+///
+/// ```
+/// // A probe that finds no adapter, outside CI: skipped, with a message.
+/// if std::env::var_os("CI").is_none() {
+///     assert!(!app_kit::vulkan::adapter(|| panic!("no adapter")));
+/// }
+/// assert!(app_kit::vulkan::adapter(|| ()));
+/// ```
+pub fn adapter(probe: impl FnOnce() + std::panic::UnwindSafe) -> bool {
+    // Mesa's lavapipe warns without a runtime directory; any writable one will do.
+    if std::env::var_os("XDG_RUNTIME_DIR").is_none() {
+        // SAFETY: set before any wgpu thread starts (the caller's first wgpu test asks first).
+        unsafe { std::env::set_var("XDG_RUNTIME_DIR", std::env::temp_dir()) };
+    }
+    match std::panic::catch_unwind(probe) {
+        Ok(()) => true,
+        Err(_) if std::env::var_os("CI").is_some() => {
+            panic!("no Vulkan adapter: CI installs Mesa's lavapipe (scripts/setup)")
+        }
+        Err(_) => {
+            eprintln!(
+                "skipping the wgpu tests: no Vulkan adapter (Debian: apt-get install \
+                 mesa-vulkan-drivers, or run scripts/setup)"
+            );
+            false
+        }
+    }
+}
