@@ -75,7 +75,7 @@ fn the_fastest_base_is_chosen_and_its_plans_say_it() {
             [plain.clone(), balanced.clone()],
             [balanced.clone(), plain.clone()],
         ] {
-            let chosen = Profile::fastest(&profiles, budget).unwrap();
+            let chosen = &profiles[Profile::fastest(&profiles, budget).unwrap()];
             assert_eq!(chosen.base, Base::Balanced);
             let plan = chosen.plan(budget).unwrap();
             assert_eq!(plan.base, Base::Balanced);
@@ -88,8 +88,7 @@ fn the_fastest_base_is_chosen_and_its_plans_say_it() {
     }
     // Equal times: the first wins.
     let twins = [plain.clone(), plain.clone().on(Base::Balanced)];
-    let chosen = Profile::fastest(&twins, plain.largest_peak()).unwrap();
-    assert_eq!(chosen.base, Base::Plain);
+    assert_eq!(Profile::fastest(&twins, plain.largest_peak()).unwrap(), 0);
     // Below every floor: the error of the smallest.
     let both = [plain.clone(), balanced];
     let error = Profile::fastest(&both, plain.smallest_peak() / 2).unwrap_err();

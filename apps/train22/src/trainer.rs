@@ -206,8 +206,12 @@ impl Method {
         }
     }
 
-    fn burn_checkpointing(self) -> bool {
-        self != Method::Plain
+    /// What the method trains on: Burn's checkpointing (Balanced) for every method but plain.
+    fn base(self) -> Base {
+        match self {
+            Method::Plain => Base::Plain,
+            _ => Base::Balanced,
+        }
     }
 
     /// Where the network's regions go.
@@ -367,11 +371,7 @@ impl Options {
         // The planner plans the layer cut's regions (`regions`), and with a budget chooses what
         // they sit on: the method's Balanced or plain autodiff, whichever its plan is faster on.
         // The other methods run as they are.
-        let method_base = if method.burn_checkpointing() {
-            Base::Balanced
-        } else {
-            Base::Plain
-        };
+        let method_base = method.base();
         let (plan, base) = if method == Method::Regions {
             // A copy of its own per base (batch norm's running statistics included): the
             // profiled steps leave the trained model as it was.
@@ -517,20 +517,16 @@ impl Options {
         // samples, not one each.
         Profile::retime(&mut profiles, 2, |i| steps[i]()).context("timing the profiled steps")?;
         let context = || format!("--memory-budget {:.1} MiB", mib(budget as usize));
-        let profile = Profile::fastest(&profiles, budget).with_context(context)?;
-        let index = profiles
-            .iter()
-            .position(|p| std::ptr::eq(p, profile))
-            .expect("chosen among them");
-        let fitted = profile
-            .fit(meter.clone(), budget, &mut steps[index])
+        let chosen = Profile::fastest(&profiles, budget).with_context(context)?;
+        let fitted = profiles[chosen]
+            .fit(meter.clone(), budget, &mut steps[chosen])
             .with_context(context)?;
         println!(
             "{} (checked: a step's peak {:.1} MiB)",
             fitted.plan,
             mib(fitted.measured_peak_bytes as usize)
         );
-        Ok((Some(fitted.plan), profile.base))
+        Ok((Some(fitted.plan), profiles[chosen].base))
     }
 
     /// The reference's schedule as burn-train's scheduler: one constant rate per stretch of

@@ -21,6 +21,7 @@ use serde::{Deserialize, Serialize};
 ///
 /// assert_eq!(Base::Balanced.to_string(), "Burn's Balanced checkpointing");
 /// assert_eq!(Base::default(), Base::Plain);
+/// assert_eq!(serde_json::to_string(&Base::Balanced).unwrap(), format!("\"{}\"", Base::Balanced.name()));
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -35,6 +36,14 @@ pub enum Base {
 impl Base {
     /// Both bases, plain first.
     pub const ALL: [Base; 2] = [Base::Plain, Base::Balanced];
+
+    /// The base's name in JSON and in tables: `plain`, `balanced`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Base::Plain => "plain",
+            Base::Balanced => "balanced",
+        }
+    }
 
     /// Whether this is plain autodiff: a profile's or plan's JSON leaves the base out then, as
     /// those saved before bases have it.

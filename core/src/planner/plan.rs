@@ -130,7 +130,7 @@ impl fmt::Display for Plan {
             mib(self.predicted_peak_bytes as usize),
             self.predicted_recompute_seconds
         )?;
-        if self.base != Base::Plain {
+        if !self.base.is_plain() {
             write!(f, " on {};", self.base)?;
         }
         for (name, counts) in self.counts() {

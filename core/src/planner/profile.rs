@@ -4,6 +4,7 @@
 use std::convert::Infallible;
 use std::fmt;
 use std::sync::Arc;
+use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
@@ -201,7 +202,7 @@ impl Profile {
                 for (k, treated) in profile.steps.iter().enumerate() {
                     let treatment = treated.treatment;
                     let every: Lookup = Arc::new(move |_| Some(treatment));
-                    let started = std::time::Instant::now();
+                    let started = Instant::now();
                     with_lookup(every, || step(i))?;
                     times[i][k].push(started.elapsed().as_secs_f64());
                 }

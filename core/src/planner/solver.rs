@@ -170,13 +170,12 @@ impl Profile {
                 })
                 .min_by(|a: &(f64, u64, Vec<Treatment>), b| a.0.total_cmp(&b.0))
         };
-        let Some((time, peak, chosen)) = best.or_else(measured) else {
+        let Some((_, peak, chosen)) = best.or_else(measured) else {
             return Err(self.below_floor(budget_bytes));
         };
         Ok(Plan {
             budget_bytes,
             predicted_peak_bytes: peak,
-            predicted_recompute_seconds: time,
             ..self.plan_of(chosen)
         })
     }
@@ -199,12 +198,13 @@ impl Profile {
         plan
     }
 
-    /// Of `profiles` (one step profiled on each [`Base`](super::Base), or of other alternatives
-    /// a caller can run: another placement of the regions), the one whose plan for
-    /// `budget_bytes` is predicted fastest: the step with every region kept on its base, plus
-    /// the plan's recompute. Plan or fit on it, and run the plan on its base (the plan says
-    /// which) and its step. The first profile wins a tie; where no profile can meet the budget,
-    /// the error is the one with the smallest floor's.
+    /// Which of `profiles` (one step profiled on each [`Base`](super::Base), or of other
+    /// alternatives a caller can run: another placement of the regions) has the plan for
+    /// `budget_bytes` predicted fastest: the step with every region kept on its base, plus the
+    /// plan's recompute. Its index, which also names the caller's step that profile measured:
+    /// plan or fit on `profiles[i]`, and run the plan with that step on its base (the plan says
+    /// which). The first profile wins a tie; where no profile can meet the budget, the error is
+    /// the one with the smallest floor's.
     ///
     /// ```
     /// use burn_checkpoint_core::memory::{HostMeter, recording};
@@ -226,19 +226,19 @@ impl Profile {
     ///     Profile::measure(HostMeter, &Treatment::ALL, step(1024)).unwrap().on(Base::Balanced),
     /// ];
     /// let chosen = Profile::fastest(&profiles, u64::MAX).unwrap();
-    /// assert!(chosen.plan(u64::MAX).unwrap().predicted_step_seconds >= 0.0);
+    /// assert!(profiles[chosen].plan(u64::MAX).unwrap().predicted_step_seconds >= 0.0);
     /// ```
-    pub fn fastest(profiles: &[Profile], budget_bytes: u64) -> Result<&Profile, PlanError> {
-        let mut best: Option<(f64, &Profile)> = None;
-        for profile in profiles {
+    pub fn fastest(profiles: &[Profile], budget_bytes: u64) -> Result<usize, PlanError> {
+        let mut best: Option<(f64, usize)> = None;
+        for (index, profile) in profiles.iter().enumerate() {
             if let Ok(plan) = profile.plan(budget_bytes)
                 && best.is_none_or(|(seconds, _)| plan.predicted_step_seconds < seconds)
             {
-                best = Some((plan.predicted_step_seconds, profile));
+                best = Some((plan.predicted_step_seconds, index));
             }
         }
         match best {
-            Some((_, profile)) => Ok(profile),
+            Some((_, index)) => Ok(index),
             None => Err(profiles
                 .iter()
                 .min_by_key(|profile| profile.smallest_peak())

@@ -1,6 +1,8 @@
 //! Which autodiff backend a benchmark's method trains on: [`Tape`], named once for the apps of
 //! both Burn crates (each maps it to its backend types; no Burn in it).
 
+use burn_checkpoint_core::planner::Base;
+
 /// The autodiff backend a method trains on, over an inner backend `I`: the apps' `Method`s say
 /// which, and each bench or trainer turns it into a type with one `match`.
 ///
@@ -36,5 +38,21 @@ impl Tape {
     /// Whether the model's regions run (the backend is `Checkpointed`).
     pub fn regions(self) -> bool {
         matches!(self, Tape::Regions | Tape::RegionsOverBalanced)
+    }
+
+    /// What the regions sit on: the planner's [`Base`] of this tape.
+    ///
+    /// ```
+    /// use app_kit::tape::Tape;
+    /// use burn_checkpoint_core::planner::Base;
+    ///
+    /// assert_eq!(Tape::RegionsOverBalanced.base(), Base::Balanced);
+    /// assert_eq!(Tape::Regions.base(), Base::Plain);
+    /// ```
+    pub fn base(self) -> Base {
+        match self {
+            Tape::Plain | Tape::Regions => Base::Plain,
+            Tape::Balanced | Tape::RegionsOverBalanced => Base::Balanced,
+        }
     }
 }

@@ -1,6 +1,7 @@
 //! Whether a Vulkan adapter is there for Burn's wgpu backend, as the tests of both Burn crates
 //! ask it: [`adapter`]. The probe (a first tensor on the default wgpu device) is each Burn
-//! version's; the environment it needs and what a missing adapter means are here, once.
+//! version's; the environment it needs ([`runtime_dir`], for the tests that configure a device
+//! before its first tensor too) and what a missing adapter means are here, once.
 
 /// Runs `probe` (a first tensor on wgpu's default device: it starts the runtime, and panics
 /// without an adapter) once the environment Mesa's lavapipe needs is set, and says whether it
@@ -18,11 +19,7 @@
 /// assert!(app_kit::vulkan::adapter(|| ()));
 /// ```
 pub fn adapter(probe: impl FnOnce() + std::panic::UnwindSafe) -> bool {
-    // Mesa's lavapipe warns without a runtime directory; any writable one will do.
-    if std::env::var_os("XDG_RUNTIME_DIR").is_none() {
-        // SAFETY: set before any wgpu thread starts (the caller's first wgpu test asks first).
-        unsafe { std::env::set_var("XDG_RUNTIME_DIR", std::env::temp_dir()) };
-    }
+    runtime_dir();
     match std::panic::catch_unwind(probe) {
         Ok(()) => true,
         Err(_) if std::env::var_os("CI").is_some() => {
@@ -35,5 +32,22 @@ pub fn adapter(probe: impl FnOnce() + std::panic::UnwindSafe) -> bool {
             );
             false
         }
+    }
+}
+
+/// Sets `XDG_RUNTIME_DIR` (to the temporary folder) where none is set: Mesa's lavapipe warns
+/// without a runtime directory, and any writable one will do. Call it before any wgpu thread
+/// starts: [`adapter`] does; a test that configures a device before its first tensor calls it
+/// first itself.
+///
+/// ```
+/// app_kit::vulkan::runtime_dir();
+/// assert!(std::env::var_os("XDG_RUNTIME_DIR").is_some());
+/// ```
+pub fn runtime_dir() {
+    if std::env::var_os("XDG_RUNTIME_DIR").is_none() {
+        // SAFETY: the caller calls it before any wgpu thread starts, the only other threads
+        // that read the environment here.
+        unsafe { std::env::set_var("XDG_RUNTIME_DIR", std::env::temp_dir()) };
     }
 }

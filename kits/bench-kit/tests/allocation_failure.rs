@@ -42,11 +42,8 @@ fn message(payload: &(dyn std::any::Any + Send)) -> String {
 
 #[test]
 fn a_failed_allocation_panics_on_the_device_thread_and_the_step_fails_at_its_next_read() {
-    // Mesa's lavapipe warns without a runtime directory; any writable one will do.
-    if std::env::var_os("XDG_RUNTIME_DIR").is_none() {
-        // SAFETY: before any wgpu thread starts (this binary's only test).
-        unsafe { std::env::set_var("XDG_RUNTIME_DIR", std::env::temp_dir()) };
-    }
+    // Before any wgpu thread starts (this binary's only test).
+    app_kit::vulkan::runtime_dir();
     let device = WgpuDevice::default();
     // Before the device's first tensor: cubecl takes a device's options once.
     let set_up = catch_unwind(|| bench_kit::wgpu::cap_buffers(MIB, &device));

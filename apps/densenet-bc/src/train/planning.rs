@@ -11,7 +11,6 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
-use app_kit::tape::Tape;
 use burn::tensor::TensorData;
 use burn_checkpoint::memory::Meter;
 use burn_checkpoint::planner::{Base, Fitted, Plan, Profile, Treatment};
@@ -54,10 +53,7 @@ pub fn prepare(
         // The trainer's regions sit on its methods' base (Burn's Balanced: `Tape`), and the
         // runner is built on it: the plan says so. Choosing the base too is the library's
         // (`Profile::fastest`), which the budget benchmarks exercise.
-        base: match options.method().tape() {
-            Tape::RegionsOverBalanced | Tape::Balanced => Base::Balanced,
-            Tape::Regions | Tape::Plain => Base::Plain,
-        },
+        base: options.method().tape().base(),
         runner: runner.scratch()?,
         shape,
         steps: 0,

@@ -127,16 +127,11 @@ pub fn suggestion(printed: &str) -> &str {
 /// Caps this process's wgpu device (the one the trainer's `--devices wgpu` opens) before its
 /// first tensor; `false` where there is no Vulkan adapter (outside CI: the test is skipped).
 pub fn capped_device() -> bool {
-    // Mesa's lavapipe warns without a runtime directory; any writable one will do. cubecl's
-    // least autotuning: a cold process tunes every kernel it meets (minutes on lavapipe), and
-    // what this test checks does not depend on which kernel runs.
+    app_kit::vulkan::runtime_dir();
+    // cubecl's least autotuning: a cold process tunes every kernel it meets (minutes on
+    // lavapipe), and what this test checks does not depend on which kernel runs.
     // SAFETY: before any wgpu thread starts (each binary's only test).
-    unsafe {
-        if std::env::var_os("XDG_RUNTIME_DIR").is_none() {
-            std::env::set_var("XDG_RUNTIME_DIR", std::env::temp_dir());
-        }
-        std::env::set_var("CUBECL_AUTOTUNE_LEVEL", "minimal");
-    }
+    unsafe { std::env::set_var("CUBECL_AUTOTUNE_LEVEL", "minimal") };
     // The device the trainer's `--devices wgpu` opens, capped before its first tensor.
     if catch_unwind(|| bench_kit::wgpu::cap_buffers(CAP, &WgpuDevice::DefaultDevice)).is_err() {
         assert!(

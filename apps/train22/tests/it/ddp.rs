@@ -18,10 +18,7 @@ use crate::bits;
 /// on a shared buffer only on the stream that allocated it; plain runs then differ from run to
 /// run (docs/burn-0.22.md, "Data parallelism").
 fn wgpu() -> [Device; 2] {
-    if std::env::var_os("XDG_RUNTIME_DIR").is_none() {
-        // SAFETY: set before any wgpu thread starts; lavapipe warns without a runtime folder.
-        unsafe { std::env::set_var("XDG_RUNTIME_DIR", std::env::temp_dir()) };
-    }
+    app_kit::vulkan::runtime_dir();
     [
         Device::wgpu(DeviceKind::DefaultDevice),
         Device::wgpu(DeviceKind::Cpu),

@@ -98,10 +98,9 @@ impl<'a> Planned<'a> {
     /// What the point of a plan on this model says it was planned on: the base, and the
     /// model's name where it has one.
     fn on(&self) -> String {
-        let base = format!("{:?}", self.base).to_lowercase();
         match self.name.as_str() {
-            "" => base,
-            name => format!("{base}, {name}"),
+            "" => self.base.name().to_string(),
+            name => format!("{}, {name}", self.base.name()),
         }
     }
 }
@@ -334,14 +333,15 @@ pub fn run_checking<D: DeviceMemory>(
         // The choice between the planned models compares their steps' times: medians of
         // interleaved samples, not one each.
         if profiles.len() > 1 {
+            const ROUNDS: usize = 2;
             let started = Instant::now();
-            Profile::retime(&mut profiles, 2, |i| {
+            Profile::retime(&mut profiles, ROUNDS, |i| {
                 (planned[i].step)();
                 Ok::<(), std::convert::Infallible>(())
             })
             .expect("a step cannot fail here");
             profile_seconds += started.elapsed().as_secs_f64();
-            profile_steps += 2 * profiles.iter().map(|p| p.treatments().len()).sum::<usize>();
+            profile_steps += ROUNDS * profiles.iter().map(|p| p.treatments().len()).sum::<usize>();
         }
         check(&profiles[0], &mut planned[0].step);
     }
@@ -360,13 +360,9 @@ pub fn run_checking<D: DeviceMemory>(
             let started = Instant::now();
             let chosen = Profile::fastest(&profiles, budget);
             solve_seconds += started.elapsed().as_secs_f64();
-            let fitted = chosen.map_err(|e| e.to_string()).and_then(|profile| {
-                let model = profiles
-                    .iter()
-                    .position(|p| std::ptr::eq(p, profile))
-                    .expect("chosen among the profiles");
+            let fitted = chosen.map_err(|e| e.to_string()).and_then(|model| {
                 let step = &mut planned[model].step;
-                profile
+                profiles[model]
                     .fit(meter.clone(), budget, || {
                         step();
                         Ok::<(), std::convert::Infallible>(())
