@@ -5,7 +5,7 @@
 //! region kept, then keeping its compute-bound outputs, then recomputed; on a device also
 //! offloaded); [`Profile::plan`] chooses a
 //! treatment per region instance so that the step's peak fits a byte budget at the least
-//! recompute time; [`Profile::fit`] checks the choice on real steps; a [`Plan`] applies it to
+//! predicted step time; [`Profile::fit`] checks the choice on real steps; a [`Plan`] applies it to
 //! later steps without code changes ([`Plan::run`]), and is saved and loaded as JSON. Profiled
 //! on each [`Base`] (a device from [`autodiff_on`]), [`Profile::fastest`] says on which the
 //! plan for a budget is fastest: run the plan on `autodiff_on(plan.base, device)`.

@@ -218,6 +218,7 @@ pub(crate) fn open(name: RegionName, policy: &Policy, offload: bool) -> Opened {
             Some(Treatment::SaveComputeBound) => Run::SaveComputeBound,
             Some(Treatment::RecomputeAll) => Run::Region { offload: false },
             Some(Treatment::Offload) => Run::Region { offload: true },
+            Some(Treatment::AsWritten) => coded,
             Some(other) => panic!(
                 "a plan gives region {id} the treatment {other}, which this crate does not know"
             ),

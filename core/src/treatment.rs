@@ -23,6 +23,13 @@ pub enum Treatment {
     /// device memory than [`Treatment::RecomputeAll`] and pays for the copies; on the CPU host
     /// and device memory are one, so it saves nothing there.
     Offload,
+    /// A region as its code says: its policy, its offload, the regions it keeps by name (what a
+    /// plan entry of `None` means too). Not in [`Treatment::ALL`]: for regions written with a
+    /// policy the other treatments cannot express (a custom one: keeping batch norm's
+    /// statistics, say), give it to [`Profile::measure`](crate::planner::Profile::measure)
+    /// and the planner chooses, per region, between that policy and the others; for regions
+    /// written with a preset it is one of the others measured twice.
+    AsWritten,
 }
 
 impl Treatment {
@@ -36,9 +43,11 @@ impl Treatment {
         Treatment::Offload,
     ];
 
-    /// Its name in reports and plans: `keep`, `save-compute-bound`, `recompute-all`, `offload`.
+    /// Its name in reports and plans: `keep`, `save-compute-bound`, `recompute-all`, `offload`,
+    /// `as-written`.
     pub fn name(self) -> &'static str {
         match self {
+            Treatment::AsWritten => "as-written",
             Treatment::Keep => "keep",
             Treatment::RecomputeAll => "recompute-all",
             Treatment::SaveComputeBound => "save-compute-bound",

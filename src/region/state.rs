@@ -39,7 +39,7 @@ impl Run {
 
 /// How a region whose code asks for `coded` runs under a plan's `treatment`. Recomputing keeps
 /// what the code keeps by name (`Policy::recompute_all_but`).
-fn planned_run(treatment: Treatment, coded: &Policy) -> Run {
+fn planned_run(treatment: Treatment, coded: &Policy, offload: bool) -> Run {
     let recompute_all = match coded {
         Policy::RecomputeAllBut(_) => coded.clone(),
         _ => Policy::RecomputeAll,
@@ -50,6 +50,7 @@ fn planned_run(treatment: Treatment, coded: &Policy) -> Run {
         Treatment::RecomputeAll => region(recompute_all, false),
         Treatment::SaveComputeBound => region(Policy::SaveComputeBound, false),
         Treatment::Offload => region(recompute_all, true),
+        Treatment::AsWritten => region(coded.clone(), offload),
         // `Treatment` is non-exhaustive: a plan from a newer crate is refused by name.
         other => panic!("burn-checkpoint cannot run a region under the treatment {other}"),
     }
@@ -80,7 +81,7 @@ pub(super) fn open(
         // A plan decides for top-level regions only; nested ones run as the code says.
         let planned = top_level.then(|| planner::planned(&id)).flatten();
         let run = match planned {
-            Some(treatment) => planned_run(treatment, policy),
+            Some(treatment) => planned_run(treatment, policy, offload),
             None => Run::Region {
                 policy: policy.clone(),
                 offload,

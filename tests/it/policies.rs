@@ -182,6 +182,35 @@ fn a_plan_recomputing_a_region_keeps_what_its_code_names() {
 }
 
 #[test]
+fn a_plan_leaving_a_region_as_written_runs_its_policy() {
+    use burn_checkpoint::planner::{Plan, Treatment};
+    // Written to keep its matmuls: as written, none is recomputed, as with no plan; a plan
+    // recomputing all of it recomputes all three.
+    let under = |treatment: Option<Treatment>| {
+        step::<Ckpt>(|x, ws| {
+            let plan = match treatment {
+                Some(treatment) => Plan::new().with("block", 0, treatment),
+                None => Plan::new(),
+            };
+            plan.run(|| {
+                Region::named("block")
+                    .policy(Policy::SaveComputeBound)
+                    .run(|| layers(x, ws))
+            })
+        })
+    };
+    for (treatment, matmuls) in [
+        (None, None),
+        (Some(Treatment::AsWritten), None),
+        (Some(Treatment::RecomputeAll), Some(&3)),
+    ] {
+        let (grads, recomputed) = under(treatment);
+        assert_same(&plain(), &grads);
+        assert_eq!(recomputed.get("matmul"), matmuls, "{treatment:?}: {recomputed:?}");
+    }
+}
+
+#[test]
 fn a_region_kept_by_name_keeps_its_own_nested_regions_policies() {
     // `middle` is kept at depth two; the region inside it recomputes as its code says.
     let (grads, recomputed) = step::<Ckpt>(|x, ws| {

@@ -5,8 +5,9 @@
 //! method one step per round, interleaved.
 //!
 //! The planner chooses the base (plain autodiff or Burn's Balanced, profiled on both) and, for
-//! each of the dense layers' regions (`densenet::layer#0..`), keep, save-compute-bound or
-//! recompute-all. Writes `<out>.md`, `.json`, `.svg`, `.png`.
+//! each of the dense layers' regions (`densenet::layer#0..`, written as `layer-reduce`'s: batch
+//! norm's statistics kept), keep, save-compute-bound, recompute-all or as written. Writes
+//! `<out>.md`, `.json`, `.svg`, `.png`.
 //!
 //! ```text
 //! cargo bench -p densenet-bc --bench budget                     # BC-100, batch 16, 10 budgets
@@ -28,7 +29,7 @@ use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::{Distribution, Int, Tensor, TensorData};
 use burn_checkpoint::Checkpointed;
 use burn_checkpoint::memory::{CountingAllocator, Meter};
-use burn_checkpoint::planner::{Base, Treatment};
+use burn_checkpoint::planner::Base;
 use densenet_bc::{DenseNet, DenseNetConfig, Method};
 
 use bench_kit::sweep;
@@ -124,9 +125,11 @@ fn main() {
         };
         trainer(&config, &weights, &images, &labels)
     };
-    // The planner's model: a region per dense layer, each of which a plan may keep, on either
-    // base.
-    let layers = Method::Layer.configure(config.clone());
+    // The planner's model: a region per dense layer keeping batch norm's statistics, each of
+    // which a plan may keep, recompute (all, or keeping compute-bound outputs) or leave as
+    // written, on either base.
+    let planned_method = Method::LayerReduce;
+    let layers = planned_method.configure(config.clone());
     let planned = [
         (
             Base::Plain,
@@ -157,7 +160,7 @@ fn main() {
     args.sweep.run(
         sweep::Measured {
             meter: Meter::Host,
-            treatments: &Treatment::ALL,
+            treatments: &planned_method.treatments(),
         },
         &out,
         &title,

@@ -2,6 +2,7 @@
 
 use app_kit::method::MethodName;
 use app_kit::tape::Tape;
+use burn_checkpoint::planner::Treatment;
 
 use crate::model::{Cut, DenseNetConfig, RegionPolicy};
 
@@ -96,9 +97,28 @@ impl Method {
         }
     }
 
-    /// `config` with this method's regions: its cut, policy and offload.
-    pub fn configure(self, config: DenseNetConfig) -> DenseNetConfig {
-        let (cut, policy) = match self {
+    /// The treatments the budget planner profiles this method's regions under: every one a
+    /// region can be given whatever its code ([`Treatment::ALL`]), and the regions as written
+    /// where their policy is none of those (`SaveReductions`), so that a plan can keep it.
+    ///
+    /// ```
+    /// use burn_checkpoint::planner::Treatment;
+    /// use densenet_bc::Method;
+    ///
+    /// assert_eq!(Method::Layer.treatments(), Treatment::ALL);
+    /// assert!(Method::LayerReduce.treatments().contains(&Treatment::AsWritten));
+    /// ```
+    pub fn treatments(self) -> Vec<Treatment> {
+        let mut treatments = Treatment::ALL.to_vec();
+        if self.regions().1 == RegionPolicy::SaveReductions {
+            treatments.push(Treatment::AsWritten);
+        }
+        treatments
+    }
+
+    /// Where this method's regions go and what they keep.
+    fn regions(self) -> (Cut, RegionPolicy) {
+        match self {
             Method::Plain | Method::Balanced => (Cut::None, RegionPolicy::RecomputeAll),
             Method::Bottleneck => (Cut::Bottleneck, RegionPolicy::RecomputeAll),
             Method::Layer | Method::LayerOffload => (Cut::Layer, RegionPolicy::RecomputeAll),
@@ -106,7 +126,12 @@ impl Method {
             Method::BottleneckReduce => (Cut::Bottleneck, RegionPolicy::SaveReductions),
             Method::LayerReduce => (Cut::Layer, RegionPolicy::SaveReductions),
             Method::Block => (Cut::Block, RegionPolicy::RecomputeAll),
-        };
+        }
+    }
+
+    /// `config` with this method's regions: its cut, policy and offload.
+    pub fn configure(self, config: DenseNetConfig) -> DenseNetConfig {
+        let (cut, policy) = self.regions();
         config
             .with_cut(cut)
             .with_policy(policy)

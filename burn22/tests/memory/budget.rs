@@ -206,7 +206,12 @@ fn every_plan_gives_plain_autodiffs_gradients() {
     let name = "memory::common::Block::forward";
     let every = |t: Treatment| (0..BLOCKS as u64).fold(Plan::new(), |p, i| p.with(name, i, t));
     let mixed = (0..BLOCKS as u64).fold(Plan::new(), |p, i| {
-        let t = [Treatment::Keep, Treatment::RecomputeAll, Treatment::Offload][i as usize % 3];
+        let t = [
+            Treatment::Keep,
+            Treatment::RecomputeAll,
+            Treatment::Offload,
+            Treatment::AsWritten,
+        ][i as usize % 4];
         p.with(name, i, t)
     });
     for (what, plan) in [
@@ -214,6 +219,7 @@ fn every_plan_gives_plain_autodiffs_gradients() {
         ("all kept", every(Treatment::Keep)),
         ("all recomputed", every(Treatment::RecomputeAll)),
         ("all offloaded", every(Treatment::Offload)),
+        ("all as written", every(Treatment::AsWritten)),
         ("mixed", mixed),
     ] {
         // Twice: the indices start again each step.

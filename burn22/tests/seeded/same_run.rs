@@ -360,11 +360,16 @@ fn pair_plan(treatments: &[Treatment]) -> Plan {
 }
 
 #[test]
-fn a_plan_keeping_or_offloading_regions_gives_the_plain_run() {
+fn a_plan_keeping_offloading_or_leaving_regions_as_written_gives_the_plain_run() {
     let _generator = common::generator();
     let device = Device::flex().autodiff();
     let plain = train(&device, Cut::None, ALL_BUT_NOISY);
-    let plan = pair_plan(&[Treatment::Keep, Treatment::Offload, Treatment::RecomputeAll]);
+    let plan = pair_plan(&[
+        Treatment::Keep,
+        Treatment::Offload,
+        Treatment::RecomputeAll,
+        Treatment::AsWritten,
+    ]);
     assert_eq!(
         plan.run(|| train(&device, Cut::Nested, ALL_BUT_NOISY)),
         plain

@@ -349,7 +349,8 @@ pub fn top_level_opened(name: &dyn fmt::Display, index: u64, treatment: Option<T
         recording.report.regions.push(RegionRecord {
             name: name.to_string(),
             index,
-            treatment,
+            // A plan's as-written is the code's run, as no plan: one way to say it.
+            treatment: treatment.filter(|&t| t != Treatment::AsWritten),
             ..RegionRecord::default()
         });
         let label = format!("forward, in {}", recording.id(slot));

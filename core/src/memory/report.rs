@@ -286,6 +286,7 @@ mod as_written {
             Other(String),
         }
         match Either::deserialize(deserializer)? {
+            Either::Treatment(Treatment::AsWritten) => Ok(None),
             Either::Treatment(treatment) => Ok(Some(treatment)),
             Either::Other(name) if name == AS_WRITTEN => Ok(None),
             Either::Other(name) => Err(serde::de::Error::unknown_variant(

@@ -258,6 +258,27 @@ mod tests {
         measures(profile, budget, |chosen| profile.predict(chosen) + error)
     }
 
+    /// A profile of three regions saved before step times were medians: its steps' times are
+    /// one sample each of a step under a millisecond, the step keeping every region the
+    /// slowest. These tests are about memory: each step's time is made the kept step's plus its
+    /// regions' recomputes, as a larger model's steps measure.
+    fn fixture() -> Profile {
+        let mut profile: Profile =
+            serde_json::from_str(include_str!("../../tests/fixtures/profile-before-30.json"))
+                .unwrap();
+        let kept = profile.steps[0].report.seconds;
+        for step in &mut profile.steps {
+            let recompute: f64 = step
+                .report
+                .regions
+                .iter()
+                .map(|r| r.recompute_seconds)
+                .sum();
+            step.report.seconds = kept + recompute;
+        }
+        profile
+    }
+
     /// Fits `budget` with steps whose peak `peak` gives for the treatments of the plan in force,
     /// read back as the regions of a real step read them.
     fn measures(
@@ -290,9 +311,7 @@ mod tests {
 
     #[test]
     fn a_plan_over_its_budget_is_followed_by_one_that_holds_less() {
-        let profile: Profile =
-            serde_json::from_str(include_str!("../../tests/fixtures/profile-before-30.json"))
-                .unwrap();
+        let profile = fixture();
         // A budget well above what its plan predicts (the solver's choices are discrete): there
         // lowering the target by the overshoot alone returned the same plan until the retries
         // ran out.
@@ -314,9 +333,7 @@ mod tests {
 
     #[test]
     fn on_the_host_the_last_try_is_the_plan_that_measured_least() {
-        let profile: Profile =
-            serde_json::from_str(include_str!("../../tests/fixtures/profile-before-30.json"))
-                .unwrap();
+        let profile = fixture();
         let least = profile.least_measured_plan();
         let (floor, roof) = (least.predicted_peak_bytes, profile.largest_peak());
         let treatment = profile.least_step().treatment;
@@ -340,9 +357,7 @@ mod tests {
 
     #[test]
     fn extrapolation_is_linear_in_the_batch() {
-        let small: Profile =
-            serde_json::from_str(include_str!("../../tests/fixtures/profile-before-30.json"))
-                .unwrap();
+        let small = fixture();
         // The same step at twice the batch, every figure twice as large.
         let mut large = small.clone();
         for step in &mut large.steps {

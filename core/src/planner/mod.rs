@@ -2,7 +2,7 @@
 //!
 //! A [`Profile`] measures a training step once per [`Treatment`](crate::Treatment), every
 //! top-level region run that way; [`Profile::plan`] chooses a treatment per region instance so
-//! that the step's peak fits a byte budget at the least recompute time (the solver,
+//! that the step's peak fits a byte budget at the least predicted step time (the solver,
 //! `solver.rs`); [`Profile::fit`] checks the choice on real steps; a [`Plan`] applies it to later
 //! steps without code changes ([`Plan::run`]), and is saved and loaded as JSON. A step's
 //! regions sit on a [`Base`] (plain autodiff or Burn's Balanced): profiled on each,

@@ -48,7 +48,9 @@ pub struct Plan {
     pub budget_bytes: u64,
     /// The peak the planner predicted, in bytes.
     pub predicted_peak_bytes: u64,
-    /// The recompute time the planner predicted per step, in seconds.
+    /// What the planner predicted the plan's treatments add to the step with every region kept,
+    /// in seconds: their recomputes and what else they change (negative where recomputing made
+    /// the step faster than holding, as a region replacing Burn's Balanced recomputes can).
     pub predicted_recompute_seconds: f64,
     /// The step time the planner predicted, in seconds: the profiled step with every region
     /// kept on [`base`](Plan::base), plus the recompute (0, and left out of the JSON, for a
@@ -125,11 +127,15 @@ impl fmt::Display for Plan {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "plan for {:.1} MiB: predicted peak {:.1} MiB, recompute {:.3} s/step;",
+            "plan for {:.1} MiB: predicted peak {:.1} MiB, {:+.3} s/step over keeping every region",
             mib(self.budget_bytes as usize),
             mib(self.predicted_peak_bytes as usize),
             self.predicted_recompute_seconds
         )?;
+        if self.predicted_step_seconds > 0.0 {
+            write!(f, " (a step {:.3} s)", self.predicted_step_seconds)?;
+        }
+        f.write_str(";")?;
         if !self.base.is_plain() {
             write!(f, " on {};", self.base)?;
         }

@@ -1,10 +1,12 @@
 //! The budget planner: from a [`Profile`], a [`Treatment`] for every top-level region instance
-//! so that the step's peak stays within a byte budget at the least recompute time.
+//! so that the step's peak stays within a byte budget at the least step time.
 //!
 //! # How it decides
 //!
 //! The profile gives, for each region instance `i` and treatment `t`, the bytes it holds from
-//! forward to backward `h[i][t]` and the time its recompute takes `c[i][t]` (measured), and for
+//! forward to backward `h[i][t]` and what it adds to the step with every region kept `c[i][t]`
+//! (the step with every region under `t` less the step keeping them, shared out in proportion to
+//! the instances' measured recomputes: negative where that step was the faster), and for
 //! each treatment `t` the step with every region so: its peak outside the regions' backward
 //! windows `O[t]`, and the peak of each instance's backward window `W[i][t]` (from backward's
 //! first recompute for it to the next region's: its recompute and its backward). A plan giving
@@ -18,11 +20,12 @@
 //!   window as measured, with what the regions before it hold under the plan instead of under
 //!   `t_j` (backward has freed those after it).
 //!
-//! This is exact for the measured plans and a model between them. For each set of treatments
-//! the planner solves the multiple-choice knapsack (minimise `Σ c`, subject to the bound on the
-//! total and, for each recomputing choice, the bound its window puts on the bytes held before
-//! it) exactly by dynamic programming over bytes in 4096 steps of the budget, rounding each `h`
-//! up (so the prediction never undercounts), and keeps the cheapest plan. Profiles saved before
+//! Both are exact for the measured plans (every region under one treatment) and a model between
+//! them. For each set of treatments the planner solves the multiple-choice knapsack (minimise
+//! `Σ c`, subject to the bound on the total and, for each recomputing choice, the bound its
+//! window puts on the bytes held before it) exactly by dynamic programming over bytes in 4096
+//! steps of the budget, rounding each `h` up (so the prediction never undercounts), and keeps the
+//! fastest plan; a measured step that fits is kept over a mix predicted no faster. Profiles saved before
 //! windows were recorded have none: their `O[t]` is the step's peak, as if every recompute
 //! coincided with everything held.
 //!
@@ -103,20 +106,29 @@ fn solve(options: &[Vec<Choice>], capacity: u64, unit: u64) -> Option<Vec<usize>
 }
 
 impl Profile {
-    /// The plan with the least recompute time whose predicted peak is within `budget_bytes` (see
-    /// the module's documentation for how it predicts), or why none is.
+    /// The plan with the least predicted step time whose predicted peak is within
+    /// `budget_bytes` (see the module's documentation for how it predicts), or why none is.
     pub fn plan(&self, budget_bytes: u64) -> Result<Plan, PlanError> {
-        let regions = &self.steps[0].report.regions;
-        if budget_bytes >= self.largest_peak() {
-            // Measured: with every region kept the step fits (no rounding of a prediction).
-            let mut plan = self.plan_of(regions.iter().map(|_| Treatment::Keep));
-            plan.budget_bytes = budget_bytes;
-            plan.predicted_peak_bytes = self.largest_peak();
-            return Ok(plan);
-        }
+        let regions = self.steps[0].report.regions.len();
         let cost = |t: Treatment, i: usize| self.cost(t, i);
-        let unit = (budget_bytes / 4096).max(1);
+        // First the profiled steps that fit, each a plan giving every region one treatment,
+        // its time and peak measured; a mix replaces one only if predicted faster (a tie keeps
+        // the measured).
         let mut best: Option<(f64, u64, Vec<Treatment>)> = None;
+        let mut consider = |time: f64, peak: u64, chosen: Vec<Treatment>| {
+            if best.as_ref().is_none_or(|(t, ..)| time < *t - 1e-9) {
+                best = Some((time, peak, chosen));
+            }
+        };
+        for step in self
+            .steps
+            .iter()
+            .filter(|s| s.report.peak_bytes <= budget_bytes)
+        {
+            let time = step.report.seconds - self.step(Treatment::Keep).seconds;
+            consider(time, step.report.peak_bytes, vec![step.treatment; regions]);
+        }
+        let unit = (budget_bytes / 4096).max(1);
         // Each non-empty set of treatments: its largest rest, then the knapsack within the rest
         // of the budget over those treatments only.
         for allowed in self.treatment_sets() {
@@ -124,7 +136,7 @@ impl Profile {
             let Some(capacity) = budget_bytes.checked_sub(fixed) else {
                 continue;
             };
-            let options: Vec<Vec<Choice>> = (0..regions.len())
+            let options: Vec<Vec<Choice>> = (0..regions)
                 .map(|i| {
                     allowed
                         .iter()
@@ -152,25 +164,11 @@ impl Profile {
                 .collect();
             let time: f64 = chosen.iter().enumerate().map(|(i, &t)| cost(t, i)).sum();
             // The peak as predicted, with the treatments actually used.
-            let peak = self.predict(&chosen);
-            if best.as_ref().is_none_or(|(t, ..)| time < *t) {
-                best = Some((time, peak, chosen));
-            }
+            consider(time, self.predict(&chosen), chosen);
         }
         // The knapsack rounds what each instance holds up: at a budget a measured step just met
-        // (the floor, say), it may find nothing; that step's plan fits, measured.
-        let measured = || {
-            self.steps
-                .iter()
-                .filter(|s| s.report.peak_bytes <= budget_bytes)
-                .map(|s| {
-                    let chosen = vec![s.treatment; regions.len()];
-                    let time = (0..regions.len()).map(|i| cost(s.treatment, i)).sum();
-                    (time, s.report.peak_bytes, chosen)
-                })
-                .min_by(|a: &(f64, u64, Vec<Treatment>), b| a.0.total_cmp(&b.0))
-        };
-        let Some((_, peak, chosen)) = best.or_else(measured) else {
+        // (the floor, say) it may find nothing, but that step's plan fits, measured.
+        let Some((_, peak, chosen)) = best else {
             return Err(self.below_floor(budget_bytes));
         };
         Ok(Plan {
@@ -380,35 +378,28 @@ impl Profile {
         })
     }
 
-    /// What instance `i` costs a step under `treatment`, in seconds: its recompute; for
-    /// [`Treatment::Offload`] also what its forward took more than under
-    /// [`Treatment::RecomputeAll`] (the copies to host memory), where both were profiled. A
-    /// treatment whose recompute no region could time (save-compute-bound on Burn 0.22, where
-    /// Burn's own backward recomputes the memory-bound ops) costs each instance an even share of
-    /// what its step took more than the step keeping every region.
+    /// What instance `i` adds to the step with every region kept, under `treatment`, in
+    /// seconds: its share of what the step with every region under `treatment` took more than
+    /// that step ([`Profile::retime`]: medians), shared out in proportion to the instances'
+    /// measured recomputes (evenly where none was timed: save-compute-bound on Burn 0.22, where
+    /// Burn's own backward recomputes the memory-bound ops). A plan giving every region one
+    /// treatment is so predicted at that step's measured time.
+    ///
+    /// Summing the recomputes alone missed what a treatment changes besides them: on Burn's
+    /// Balanced, a region's recompute replaces recomputes Burn's checkpointing did, and on
+    /// either base holding less can make the rest of the step faster. Such a share is negative:
+    /// that treatment's step was faster than keeping.
     fn cost(&self, treatment: Treatment, i: usize) -> f64 {
-        let region = |t: Treatment| &self.step(t).regions[i];
-        let untimed = |t: Treatment| {
-            t != Treatment::Keep
-                && self.treatments().contains(&Treatment::Keep)
-                && self
-                    .step(t)
-                    .regions
-                    .iter()
-                    .all(|r| r.recompute_seconds == 0.0)
-        };
-        match treatment {
-            Treatment::Keep => 0.0,
-            t if untimed(t) => {
-                let extra = self.step(t).seconds - self.step(Treatment::Keep).seconds;
-                extra.max(0.0) / self.step(t).regions.len() as f64
-            }
-            Treatment::Offload if self.treatments().contains(&Treatment::RecomputeAll) => {
-                let copies = region(Treatment::Offload).forward_seconds
-                    - region(Treatment::RecomputeAll).forward_seconds;
-                region(Treatment::Offload).recompute_seconds + copies.max(0.0)
-            }
-            t => region(t).recompute_seconds,
+        if treatment == Treatment::Keep {
+            return 0.0;
+        }
+        let step = self.step(treatment);
+        let extra = step.seconds - self.step(Treatment::Keep).seconds;
+        let timed: f64 = step.regions.iter().map(|r| r.recompute_seconds).sum();
+        if timed > 0.0 {
+            extra * step.regions[i].recompute_seconds / timed
+        } else {
+            extra / step.regions.len() as f64
         }
     }
 }
@@ -453,6 +444,44 @@ mod tests {
         assert_eq!(solve(&options, 3, 1), None);
         // Rounding up to the unit never lets a plan overflow.
         assert_eq!(solve(&options, 12, 4), Some(vec![1, 1]));
+    }
+
+    /// A region written with its own policy, profiled as written, holding what recomputing all
+    /// holds but faster than keeping (as DenseNet's layers keeping batch norm's statistics,
+    /// over Balanced): where it fits, the planner chooses it for every region, predicted at
+    /// its step's measured time; a mix predicted no faster than a measured step loses to it.
+    #[test]
+    fn a_step_as_written_faster_than_keeping_is_chosen_where_it_fits() {
+        let mut profile: Profile =
+            serde_json::from_str(include_str!("../../tests/fixtures/profile-before-30.json"))
+                .unwrap();
+        for (step, seconds) in profile.steps.iter_mut().zip([1.0, 1.2, 1.4]) {
+            step.report.seconds = seconds;
+        }
+        let mut written = profile
+            .steps
+            .iter()
+            .find(|s| s.treatment == Treatment::RecomputeAll)
+            .unwrap()
+            .clone();
+        written.treatment = Treatment::AsWritten;
+        written.report.seconds = 0.9;
+        profile.steps.push(written.clone());
+        for budget in [written.report.peak_bytes, profile.largest_peak()] {
+            let plan = profile.plan(budget).unwrap();
+            let counts = plan.counts();
+            assert_eq!(counts["block"][&Treatment::AsWritten], 3, "{plan}");
+            assert!((plan.predicted_step_seconds - 0.9).abs() < 1e-9, "{plan}");
+            assert!(plan.predicted_recompute_seconds < 0.0, "{plan}");
+            assert_eq!(plan.predicted_peak_bytes, written.report.peak_bytes);
+        }
+        // Slower than keeping, it is chosen only where memory asks for it, as the others.
+        profile.steps.last_mut().unwrap().report.seconds = 1.1;
+        let roof = profile.plan(profile.largest_peak()).unwrap();
+        assert_eq!(roof.counts()["block"][&Treatment::Keep], 3, "{roof}");
+        let floor = profile.plan(written.report.peak_bytes).unwrap();
+        assert_eq!(floor.counts()["block"][&Treatment::AsWritten], 3, "{floor}");
+        assert!((floor.predicted_step_seconds - 1.1).abs() < 1e-9, "{floor}");
     }
 
     #[test]

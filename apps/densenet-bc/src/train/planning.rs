@@ -54,6 +54,7 @@ pub fn prepare(
         // runner is built on it: the plan says so. Choosing the base too is the library's
         // (`Profile::fastest`), which the budget benchmarks exercise.
         base: options.method().tape().base(),
+        treatments: options.method().treatments(),
         runner: runner.scratch()?,
         shape,
         steps: 0,
@@ -225,6 +226,8 @@ struct Scratch {
     meter: Meter,
     /// What the runner's regions sit on.
     base: Base,
+    /// What the profile measures the regions under ([`Method::treatments`](crate::Method::treatments)).
+    treatments: Vec<Treatment>,
     runner: Box<dyn ScratchRunner>,
     /// The images' `[channels, height, width]`.
     shape: [usize; 3],
@@ -261,7 +264,7 @@ impl Scratch {
         // A first step warms up thread pools and caches, which allocate once.
         self.runner.step(&batch)?;
         let runner = &mut self.runner;
-        let profile = Profile::try_measure(self.meter.clone(), &Treatment::ALL, || {
+        let profile = Profile::try_measure(self.meter.clone(), &self.treatments, || {
             runner.step(&batch).map_err(StepFailed)
         })?
         .on(self.base);
