@@ -206,7 +206,11 @@ fn a_plan_leaving_a_region_as_written_runs_its_policy() {
     ] {
         let (grads, recomputed) = under(treatment);
         assert_same(&plain(), &grads);
-        assert_eq!(recomputed.get("matmul"), matmuls, "{treatment:?}: {recomputed:?}");
+        assert_eq!(
+            recomputed.get("matmul"),
+            matmuls,
+            "{treatment:?}: {recomputed:?}"
+        );
     }
 }
 

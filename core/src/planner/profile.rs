@@ -160,13 +160,16 @@ impl Profile {
     }
 
     /// Times every profiled step of `profiles` again, `rounds` times, interleaved (each round
-    /// runs each profile's treatments in turn; `step(i)` runs profile `i`'s step), each under
+    /// runs each profile's treatments in turn, every other round in the reverse order;
+    /// `step(i)` runs profile `i`'s step), each under
     /// the treatment it was profiled with, and keeps the median of its times (the profiled one
     /// included) as its [`seconds`](StepReport::seconds). What it holds is left as profiled.
     ///
     /// Profiled once, a step's time is one sample, and on a shared machine samples a few
-    /// percent apart swap: [`Profile::fastest`] compares steps across profiles, so it wants
-    /// medians of interleaved samples. The steps train the model like any other.
+    /// percent apart swap: the solver compares the steps of a profile ([`Profile::plan`]: each
+    /// treatment's cost is what its step took more than keeping) and [`Profile::fastest`] steps
+    /// across profiles, so both want medians of interleaved samples. The steps train the model
+    /// like any other.
     ///
     /// ```
     /// use burn_checkpoint_core::memory::{HostMeter, recording};
@@ -197,15 +200,26 @@ impl Profile {
             .iter()
             .map(|p| p.steps.iter().map(|s| vec![s.report.seconds]).collect())
             .collect();
-        for _ in 0..rounds {
-            for (i, profile) in profiles.iter().enumerate() {
-                for (k, treated) in profile.steps.iter().enumerate() {
-                    let treatment = treated.treatment;
-                    let every: Lookup = Arc::new(move |_| Some(treatment));
-                    let started = Instant::now();
-                    with_lookup(every, || step(i))?;
-                    times[i][k].push(started.elapsed().as_secs_f64());
-                }
+        let order: Vec<(usize, usize)> = profiles
+            .iter()
+            .enumerate()
+            .flat_map(|(i, p)| (0..p.steps.len()).map(move |k| (i, k)))
+            .collect();
+        for round in 0..rounds {
+            // Every other round backwards: a step's time depends on what the step before left
+            // the allocator, so no step always follows the same one.
+            let forwards = order.iter();
+            let backwards = order.iter().rev();
+            let this_round: Box<dyn Iterator<Item = &(usize, usize)>> = match round % 2 {
+                0 => Box::new(forwards),
+                _ => Box::new(backwards),
+            };
+            for &(i, k) in this_round {
+                let treatment = profiles[i].steps[k].treatment;
+                let every: Lookup = Arc::new(move |_| Some(treatment));
+                let started = Instant::now();
+                with_lookup(every, || step(i))?;
+                times[i][k].push(started.elapsed().as_secs_f64());
             }
         }
         for (profile, times) in profiles.iter_mut().zip(times) {
