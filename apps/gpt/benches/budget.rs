@@ -4,9 +4,10 @@
 //! `checkpoint_sequential`, the whole stack: each on its method's backend), every method one step
 //! per round, interleaved.
 //!
-//! The planner chooses the base (plain autodiff or Burn's Balanced, profiled on both) and, for
-//! each block's region (`gpt::model::Block::forward_checkpointed#i`), keep, save-compute-bound
-//! or recompute-all. Writes `<out>.md`, `.json`, `.svg`, `.png`.
+//! The planner chooses the base (plain autodiff or Burn's Balanced, profiled on both), the
+//! placement (a region per block, or `checkpoint_sequential`'s two or √n segments) and, for each
+//! region (`gpt::model::Block::forward_checkpointed#i`, or each segment), keep,
+//! save-compute-bound or recompute-all. Writes `<out>.md`, `.json`, `.svg`, `.png`.
 //!
 //! ```text
 //! cargo bench -p gpt --bench budget                                 # 8 blocks, d 128, 10 budgets
@@ -111,17 +112,31 @@ fn main() {
         };
         trainer(&config, &weights, &tokens, method.cut())
     };
-    // The planner's model: a region per block, each of which a plan may keep, on either base.
-    let planned = [
-        (
-            Base::Plain,
-            trainer::<Checkpointed<Autodiff<Flex>>>(&config, &weights, &tokens, Cut::Block),
-        ),
-        (
-            Base::Balanced,
-            trainer::<Checkpointed<Bal>>(&config, &weights, &tokens, Cut::Block),
-        ),
+    // The planner's models, each on either base: a region per block, each of which a plan may
+    // keep; and the blocks in `checkpoint_sequential`'s segments (two, and √8), other placements
+    // it may choose among (`Profile::fastest`), as a user profiling both would.
+    let placements = [
+        (Cut::Block, ""),
+        (Cut::SequentialTwo, "two segments"),
+        (Cut::SequentialSqrt, "√n segments"),
     ];
+    let planned: Vec<(Base, &str, _)> = placements
+        .iter()
+        .flat_map(|&(cut, name)| {
+            [
+                (
+                    Base::Plain,
+                    name,
+                    trainer::<Checkpointed<Autodiff<Flex>>>(&config, &weights, &tokens, cut),
+                ),
+                (
+                    Base::Balanced,
+                    name,
+                    trainer::<Checkpointed<Bal>>(&config, &weights, &tokens, cut),
+                ),
+            ]
+        })
+        .collect();
     let hands = [
         Method::Plain,
         Method::Balanced,
@@ -148,7 +163,10 @@ fn main() {
         &title,
         planned
             .iter()
-            .map(|(base, trainer)| sweep::Planned::of(*base, trainer))
+            .map(|(base, name, trainer)| sweep::Planned {
+                name: name.to_string(),
+                ..sweep::Planned::of(*base, trainer)
+            })
             .collect(),
         hands
             .iter()
