@@ -3,9 +3,9 @@
 //! A [`Profile`] measures a training step once per [`Treatment`] (every
 //! top-level region kept, keeping its compute-bound outputs, recomputing everything);
 //! [`Profile::plan`] chooses a treatment per region instance so that the step's peak fits a byte
-//! budget at the least predicted step time; [`Profile::fit`] checks the choice on real steps (and plans
-//! again below an overshoot); a [`Plan`] applies it to later steps without code changes, and is
-//! saved and loaded as JSON. How it predicts and solves: `docs/memory-budget.md`. The planner is
+//! budget at the least predicted step time; [`Profile::fit`] checks the choice on real steps (and
+//! plans again below an overshoot); a [`Plan`] applies it to later steps without code changes, and
+//! is saved and loaded as JSON. How it predicts and solves: `docs/memory-budget.md`. The planner is
 //! burn-checkpoint-core's, shared with the crate for Burn 0.22.
 //!
 //! Profile a step, plan for a budget between the smallest and the largest peak these regions

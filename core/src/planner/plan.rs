@@ -53,8 +53,8 @@ pub struct Plan {
     /// the step faster than holding, as a region replacing Burn's Balanced recomputes can).
     pub predicted_recompute_seconds: f64,
     /// The step time the planner predicted, in seconds: the profiled step with every region
-    /// kept on [`base`](Plan::base), plus the recompute (0, and left out of the JSON, for a
-    /// plan made by hand or saved before bases).
+    /// kept on [`base`](Plan::base), plus what its treatments add (0, and left out of the
+    /// JSON, for a plan made by hand or saved before bases).
     #[serde(default, skip_serializing_if = "no_seconds")]
     pub predicted_step_seconds: f64,
     /// What the regions sit on: run the plan's steps on this base (Burn 0.21: the backend type;

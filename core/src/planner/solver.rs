@@ -25,8 +25,8 @@
 //! `Σ c`, subject to the bound on the total and, for each recomputing choice, the bound its
 //! window puts on the bytes held before it) exactly by dynamic programming over bytes in 4096
 //! steps of the budget, rounding each `h` up (so the prediction never undercounts), and keeps the
-//! fastest plan; a measured step that fits is kept over a mix predicted no faster. Profiles saved before
-//! windows were recorded have none: their `O[t]` is the step's peak, as if every recompute
+//! fastest plan; a measured step that fits is kept over a mix predicted no faster. Profiles saved
+//! before windows were recorded have none: their `O[t]` is the step's peak, as if every recompute
 //! coincided with everything held.
 //!
 //! [`Profile::fit`] then checks the plan on real steps: if a measured peak is over the budget, it
@@ -198,11 +198,11 @@ impl Profile {
 
     /// Which of `profiles` (one step profiled on each [`Base`](super::Base), or of other
     /// alternatives a caller can run: another placement of the regions) has the plan for
-    /// `budget_bytes` predicted fastest: the step with every region kept on its base, plus the
-    /// plan's recompute. Its index, which also names the caller's step that profile measured:
-    /// plan or fit on `profiles[i]`, and run the plan with that step on its base (the plan says
-    /// which). The first profile wins a tie; where no profile can meet the budget, the error is
-    /// the one with the smallest floor's.
+    /// `budget_bytes` predicted fastest: the step with every region kept on its base, plus what
+    /// the plan's treatments add to it. Its index, which also names the caller's step that
+    /// profile measured: plan or fit on `profiles[i]`, and run the plan with that step on its
+    /// base (the plan says which). The first profile wins a tie; where no profile can meet the
+    /// budget, the error is the one with the smallest floor's.
     ///
     /// ```
     /// use burn_checkpoint_core::memory::{HostMeter, recording};

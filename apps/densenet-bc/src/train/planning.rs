@@ -226,7 +226,8 @@ struct Scratch {
     meter: Meter,
     /// What the runner's regions sit on.
     base: Base,
-    /// What the profile measures the regions under ([`Method::treatments`](crate::Method::treatments)).
+    /// What the profile measures the regions under
+    /// ([`Method::treatments`](crate::Method::treatments)).
     treatments: Vec<Treatment>,
     runner: Box<dyn ScratchRunner>,
     /// The images' `[channels, height, width]`.
