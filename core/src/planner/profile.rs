@@ -206,15 +206,13 @@ impl Profile {
             .flat_map(|(i, p)| (0..p.steps.len()).map(move |k| (i, k)))
             .collect();
         for round in 0..rounds {
-            // Every other round backwards: a step's time depends on what the step before left
-            // the allocator, so no step always follows the same one.
-            let forwards = order.iter();
-            let backwards = order.iter().rev();
-            let this_round: Box<dyn Iterator<Item = &(usize, usize)>> = match round % 2 {
-                0 => Box::new(forwards),
-                _ => Box::new(backwards),
-            };
-            for &(i, k) in this_round {
+            for j in 0..order.len() {
+                // Every other round backwards: a step's time depends on what the step before
+                // left the allocator, so no step always follows the same one.
+                let (i, k) = match round % 2 {
+                    0 => order[j],
+                    _ => order[order.len() - 1 - j],
+                };
                 let treatment = profiles[i].steps[k].treatment;
                 let every: Lookup = Arc::new(move |_| Some(treatment));
                 let started = Instant::now();
