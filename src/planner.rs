@@ -5,7 +5,9 @@
 //! [`Profile::plan`] chooses a treatment per region instance so that the step's peak fits a byte
 //! budget at the least predicted step time; [`Profile::fit`] checks the choice on real steps (and
 //! plans again below an overshoot); a [`Plan`] applies it to later steps without code changes, and
-//! is saved and loaded as JSON. How it predicts and solves: `docs/memory-budget.md`. The planner is
+//! is saved and loaded as JSON. Profiled on each [`Base`] (the backend type under the regions),
+//! each profile with its step in [`Candidates`], [`Candidates::fit`] plans on the one whose plan
+//! for a budget is fastest. How it predicts and solves: `docs/memory-budget.md`. The planner is
 //! burn-checkpoint-core's, shared with the crate for Burn 0.22.
 //!
 //! Profile a step, plan for a budget between the smallest and the largest peak these regions
@@ -62,9 +64,8 @@
 //!         h = Region::named("block").run(|| relu(relu(h.clone().matmul(w.clone())) + 1.0));
 //!     }
 //!     let _ = h.sum().backward();
-//!     Ok::<(), std::convert::Infallible>(())
 //! };
-//! let profile = Profile::try_measure(Meter::Host, &Treatment::ALL, &mut step).unwrap();
+//! let profile = Profile::measure(Meter::Host, &Treatment::ALL, &mut step).unwrap();
 //! let budget = (profile.smallest_peak() + profile.largest_peak()) / 2;
 //! let fitted = profile.fit(Meter::Host, budget, step).unwrap();
 //! assert!(fitted.measured_peak_bytes <= budget);
@@ -103,5 +104,6 @@
 
 pub use burn_checkpoint_core::Treatment;
 pub use burn_checkpoint_core::planner::{
-    Base, FitError, Fitted, Plan, PlanError, Profile, ProfileError, TreatedStep,
+    Base, Candidate, Candidates, FitError, Fitted, Plan, PlanError, Profile, ProfileError,
+    RETIME_ROUNDS, Step, StepResult, TreatedStep,
 };

@@ -7,8 +7,9 @@
 //! treatment per region instance so that the step's peak fits a byte budget at the least
 //! predicted step time; [`Profile::fit`] checks the choice on real steps; a [`Plan`] applies it to
 //! later steps without code changes ([`Plan::run`]), and is saved and loaded as JSON. Profiled
-//! on each [`Base`] (a device from [`autodiff_on`]), [`Profile::fastest`] says on which the
-//! plan for a budget is fastest: run the plan on `autodiff_on(plan.base, device)`.
+//! on each [`Base`] (a device from [`autodiff_on`]), each profile with its step in
+//! [`Candidates`], [`Candidates::fit`] plans on the one whose plan for a budget is fastest: run
+//! the plan on `autodiff_on(plan.base, device)`.
 //!
 //! ```
 //! use burn::nn::{Linear, LinearConfig};
@@ -31,9 +32,8 @@
 //!         });
 //!     }
 //!     let _grads = h.sum().backward();
-//!     Ok::<(), std::convert::Infallible>(())
 //! };
-//! let profile = Profile::try_measure(Meter::Host, &Treatment::ALL, &mut step).unwrap();
+//! let profile = Profile::measure(Meter::Host, &Treatment::ALL, &mut step).unwrap();
 //! let budget = (profile.smallest_peak() + profile.largest_peak()) / 2;
 //! let fitted = profile.fit(Meter::Host, budget, &mut step).unwrap();
 //! assert!(fitted.measured_peak_bytes <= budget);
@@ -48,13 +48,14 @@ use burn::tensor::Device;
 
 pub use burn_checkpoint_core::Treatment;
 pub use burn_checkpoint_core::planner::{
-    Base, FitError, Fitted, Plan, PlanError, Profile, ProfileError, TreatedStep,
+    Base, Candidate, Candidates, FitError, Fitted, Plan, PlanError, Profile, ProfileError,
+    RETIME_ROUNDS, Step, StepResult, TreatedStep,
 };
 
 /// The autodiff device a plan's [`Base`] asks for, over `device` (an inner device:
 /// `Device::flex()`, a wgpu or CUDA device): `device.autodiff()`, with
 /// `.gradient_checkpointing()` (Burn's Balanced) on [`Base::Balanced`]. The one line that runs a
-/// plan on its base, and that profiles a step on each base for [`Profile::fastest`].
+/// plan on its base, and that profiles a step on each base for [`Candidates`].
 ///
 /// ```
 /// use burn::tensor::{Device, Tensor};

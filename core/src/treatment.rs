@@ -23,12 +23,18 @@ pub enum Treatment {
     /// device memory than [`Treatment::RecomputeAll`] and pays for the copies; on the CPU host
     /// and device memory are one, so it saves nothing there.
     Offload,
-    /// A region as its code says: its policy, its offload, the regions it keeps by name (what a
-    /// plan entry of `None` means too). Not in [`Treatment::ALL`]: for regions written with a
-    /// policy the other treatments cannot express (a custom one: keeping batch norm's
-    /// statistics, say), give it to [`Profile::measure`](crate::planner::Profile::measure)
-    /// and the planner chooses, per region, between that policy and the others; for regions
-    /// written with a preset it is one of the others measured twice.
+    /// A region as its code says: its policy, its offload, the regions it keeps by name. Not in
+    /// [`Treatment::ALL`]: for regions written with a policy the other treatments cannot express
+    /// (a custom one: keeping batch norm's statistics, say), give it to
+    /// [`Profile::measure`](crate::planner::Profile::measure) and the planner chooses, per
+    /// region, between that policy and the others; for regions written with a preset it is one
+    /// of the others measured twice.
+    ///
+    /// It runs the region as a plan entry of `None` (a region the plan does not name) does, with
+    /// one difference on Burn 0.22: a planned region draws its seed like every planned treatment
+    /// (so that what a seeded region draws does not depend on the plan): a seeded region written
+    /// `SaveComputeBound`, which runs its body once and draws no seed of its own where no plan
+    /// names it, draws one planned as written.
     AsWritten,
 }
 

@@ -2,10 +2,9 @@
 //! `outside_by_kind` keyed by strings; commit a597beb) load after it, and save back to the same
 //! JSON.
 
-use burn_checkpoint_core::OpKind;
-use burn_checkpoint_core::Treatment;
-use burn_checkpoint_core::memory::StepReport;
-use burn_checkpoint_core::planner::{Base, Plan, Profile};
+use burn_checkpoint_core::memory::{HostMeter, StepReport, recording};
+use burn_checkpoint_core::planner::{Base, Candidates, Plan, Profile, RETIME_ROUNDS, planned};
+use burn_checkpoint_core::{OpKind, RegionId, RegionName, Treatment};
 use serde_json::Value;
 
 const REPORT: &str = include_str!("fixtures/report-before-30.json");
@@ -73,7 +72,7 @@ fn an_unknown_treatment_is_refused() {
     assert!(error.to_string().contains("recompute-some"), "{error}");
 }
 
-/// `Profile::fastest` plans on the profile whose plan is predicted faster: the same profile on
+/// `Candidates::fastest` plans on the profile whose plan is predicted faster: the same profile on
 /// two bases, one of them with every step 10 % faster, is chosen whichever order they come in;
 /// the plan carries its base, and a saved plan or profile on Balanced says so in its JSON.
 #[test]
@@ -83,14 +82,26 @@ fn the_fastest_base_is_chosen_and_its_plans_say_it() {
     for step in &mut balanced.steps {
         step.report.seconds *= 0.9;
     }
+    // The steps are names here: nothing is run.
+    let candidates = |profiles: [(&Profile, &'static str); 2]| {
+        let mut candidates = Candidates::new();
+        for (profile, name) in profiles {
+            candidates.push(profile.clone(), name);
+        }
+        candidates
+    };
     for budget in [plain.largest_peak(), plain.smallest_peak()] {
-        for profiles in [
-            [plain.clone(), balanced.clone()],
-            [balanced.clone(), plain.clone()],
+        for order in [
+            [(&plain, "plain"), (&balanced, "balanced")],
+            [(&balanced, "balanced"), (&plain, "plain")],
         ] {
-            let chosen = &profiles[Profile::fastest(&profiles, budget).unwrap()];
-            assert_eq!(chosen.base, Base::Balanced);
-            let plan = chosen.plan(budget).unwrap();
+            let candidates = candidates(order);
+            let (chosen, plan) = candidates.fastest(budget).unwrap();
+            assert_eq!(
+                (chosen.profile.base, chosen.step),
+                (Base::Balanced, "balanced")
+            );
+            assert_eq!(plan, chosen.profile.plan(budget).unwrap());
             assert_eq!(plan.base, Base::Balanced);
             assert!(plan.predicted_step_seconds > 0.0);
             let json = serde_json::to_string(&plan).unwrap();
@@ -100,10 +111,78 @@ fn the_fastest_base_is_chosen_and_its_plans_say_it() {
         }
     }
     // Equal times: the first wins.
-    let twins = [plain.clone(), plain.clone().on(Base::Balanced)];
-    assert_eq!(Profile::fastest(&twins, plain.largest_peak()).unwrap(), 0);
+    let twin = plain.clone().on(Base::Balanced);
+    let twins = candidates([(&plain, "first"), (&twin, "second")]);
+    assert_eq!(twins.fastest(plain.largest_peak()).unwrap().0.step, "first");
     // Below every floor: the error of the smallest.
-    let both = [plain.clone(), balanced];
-    let error = Profile::fastest(&both, plain.smallest_peak() / 2).unwrap_err();
+    let both = candidates([(&plain, "plain"), (&balanced, "balanced")]);
+    let error = both.fastest(plain.smallest_peak() / 2).unwrap_err();
     assert!(error.to_string().contains("cannot be met"), "{error}");
+}
+
+/// `Candidates::retime` times every candidate's every step again, interleaved, and
+/// `Candidates::fit` runs the fastest candidate's step alone, under the plan it checks.
+#[test]
+fn candidates_retime_every_step_and_fit_on_the_chosen_one() {
+    use std::cell::RefCell;
+
+    let runs = RefCell::new(Vec::new());
+    let step = |name: &'static str, profile: &Profile| {
+        let names: Vec<String> = profile.steps[0]
+            .report
+            .regions
+            .iter()
+            .map(|r| r.name.clone())
+            .collect();
+        let runs = &runs;
+        move || {
+            for name in &names {
+                let id = RegionId::next(RegionName::new(name.clone()));
+                recording::top_level_opened(&id.name, id.index, planned(&id));
+                recording::top_level_closed();
+            }
+            runs.borrow_mut().push(name);
+        }
+    };
+    // Profiled times no stand-in step takes: each is one sample of five once retimed.
+    let mut plain: Profile = serde_json::from_str(PROFILE).unwrap();
+    for treated in &mut plain.steps {
+        treated.report.seconds = 1000.0;
+    }
+    let balanced = plain.clone().on(Base::Balanced);
+    let mut candidates = Candidates::new();
+    candidates.push(plain.clone(), step("plain", &plain));
+    candidates.push(balanced.clone(), step("balanced", &balanced));
+    candidates.retime().unwrap();
+    let treatments = plain.treatments().len();
+    let retimed = runs.take();
+    assert_eq!(retimed.len(), 2 * treatments * RETIME_ROUNDS);
+    // The first round runs plain's steps then balanced's, the second the other way round.
+    assert_eq!(retimed[..treatments], vec!["plain"; treatments][..]);
+    assert_eq!(
+        retimed[treatments..2 * treatments],
+        vec!["balanced"; treatments][..]
+    );
+    assert_eq!(
+        retimed[2 * treatments..3 * treatments],
+        vec!["balanced"; treatments][..]
+    );
+    // Every step's time is the median of its five samples: one of the four taken now.
+    for candidate in candidates.iter() {
+        assert!(
+            candidate
+                .profile
+                .steps
+                .iter()
+                .all(|s| s.report.seconds < 1000.0)
+        );
+    }
+    // The fit runs the chosen candidate's step only.
+    let (chosen, fitted) = candidates.fit(HostMeter, plain.largest_peak()).unwrap();
+    let name = match chosen.profile.base {
+        Base::Plain => "plain",
+        Base::Balanced => "balanced",
+    };
+    assert_eq!(fitted.plan.base, chosen.profile.base);
+    assert_eq!(runs.take(), vec![name; fitted.steps]);
 }

@@ -105,7 +105,7 @@ fn model<B: AutodiffBackend>(cut: Cut, shape: GptShape) -> (Gpt<B>, Tensor<B, 2,
 
 /// The planner's checks on the profile of the per-block step (`step`, warmed up and profiled
 /// just before, as the sweep does).
-fn fit(profile: &Profile, meter: &Meter, mut step: impl FnMut()) -> Fit {
+fn fit(profile: &Profile, meter: &Meter, step: impl FnMut()) -> Fit {
     let reserved = |treatment: Treatment| {
         let step = profile.steps.iter().find(|s| s.treatment == treatment);
         step.and_then(|s| s.report.reserved_peak_bytes)
@@ -128,14 +128,7 @@ fn fit(profile: &Profile, meter: &Meter, mut step: impl FnMut()) -> Fit {
         })
         .unwrap_or_default();
     let fitted = profile
-        .fit(
-            meter.clone(),
-            budget,
-            || -> Result<(), std::convert::Infallible> {
-                step();
-                Ok(())
-            },
-        )
+        .fit(meter.clone(), budget, step)
         .expect("a budget between the two fits");
     Fit {
         kept,

@@ -2,7 +2,6 @@
 //! burn-train's `Learner` and `SupervisedTraining`, once per checkpoint method asked for, every
 //! method from the same seed, and the table of memory, time per step and accuracy at the end.
 
-use std::convert::Infallible;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -29,7 +28,7 @@ use burn::train::{
     ExecutionStrategy, Learner, MultiDeviceOptim, SupervisedTraining, TrainingStrategy,
 };
 use burn_checkpoint_22::memory::Meter;
-use burn_checkpoint_22::planner::{Base, Plan, Profile, Treatment, autodiff_on};
+use burn_checkpoint_22::planner::{Base, Candidates, Plan, Profile, Treatment, autodiff_on};
 use burn_checkpoint_22_models::densenet::DenseNet;
 use burn_checkpoint_22_models::gpt::Gpt;
 use burn_checkpoint_22_models::{Cut, initialised};
@@ -478,7 +477,7 @@ impl Options {
     /// (`copy(base)`: the copy and its batch on that base's device) profiled region by region
     /// (the report printed), and the plan that fits the budget, checked on a step, with the base
     /// it runs on. The report profiles the method's base; a budget profiles both and plans on the
-    /// base whose plan is predicted faster ([`Profile::fastest`]).
+    /// base whose plan is predicted faster ([`Candidates::fit`]).
     fn plan(
         &self,
         method_base: Base,
@@ -492,41 +491,34 @@ impl Options {
             Some(_) => Base::ALL.to_vec(),
             None => vec![method_base],
         };
-        let mut profiles = Vec::new();
-        let mut steps = Vec::new();
+        let mut candidates = Candidates::new();
         for base in bases {
             let (copy, batch) = copy(base);
-            let mut step = move || {
-                let output = copy.classify(batch.clone());
-                drop(output.loss.backward());
-                Ok::<(), Infallible>(())
-            };
-            let profile = Profile::try_measure(meter.clone(), &Treatment::ALL, &mut step)
+            let mut step = move || drop(copy.classify(batch.clone()).loss.backward());
+            let profile = Profile::measure(meter.clone(), &Treatment::ALL, &mut step)
                 .context("profiling a step")?
                 .on(base);
             if self.memory_report {
                 println!("on {base}: {profile}");
             }
-            profiles.push(profile);
-            steps.push(step);
+            candidates.push(profile, step);
         }
         let Some(budget) = self.memory_budget else {
             return Ok((None, method_base));
         };
         // The choice compares the steps' times across the bases: medians of interleaved
         // samples, not one each.
-        Profile::retime(&mut profiles, 2, |i| steps[i]()).context("timing the profiled steps")?;
+        candidates.retime().context("timing the profiled steps")?;
         let context = || format!("--memory-budget {:.1} MiB", mib(budget as usize));
-        let chosen = Profile::fastest(&profiles, budget).with_context(context)?;
-        let fitted = profiles[chosen]
-            .fit(meter.clone(), budget, &mut steps[chosen])
+        let (chosen, fitted) = candidates
+            .fit(meter.clone(), budget)
             .with_context(context)?;
         println!(
             "{} (checked: a step's peak {:.1} MiB)",
             fitted.plan,
             mib(fitted.measured_peak_bytes as usize)
         );
-        Ok((Some(fitted.plan), profiles[chosen].base))
+        Ok((Some(fitted.plan), chosen.profile.base))
     }
 
     /// The reference's schedule as burn-train's scheduler: one constant rate per stretch of

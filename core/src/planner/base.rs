@@ -1,5 +1,5 @@
 //! What regions sit on: [`Base`], the autodiff a step keeps outside its regions, which the
-//! planner chooses with the regions ([`Profile::fastest`](super::Profile::fastest)).
+//! planner chooses with the regions ([`Candidates::fastest`](super::Candidates::fastest)).
 
 use std::fmt;
 

@@ -6,7 +6,7 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 
 use super::plan::Plan;
-use super::profile::{Profile, ProfileError};
+use super::profile::{Profile, ProfileError, Step};
 use super::solver::PlanError;
 use crate::memory::{MemoryMeter, StepReport, mib};
 
@@ -64,12 +64,12 @@ impl Profile {
     /// each check asks for a plan predicting the failed one's prediction less the overshoot in
     /// reserved bytes, and the least-memory plan is the last one tried (the gap changes with the
     /// plan, so it may fit where the target says not).
-    pub fn fit<M: MemoryMeter + Clone, E>(
+    pub fn fit<M: MemoryMeter + Clone, S: Step>(
         &self,
         meter: M,
         budget_bytes: u64,
-        mut step: impl FnMut() -> Result<(), E>,
-    ) -> Result<Fitted, FitError<E>> {
+        mut step: S,
+    ) -> Result<Fitted, FitError<S::Error>> {
         let mut solve_seconds = 0.0;
         // 0 on the host.
         let gap = self.reserved_gap();
@@ -80,12 +80,9 @@ impl Profile {
         // between reserved and in-use bytes changes with the plan (pages), so a target lowered by
         // overshoots may pass below the in-use floor while the floor's plan still fits: there it
         // is the least predicted plan. On the host it is every region under the treatment of the
-        // profile's least step (measured, or extrapolated from measured steps): predictions may
-        // miss by more than the retries take back. In CI the trainer's budget test planned from a
-        // profile extrapolated from batches 2 and 4 to 8, its recompute-all step 22.4 MiB where it
-        // measures 24.5 to 24.7; its retries ended on a plan for a target of 23.8 MiB that
-        // measured 25.8 against a 25.6 MiB budget. On the host a budget below the floor is
-        // refused before any step.
+        // profile's least step (measured, or extrapolated from measured steps): predictions from
+        // an extrapolated profile may miss by more than the retries take back. On the host a
+        // budget below the floor is refused before any step.
         let device = gap > 0;
         let floor = self.smallest_peak();
         loop {
@@ -105,7 +102,7 @@ impl Profile {
                 },
             })?;
             plan.budget_bytes = budget_bytes;
-            let (result, report) = StepReport::measure(meter.clone(), || plan.run(&mut step));
+            let (result, report) = StepReport::measure(meter.clone(), || plan.run(|| step.run()));
             result.map_err(|error| FitError::Profile(ProfileError::Step(error)))?;
             steps += 1;
             let measured = checked_bytes(&report);
@@ -141,22 +138,13 @@ impl Profile {
             // The plan's prediction missed by `measured - predicted`: ask for one predicting
             // that much less than the budget, i.e. this plan's prediction less the overshoot.
             // Lowering the target alone could leave it above this prediction (the solver's
-            // choices are discrete), and the solver would return the same plan: in a CI run of the
-            // trainer's budget test the targets went from 25.0 to 24.4 MiB, all above the 23.1 MiB
-            // the plan predicted (as measured here on the same test), each check 0.1 MiB over.
+            // choices are discrete), and the solver would return the same plan again.
             target = target
                 .min(plan.predicted_peak_bytes)
                 .saturating_sub(over + budget_bytes / 200);
         }
     }
-}
 
-/// What a step's budget is checked against: on a device the bytes reserved, else the peak in use.
-fn checked_bytes(report: &StepReport) -> u64 {
-    report.reserved_peak_bytes.unwrap_or(report.peak_bytes)
-}
-
-impl Profile {
     /// On a device, the least that the bytes reserved exceeded the peak in use over the
     /// profiled steps (the model, pages' free space); 0 on the host.
     fn reserved_gap(&self) -> u64 {
@@ -220,6 +208,11 @@ impl Profile {
         }
         out
     }
+}
+
+/// What a step's budget is checked against: on a device the bytes reserved, else the peak in use.
+fn checked_bytes(report: &StepReport) -> u64 {
+    report.reserved_peak_bytes.unwrap_or(report.peak_bytes)
 }
 
 #[cfg(test)]

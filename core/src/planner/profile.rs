@@ -68,6 +68,68 @@ pub enum ProfileError<E> {
     },
 }
 
+/// A training step the planner runs (to profile it, time it again, check a plan): a closure
+/// returning `()` (a step that cannot fail) or `Result<(), E>`, or a value of the caller's that
+/// runs one (and holds whatever else the caller keeps with it: a name, a placement).
+///
+/// ```
+/// use burn_checkpoint_core::planner::Step;
+///
+/// let mut runs = 0;
+/// let mut step = || runs += 1;
+/// step.run().unwrap();
+/// let mut failing = || Err::<(), _>("out of memory");
+/// assert_eq!(failing.run(), Err("out of memory"));
+/// assert_eq!(runs, 1);
+/// ```
+pub trait Step {
+    /// Why a step failed ([`Infallible`] for a closure returning `()`).
+    type Error;
+
+    /// Runs the step once (forward, backward, optimizer: it trains the model).
+    fn run(&mut self) -> Result<(), Self::Error>;
+}
+
+impl<F: FnMut() -> R, R: StepResult> Step for F {
+    type Error = R::Error;
+
+    fn run(&mut self) -> Result<(), R::Error> {
+        self().into_result()
+    }
+}
+
+/// What a [`Step`] closure returns: `()`, or `Result<(), E>` (as std's `Termination` is for
+/// `main`).
+pub trait StepResult {
+    /// Why the step failed.
+    type Error;
+
+    /// The step's outcome as a `Result`.
+    fn into_result(self) -> Result<(), Self::Error>;
+}
+
+impl StepResult for () {
+    type Error = Infallible;
+
+    fn into_result(self) -> Result<(), Infallible> {
+        Ok(())
+    }
+}
+
+impl<E> StepResult for Result<(), E> {
+    type Error = E;
+
+    fn into_result(self) -> Result<(), E> {
+        self
+    }
+}
+
+/// How many rounds [`Candidates::retime`](super::Candidates::retime) and [`Profile::retime`] time each profiled step again:
+/// with two (three samples a step, the profiled one included), a Burn 0.22 budget sweep chose a
+/// step measured 1.07× the fastest; with four, every plan of the four sweeps was within 3 % of
+/// the fastest hand cut that fits (docs/memory-budget.md).
+pub const RETIME_ROUNDS: usize = 4;
+
 impl Profile {
     /// Runs `step` once per treatment in `treatments` (both Burn crates' regions run
     /// [`Treatment::ALL`]), with every top-level region run that way, measured with `meter`.
@@ -99,20 +161,18 @@ impl Profile {
     pub fn measure<M: MemoryMeter + Clone>(
         meter: M,
         treatments: &[Treatment],
-        mut step: impl FnMut(),
+        step: impl FnMut(),
     ) -> Result<Profile, ProfileError<Infallible>> {
-        Self::try_measure(meter, treatments, || {
-            step();
-            Ok(())
-        })
+        Self::try_measure(meter, treatments, step)
     }
 
-    /// [`Profile::measure`] for a step that can fail: the first error stops profiling.
-    pub fn try_measure<M: MemoryMeter + Clone, E>(
+    /// [`Profile::measure`] for any [`Step`], one that can fail among them: the first error stops
+    /// profiling.
+    pub fn try_measure<M: MemoryMeter + Clone, S: Step>(
         meter: M,
         treatments: &[Treatment],
-        mut step: impl FnMut() -> Result<(), E>,
-    ) -> Result<Profile, ProfileError<E>> {
+        mut step: S,
+    ) -> Result<Profile, ProfileError<S::Error>> {
         let on_device = meter.reserved().is_some();
         // Keep first: the planner's largest peak, and the regions every other step must match.
         let mut treatments: Vec<Treatment> = treatments
@@ -126,7 +186,7 @@ impl Profile {
         for treatment in treatments {
             let every: Lookup = Arc::new(move |_| Some(treatment));
             let (result, report) =
-                StepReport::measure(meter.clone(), || with_lookup(every, &mut step));
+                StepReport::measure(meter.clone(), || with_lookup(every, || step.run()));
             result.map_err(ProfileError::Step)?;
             steps.push(TreatedStep { treatment, report });
         }
@@ -159,21 +219,21 @@ impl Profile {
         self
     }
 
-    /// Times every profiled step of `profiles` again, `rounds` times, interleaved (each round
-    /// runs each profile's treatments in turn, every other round in the reverse order;
-    /// `step(i)` runs profile `i`'s step), each under
-    /// the treatment it was profiled with, and keeps the median of its times (the profiled one
-    /// included) as its [`seconds`](StepReport::seconds). What it holds is left as profiled.
+    /// Times every profiled step again, [`RETIME_ROUNDS`] times (every other round in the
+    /// reverse order; `step` runs the step), each under the treatment it was profiled with, and
+    /// keeps the median of its times (the profiled one included) as its
+    /// [`seconds`](StepReport::seconds). What it holds is left as profiled.
     ///
     /// Profiled once, a step's time is one sample, and on a shared machine samples a few
     /// percent apart swap: the solver compares the steps of a profile ([`Profile::plan`]: each
-    /// treatment's cost is what its step took more than keeping) and [`Profile::fastest`] steps
-    /// across profiles, so both want medians of interleaved samples. The steps train the model
-    /// like any other.
+    /// treatment's cost is what its step took more than keeping), so it wants medians of
+    /// interleaved samples. For several profiles compared with each other (bases, placements),
+    /// [`Candidates::retime`](super::Candidates::retime) interleaves their steps. The steps
+    /// train the model like any other.
     ///
     /// ```
     /// use burn_checkpoint_core::memory::{HostMeter, recording};
-    /// use burn_checkpoint_core::planner::{Profile, planned};
+    /// use burn_checkpoint_core::planner::{Profile, RETIME_ROUNDS, planned};
     /// use burn_checkpoint_core::{RegionId, RegionName, Treatment};
     ///
     /// let step = || {
@@ -181,52 +241,18 @@ impl Profile {
     ///     recording::top_level_opened(&id.name, id.index, planned(&id));
     ///     recording::top_level_closed();
     /// };
-    /// let mut profiles = [Profile::measure(HostMeter, &Treatment::ALL, step).unwrap()];
+    /// let mut profile = Profile::measure(HostMeter, &Treatment::ALL, step).unwrap();
     /// let mut runs = 0;
-    /// Profile::retime(&mut profiles, 2, |_| {
-    ///     runs += 1;
-    ///     step();
-    ///     Ok::<(), std::convert::Infallible>(())
-    /// })
-    /// .unwrap();
-    /// assert_eq!(runs, 2 * profiles[0].treatments().len());
+    /// profile
+    ///     .retime(|| {
+    ///         runs += 1;
+    ///         step();
+    ///     })
+    ///     .unwrap();
+    /// assert_eq!(runs, RETIME_ROUNDS * profile.treatments().len());
     /// ```
-    pub fn retime<E>(
-        profiles: &mut [Profile],
-        rounds: usize,
-        mut step: impl FnMut(usize) -> Result<(), E>,
-    ) -> Result<(), E> {
-        let mut times: Vec<Vec<Vec<f64>>> = profiles
-            .iter()
-            .map(|p| p.steps.iter().map(|s| vec![s.report.seconds]).collect())
-            .collect();
-        let order: Vec<(usize, usize)> = profiles
-            .iter()
-            .enumerate()
-            .flat_map(|(i, p)| (0..p.steps.len()).map(move |k| (i, k)))
-            .collect();
-        for round in 0..rounds {
-            for j in 0..order.len() {
-                // Every other round backwards: a step's time depends on what the step before
-                // left the allocator, so no step always follows the same one.
-                let (i, k) = match round % 2 {
-                    0 => order[j],
-                    _ => order[order.len() - 1 - j],
-                };
-                let treatment = profiles[i].steps[k].treatment;
-                let every: Lookup = Arc::new(move |_| Some(treatment));
-                let started = Instant::now();
-                with_lookup(every, || step(i))?;
-                times[i][k].push(started.elapsed().as_secs_f64());
-            }
-        }
-        for (profile, times) in profiles.iter_mut().zip(times) {
-            for (treated, mut samples) in profile.steps.iter_mut().zip(times) {
-                samples.sort_by(f64::total_cmp);
-                treated.report.seconds = samples[samples.len() / 2];
-            }
-        }
-        Ok(())
+    pub fn retime<S: Step>(&mut self, mut step: S) -> Result<(), S::Error> {
+        retime_interleaved(&mut [(self, &mut step)], RETIME_ROUNDS)
     }
 
     /// The treatments profiled, in the order measured ([`Treatment::Keep`] first).
@@ -270,6 +296,48 @@ impl Profile {
             ),
         }
     }
+}
+
+/// Times the steps of `entries` again, `rounds` times, interleaved (each round runs each
+/// profile's treatments in turn, every other round in the reverse order), and keeps each step's
+/// median: [`Profile::retime`] for one profile, [`Candidates::retime`](super::Candidates::retime)
+/// for several.
+pub(super) fn retime_interleaved<S: Step>(
+    entries: &mut [(&mut Profile, &mut S)],
+    rounds: usize,
+) -> Result<(), S::Error> {
+    let mut times: Vec<Vec<Vec<f64>>> = entries
+        .iter()
+        .map(|(p, _)| p.steps.iter().map(|s| vec![s.report.seconds]).collect())
+        .collect();
+    let order: Vec<(usize, usize)> = entries
+        .iter()
+        .enumerate()
+        .flat_map(|(i, (p, _))| (0..p.steps.len()).map(move |k| (i, k)))
+        .collect();
+    for round in 0..rounds {
+        for j in 0..order.len() {
+            // Every other round backwards: a step's time depends on what the step before left
+            // the allocator, so no step always follows the same one.
+            let (i, k) = match round % 2 {
+                0 => order[j],
+                _ => order[order.len() - 1 - j],
+            };
+            let (profile, step) = &mut entries[i];
+            let treatment = profile.steps[k].treatment;
+            let every: Lookup = Arc::new(move |_| Some(treatment));
+            let started = Instant::now();
+            with_lookup(every, || S::run(&mut **step))?;
+            times[i][k].push(started.elapsed().as_secs_f64());
+        }
+    }
+    for ((profile, _), times) in entries.iter_mut().zip(times) {
+        for (treated, mut samples) in profile.steps.iter_mut().zip(times) {
+            samples.sort_by(f64::total_cmp);
+            treated.report.seconds = samples[samples.len() / 2];
+        }
+    }
+    Ok(())
 }
 
 impl fmt::Display for Profile {

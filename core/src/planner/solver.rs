@@ -58,10 +58,18 @@ pub enum PlanError {
     },
 }
 
-/// One choice for an instance: its treatment, the bytes it holds, its cost, and the most bytes
-/// the instances before it may hold when it is chosen (its backward window's bound; `None`:
-/// no bound).
-type Choice = (Treatment, u64, f64, Option<u64>);
+/// One choice for an instance.
+#[derive(Clone, Copy, Debug)]
+struct Choice {
+    treatment: Treatment,
+    /// The bytes it holds.
+    held: u64,
+    /// What it adds to the step with every region kept, in seconds.
+    cost: f64,
+    /// The most bytes the instances before it may hold when it is chosen (its backward window's
+    /// bound); `None`: no bound.
+    bound: Option<u64>,
+}
 
 /// The multiple-choice knapsack the planner solves: one choice per instance, `held` rounded up
 /// to `unit` bytes, minimising the summed cost within `capacity` bytes in all and within each
@@ -78,10 +86,10 @@ fn solve(options: &[Vec<Choice>], capacity: u64, unit: u64) -> Option<Vec<usize>
     for instance in options {
         let mut next = vec![f64::INFINITY; slots + 1];
         let mut took = vec![u8::MAX; slots + 1];
-        for (o, &(_, held, cost, cap)) in instance.iter().enumerate() {
-            let (need, before) = (units(held), bound(cap));
+        for (o, choice) in instance.iter().enumerate() {
+            let (need, before) = (units(choice.held), bound(choice.bound));
             for c in need..=slots {
-                let total = best[(c - need).min(before)] + cost;
+                let total = best[(c - need).min(before)] + choice.cost;
                 if total < next[c] {
                     next[c] = total;
                     took[c] = o as u8;
@@ -99,7 +107,9 @@ fn solve(options: &[Vec<Choice>], capacity: u64, unit: u64) -> Option<Vec<usize>
     for i in (0..options.len()).rev() {
         let o = choice[i][c] as usize;
         picked[i] = o;
-        let (_, held, _, cap) = options[i][o];
+        let Choice {
+            held, bound: cap, ..
+        } = options[i][o];
         c = (c - units(held)).min(bound(cap));
     }
     Some(picked)
@@ -149,7 +159,12 @@ impl Profile {
                                     (budget_bytes + self.held_before(t, i)).checked_sub(window)?,
                                 ),
                             };
-                            Some((t, self.held(t, i), cost(t, i), cap))
+                            Some(Choice {
+                                treatment: t,
+                                held: self.held(t, i),
+                                cost: cost(t, i),
+                                bound: cap,
+                            })
                         })
                         .collect()
                 })
@@ -160,7 +175,7 @@ impl Profile {
             let chosen: Vec<Treatment> = picked
                 .iter()
                 .enumerate()
-                .map(|(i, &o)| options[i][o].0)
+                .map(|(i, &o)| options[i][o].treatment)
                 .collect();
             let time: f64 = chosen.iter().enumerate().map(|(i, &t)| cost(t, i)).sum();
             // The peak as predicted, with the treatments actually used.
@@ -194,55 +209,6 @@ impl Profile {
         plan.predicted_recompute_seconds = recompute;
         plan.predicted_step_seconds = self.step(Treatment::Keep).seconds + recompute;
         plan
-    }
-
-    /// Which of `profiles` (one step profiled on each [`Base`](super::Base), or of other
-    /// alternatives a caller can run: another placement of the regions) has the plan for
-    /// `budget_bytes` predicted fastest: the step with every region kept on its base, plus what
-    /// the plan's treatments add to it. Its index, which also names the caller's step that
-    /// profile measured: plan or fit on `profiles[i]`, and run the plan with that step on its
-    /// base (the plan says which). The first profile wins a tie; where no profile can meet the
-    /// budget, the error is the one with the smallest floor's.
-    ///
-    /// ```
-    /// use burn_checkpoint_core::memory::{HostMeter, recording};
-    /// use burn_checkpoint_core::planner::{Base, Profile, planned};
-    /// use burn_checkpoint_core::{RegionId, RegionName, Treatment};
-    ///
-    /// // A stand-in: the Balanced step holds a little less and is no slower.
-    /// let step = |bytes: usize| {
-    ///     move || {
-    ///         let held = vec![1u8; bytes];
-    ///         let id = RegionId::next(RegionName::new("block"));
-    ///         recording::top_level_opened(&id.name, id.index, planned(&id));
-    ///         recording::top_level_closed();
-    ///         drop(held);
-    ///     }
-    /// };
-    /// let profiles = [
-    ///     Profile::measure(HostMeter, &Treatment::ALL, step(2048)).unwrap(),
-    ///     Profile::measure(HostMeter, &Treatment::ALL, step(1024)).unwrap().on(Base::Balanced),
-    /// ];
-    /// let chosen = Profile::fastest(&profiles, u64::MAX).unwrap();
-    /// assert!(profiles[chosen].plan(u64::MAX).unwrap().predicted_step_seconds >= 0.0);
-    /// ```
-    pub fn fastest(profiles: &[Profile], budget_bytes: u64) -> Result<usize, PlanError> {
-        let mut best: Option<(f64, usize)> = None;
-        for (index, profile) in profiles.iter().enumerate() {
-            if let Ok(plan) = profile.plan(budget_bytes)
-                && best.is_none_or(|(seconds, _)| plan.predicted_step_seconds < seconds)
-            {
-                best = Some((plan.predicted_step_seconds, index));
-            }
-        }
-        match best {
-            Some((_, index)) => Ok(index),
-            None => Err(profiles
-                .iter()
-                .min_by_key(|profile| profile.smallest_peak())
-                .expect("at least one profile to choose from")
-                .below_floor(budget_bytes)),
-        }
     }
 
     /// What instance `i` holds under `treatment` (nothing, rather than less than nothing).
@@ -354,7 +320,8 @@ impl Profile {
             .expect("a profile has a step per treatment")
     }
 
-    fn below_floor(&self, budget: u64) -> PlanError {
+    /// Why no plan meets `budget`: the floor, and what holds it.
+    pub(super) fn below_floor(&self, budget: u64) -> PlanError {
         let least = self.least_step();
         PlanError::BelowFloor {
             budget,
@@ -362,9 +329,7 @@ impl Profile {
             holders: holders(least.treatment, &least.report),
         }
     }
-}
 
-impl Profile {
     /// Every non-empty set of the profiled treatments.
     fn treatment_sets(&self) -> impl Iterator<Item = Vec<Treatment>> + use<> {
         let treatments = self.treatments();
@@ -429,13 +394,22 @@ fn holders(treatment: Treatment, step: &StepReport) -> String {
 mod tests {
     use super::*;
 
+    fn c(treatment: Treatment, held: u64, cost: f64, bound: Option<u64>) -> Choice {
+        Choice {
+            treatment,
+            held,
+            cost,
+            bound,
+        }
+    }
+
     #[test]
     fn the_knapsack_picks_the_cheapest_plan_that_fits() {
         use Treatment::*;
         // Two instances: keeping costs 0 and holds 10; recomputing costs 1 (or 3) and holds 2.
         let options = vec![
-            vec![(Keep, 10, 0.0, None), (RecomputeAll, 2, 1.0, None)],
-            vec![(Keep, 10, 0.0, None), (RecomputeAll, 2, 3.0, None)],
+            vec![c(Keep, 10, 0.0, None), c(RecomputeAll, 2, 1.0, None)],
+            vec![c(Keep, 10, 0.0, None), c(RecomputeAll, 2, 3.0, None)],
         ];
         assert_eq!(solve(&options, 20, 1), Some(vec![0, 0]));
         // 12 fits one kept: the cheaper one recomputes.
@@ -491,8 +465,8 @@ mod tests {
         // for 4 bytes before it.
         let bounded = |cap| {
             vec![
-                vec![(Keep, 10, 0.0, None), (RecomputeAll, 2, 1.0, None)],
-                vec![(Keep, 20, 0.0, None), (RecomputeAll, 2, 3.0, cap)],
+                vec![c(Keep, 10, 0.0, None), c(RecomputeAll, 2, 1.0, None)],
+                vec![c(Keep, 20, 0.0, None), c(RecomputeAll, 2, 3.0, cap)],
             ]
         };
         // Unbounded, 14 bytes fit the first kept and the second recomputed.

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, bail};
 use burn::tensor::TensorData;
 use burn_checkpoint::memory::Meter;
-use burn_checkpoint::planner::{Base, Fitted, Plan, Profile, Treatment};
+use burn_checkpoint::planner::{Base, Fitted, Plan, Profile, RETIME_ROUNDS, Treatment};
 use burn_checkpoint_core::memory::mib;
 
 use super::options::TrainOptions;
@@ -52,7 +52,7 @@ pub fn prepare(
         meter,
         // The trainer's regions sit on its methods' base (Burn's Balanced: `Tape`), and the
         // runner is built on it: the plan says so. Choosing the base too is the library's
-        // (`Profile::fastest`), which the budget benchmarks exercise.
+        // (`Candidates`), which the budget benchmarks exercise.
         base: options.method().tape().base(),
         treatments: options.method().treatments(),
         runner: runner.scratch()?,
@@ -265,19 +265,15 @@ impl Scratch {
         // A first step warms up thread pools and caches, which allocate once.
         self.runner.step(&batch)?;
         let runner = &mut self.runner;
-        let profile = Profile::try_measure(self.meter.clone(), &self.treatments, || {
+        let mut profile = Profile::try_measure(self.meter.clone(), &self.treatments, || {
             runner.step(&batch).map_err(StepFailed)
         })?
         .on(self.base);
-        // The solver compares the profiled steps' times: medians of three, not one sample each.
-        const ROUNDS: usize = 2;
-        let mut profiles = [profile];
-        Profile::retime(&mut profiles, ROUNDS, |_| {
-            runner.step(&batch).map_err(StepFailed)
-        })?;
-        let [profile] = profiles;
+        // The solver compares the profiled steps' times: medians of interleaved samples, not one
+        // sample each.
+        profile.retime(|| runner.step(&batch).map_err(StepFailed))?;
         // The warm-up and one step per treatment profiled, then timed again.
-        self.steps += 1 + (1 + ROUNDS) * profile.treatments().len();
+        self.steps += 1 + (1 + RETIME_ROUNDS) * profile.treatments().len();
         Ok(profile)
     }
 

@@ -6,6 +6,7 @@
 mod plot;
 mod report;
 
+use std::convert::Infallible;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -13,7 +14,7 @@ use burn_checkpoint_core::Treatment;
 use burn_checkpoint_core::memory::{
     DeviceMemory, MemoryMeter, Meter, OffloadedBytes, StepReport, mib,
 };
-use burn_checkpoint_core::planner::{Base, Plan, Profile};
+use burn_checkpoint_core::planner::{Base, Candidates, Plan, Profile, RETIME_ROUNDS, Step};
 use cpu_time::ProcessTime;
 use serde::{Deserialize, Serialize};
 
@@ -290,14 +291,15 @@ pub fn run<D: DeviceMemory>(
 }
 
 /// [`run`], calling `check` on the first base's profile right after profiling (with budgets
-/// only), before any budget is fitted, with that base's planned step to run: for a caller that checks more of the
-/// planner on that profile, in the state it was measured in, without profiling again.
+/// only), before any budget is fitted, with that base's planned step to run: for a caller that
+/// checks more of the planner on that profile, in the state it was measured in, without
+/// profiling again.
 pub fn run_checking<D: DeviceMemory>(
     Measured { meter, treatments }: Measured<'_, D>,
     title: &str,
     budgets: usize,
     steps: usize,
-    mut planned: Vec<Planned<'_>>,
+    planned: Vec<Planned<'_>>,
     mut hands: Vec<Hand<'_>>,
     check: impl FnOnce(&Profile, &mut StepFn<'_>),
 ) -> Sweep {
@@ -305,124 +307,210 @@ pub fn run_checking<D: DeviceMemory>(
         !planned.is_empty(),
         "the planner's model on at least one base"
     );
+    let mut models: Vec<Model<'_>> = planned
+        .into_iter()
+        .map(|planned| Model {
+            planned,
+            fits: Vec::new(),
+        })
+        .collect();
     // Warm-up: thread pools and caches allocate once.
-    for model in &mut planned {
-        (model.step)();
+    for model in &mut models {
+        (model.planned.step)();
     }
     for hand in &mut hands {
         (hand.step)();
     }
-    let mut plans = Vec::new();
-    let mut checks = Vec::new();
-    let mut solve_seconds = 0.0;
-    let mut profile_seconds = 0.0;
-    let mut profile_steps = 0;
     // No budget: the hand cuts alone (and what recording costs).
-    let mut profiles = Vec::new();
-    if budgets > 0 {
-        for model in &mut planned {
-            let started = Instant::now();
-            let profile = Profile::measure(meter.clone(), treatments, &mut model.step)
-                .expect("the model has regions")
-                .on(model.base);
-            profile_seconds += started.elapsed().as_secs_f64();
-            profile_steps += profile.treatments().len();
-            eprintln!("on {}: {profile}", model.on());
-            profiles.push(profile);
-        }
-        // The solver compares the steps of each profile and the choice between the planned
-        // models their steps across profiles: medians of interleaved samples, not one each. With
-        // three (two rounds), a Burn 0.22 sweep chose a step measured 1.07x the fastest.
-        const ROUNDS: usize = 4;
+    let planning = match budgets {
+        0 => Planning::default(),
+        _ => plan_budgets(&meter, treatments, budgets, &mut models, check),
+    };
+    let measured = measure_rounds(&meter, steps, &mut hands, &mut models);
+    let (points, plans) = points(&hands, &measured, &models);
+    Sweep {
+        title: title.to_string(),
+        steps,
+        profile_seconds: planning.profile_seconds,
+        profile_steps: planning.profile_steps,
+        solve_seconds: planning.solve_seconds,
+        points,
+        plans,
+    }
+}
+
+/// A planned model in the sweep: its step, and the plans fitted on it, each with its samples.
+struct Model<'a> {
+    planned: Planned<'a>,
+    fits: Vec<Fit>,
+}
+
+/// A plan the sweep fitted on a model, and what its measured steps gave.
+struct Fit {
+    plan: Plan,
+    /// Steps the fit ran to check it.
+    check_steps: usize,
+    samples: Samples,
+}
+
+/// The planner runs a candidate's step as the model's.
+impl Step for &mut Model<'_> {
+    type Error = Infallible;
+
+    fn run(&mut self) -> Result<(), Infallible> {
+        (self.planned.step)();
+        Ok(())
+    }
+}
+
+/// What profiling and planning took.
+#[derive(Default)]
+struct Planning {
+    profile_seconds: f64,
+    profile_steps: usize,
+    solve_seconds: f64,
+}
+
+/// Profiles every model (then `check` on the first), times their steps again and fits each of
+/// `budgets` budgets on the model whose plan is predicted fastest, adding the plan to it.
+fn plan_budgets<D: DeviceMemory>(
+    meter: &Meter<D>,
+    treatments: &[Treatment],
+    budgets: usize,
+    models: &mut [Model<'_>],
+    check: impl FnOnce(&Profile, &mut StepFn<'_>),
+) -> Planning {
+    let mut planning = Planning::default();
+    let started = Instant::now();
+    let mut candidates = Candidates::new();
+    for model in models.iter_mut() {
+        let profile = Profile::measure(meter.clone(), treatments, &mut model.planned.step)
+            .expect("the model has regions")
+            .on(model.planned.base);
+        planning.profile_steps += profile.treatments().len();
+        eprintln!("on {}: {profile}", model.planned.on());
+        candidates.push(profile, model);
+    }
+    // The solver compares the steps of each profile and the choice between the planned models
+    // their steps across profiles: medians of interleaved samples, not one each.
+    candidates.retime().expect("a step cannot fail here");
+    planning.profile_steps += RETIME_ROUNDS * planning.profile_steps;
+    planning.profile_seconds = started.elapsed().as_secs_f64();
+    let first = candidates.iter_mut().next().expect("a planned model");
+    check(&first.profile, &mut first.step.planned.step);
+    let floor = candidates.iter().map(|c| c.profile.smallest_peak()).min();
+    let kept = candidates.iter().map(|c| c.profile.largest_peak()).max();
+    let (Some(floor), Some(kept)) = (floor, kept) else {
+        return planning;
+    };
+    // From 1% above the largest peak with everything kept (a step's peak moves by a few KiB
+    // from one step to the next: at the profiled peak itself the check may measure just over it
+    // and recompute a region to make up a few bytes) to 2% above the floor.
+    let (low, roof) = (floor + floor / 50, kept + kept / 100);
+    for k in 0..budgets as u64 {
+        let budget = roof - (roof.saturating_sub(low)) * k / (budgets as u64 - 1).max(1);
         let started = Instant::now();
-        Profile::retime(&mut profiles, ROUNDS, |i| {
-            (planned[i].step)();
-            Ok::<(), std::convert::Infallible>(())
-        })
-        .expect("a step cannot fail here");
-        profile_seconds += started.elapsed().as_secs_f64();
-        profile_steps += ROUNDS * profiles.iter().map(|p| p.treatments().len()).sum::<usize>();
-        check(&profiles[0], &mut planned[0].step);
-    }
-    // Which planned model each plan runs on (its profile's).
-    let mut models = Vec::new();
-    if let (Some(floor), Some(kept)) = (
-        profiles.iter().map(Profile::smallest_peak).min(),
-        profiles.iter().map(Profile::largest_peak).max(),
-    ) {
-        for k in 0..budgets as u64 {
-            // From 1% above the largest peak with everything kept (a step's peak moves by a few
-            // KiB from one step to the next: at the profiled peak itself the check may measure
-            // just over it and recompute a region to make up a few bytes) to 2% above the floor.
-            let (low, roof) = (floor + floor / 50, kept + kept / 100);
-            let budget = roof - (roof.saturating_sub(low)) * k / (budgets as u64 - 1).max(1);
-            let started = Instant::now();
-            let chosen = Profile::fastest(&profiles, budget);
-            solve_seconds += started.elapsed().as_secs_f64();
-            let fitted = chosen.map_err(|e| e.to_string()).and_then(|model| {
-                let step = &mut planned[model].step;
-                profiles[model]
-                    .fit(meter.clone(), budget, || {
-                        step();
-                        Ok::<(), std::convert::Infallible>(())
-                    })
-                    .map(|fitted| (model, fitted))
-                    .map_err(|e| e.to_string())
-            });
-            match fitted {
-                Ok((model, fitted)) => {
-                    eprintln!(
-                        "budget {:.1} MiB: checked at {:.1} MiB in {} step(s); {}",
-                        mib(budget as usize),
-                        mib(fitted.measured_peak_bytes as usize),
-                        fitted.steps,
-                        fitted.plan
-                    );
-                    solve_seconds += fitted.solve_seconds;
-                    checks.push(fitted.steps);
-                    models.push(model);
-                    plans.push(fitted.plan);
-                }
-                Err(error) => eprintln!("budget {:.1} MiB: {error}", mib(budget as usize)),
+        let fitted = candidates.fit(meter.clone(), budget);
+        planning.solve_seconds += started.elapsed().as_secs_f64();
+        match fitted {
+            Ok((chosen, fitted)) => {
+                eprintln!(
+                    "budget {:.1} MiB: checked at {:.1} MiB in {} step(s); {}",
+                    mib(budget as usize),
+                    mib(fitted.measured_peak_bytes as usize),
+                    fitted.steps,
+                    fitted.plan
+                );
+                // The fit's own solving, not its check steps.
+                planning.solve_seconds += fitted.solve_seconds;
+                chosen.step.fits.push(Fit {
+                    plan: fitted.plan,
+                    check_steps: fitted.steps,
+                    samples: Samples::new(),
+                });
             }
+            Err(error) => eprintln!("budget {:.1} MiB: {error}", mib(budget as usize)),
         }
     }
-    let mut hand_samples: Vec<Samples> = hands.iter().map(|_| Samples::new()).collect();
-    let mut plan_samples: Vec<Samples> = plans.iter().map(|_| Samples::new()).collect();
-    // The cost of a memory report: the planner's model as written, with and without recording.
-    let (mut as_written, mut recorded) = (Samples::new(), Samples::new());
+    planning
+}
+
+/// What the rounds measured besides the plans (which keep their samples): each hand cut's, and
+/// the planner's first model as written without and with a memory report recording it.
+struct Rounds {
+    hands: Vec<Samples>,
+    as_written: Samples,
+    recorded: Samples,
+}
+
+/// `steps` rounds, each running one step of every hand cut, of the first planned model as
+/// written (without and with recording: what a memory report costs) and of every plan.
+fn measure_rounds<D: DeviceMemory>(
+    meter: &Meter<D>,
+    steps: usize,
+    hands: &mut [Hand<'_>],
+    models: &mut [Model<'_>],
+) -> Rounds {
+    let mut measured = Rounds {
+        hands: hands.iter().map(|_| Samples::new()).collect(),
+        as_written: Samples::new(),
+        recorded: Samples::new(),
+    };
     for round in 0..steps {
-        for (hand, samples) in hands.iter_mut().zip(&mut hand_samples) {
-            samples.step(&meter, &mut hand.step);
+        for (hand, samples) in hands.iter_mut().zip(&mut measured.hands) {
+            samples.step(meter, &mut hand.step);
         }
-        as_written.step(&meter, &mut planned[0].step);
-        recorded.step(&meter, || {
-            StepReport::measure(meter.clone(), &mut planned[0].step);
+        let first = &mut models[0].planned.step;
+        measured.as_written.step(meter, &mut *first);
+        measured.recorded.step(meter, || {
+            StepReport::measure(meter.clone(), &mut *first);
         });
-        for ((plan, samples), &model) in plans.iter().zip(&mut plan_samples).zip(&models) {
-            let step = &mut planned[model].step;
-            samples.step(&meter, || plan.run(step));
+        for model in models.iter_mut() {
+            let step = &mut model.planned.step;
+            for fit in &mut model.fits {
+                fit.samples.step(meter, || fit.plan.run(&mut *step));
+            }
         }
         eprintln!("round {} of {steps} measured", round + 1);
     }
+    measured
+}
+
+/// The sweep's points: the hand cuts, what recording costs, then the plans from the largest
+/// budget to the smallest, each against the fastest hand cut within its budget; and the plans
+/// in the same order.
+fn points(hands: &[Hand<'_>], measured: &Rounds, models: &[Model<'_>]) -> (Vec<Point>, Vec<Plan>) {
     let mut points: Vec<Point> = hands
         .iter()
-        .zip(&hand_samples)
+        .zip(&measured.hands)
         .map(|(hand, samples)| samples.point(&hand.name, "hand"))
         .collect();
     let hand_points = points.clone();
-    points.push(as_written.point("planner's model as written", "recording"));
-    points.push(recorded.point("the same, recorded (memory report)", "recording"));
-    for (((plan, samples), check_steps), &model) in
-        plans.iter().zip(&plan_samples).zip(checks).zip(&models)
-    {
-        let point = samples.point("planner", "planner");
+    points.push(
+        measured
+            .as_written
+            .point("planner's model as written", "recording"),
+    );
+    points.push(
+        measured
+            .recorded
+            .point("the same, recorded (memory report)", "recording"),
+    );
+    let mut fits: Vec<(&Model<'_>, &Fit)> = models
+        .iter()
+        .flat_map(|model| model.fits.iter().map(move |fit| (model, fit)))
+        .collect();
+    // Stable: plans for one budget stay in the order fitted.
+    fits.sort_by_key(|(_, fit)| std::cmp::Reverse(fit.plan.budget_bytes));
+    for &(model, fit) in &fits {
+        let point = fit.samples.point("planner", "planner");
         let cpu_s = point.cpu_s;
         let best = hand_points
             .iter()
-            .filter(|hand| hand.peak_bytes <= plan.budget_bytes)
+            .filter(|hand| hand.peak_bytes <= fit.plan.budget_bytes)
             .min_by(|a, b| a.cpu_s.total_cmp(&b.cpu_s));
-        let counts: Vec<String> = plan
+        let counts: Vec<String> = fit
+            .plan
             .counts()
             .values()
             .map(|counts| {
@@ -431,25 +519,18 @@ pub fn run_checking<D: DeviceMemory>(
             })
             .collect();
         points.push(Point {
-            budget_bytes: Some(plan.budget_bytes),
-            predicted_peak_bytes: Some(plan.predicted_peak_bytes),
+            budget_bytes: Some(fit.plan.budget_bytes),
+            predicted_peak_bytes: Some(fit.plan.predicted_peak_bytes),
             plan: Some(counts.join("; ")),
-            planned_on: Some(planned[model].on()),
-            check_steps: Some(check_steps),
+            planned_on: Some(model.planned.on()),
+            check_steps: Some(fit.check_steps),
             best_hand: best.map(|hand| hand.method.clone()),
             time_vs_best_hand: best.map(|hand| cpu_s / hand.cpu_s),
             ..point
         });
     }
-    Sweep {
-        title: title.to_string(),
-        steps,
-        profile_seconds,
-        profile_steps,
-        solve_seconds,
-        points,
-        plans,
-    }
+    let plans = fits.iter().map(|(_, fit)| fit.plan.clone()).collect();
+    (points, plans)
 }
 
 fn three() -> usize {
