@@ -31,7 +31,8 @@ use crate::op::{Op, OpKind};
 /// let w = Tensor::<B, 2>::ones([16, 16], &device).require_grad();
 ///
 /// // Keep the matmul output, recompute the ReLU (JAX's `dots_saveable`).
-/// let y = Region::new().policy(Policy::SaveComputeBound).run(|| relu(x.clone().matmul(w.clone())));
+/// let region = Region::new().policy(Policy::SaveComputeBound);
+/// let y = region.run(|| relu(x.clone().matmul(w.clone())));
 ///
 /// // The same choice as a predicate, here also keeping any output under 1 KiB.
 /// let keep_small_and_dots = Policy::custom(|op| match op.kind() {

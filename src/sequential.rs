@@ -134,7 +134,8 @@ impl Region {
     ///
     /// type B = Checkpointed<Autodiff<NdArray>>;
     /// let device = Default::default();
-    /// let layers: Vec<Linear<B>> = (0..9).map(|_| LinearConfig::new(8, 8).init(&device)).collect();
+    /// let layers: Vec<Linear<B>> =
+    ///     (0..9).map(|_| LinearConfig::new(8, 8).init(&device)).collect();
     /// let x = Tensor::<B, 2>::ones([4, 8], &device);
     ///
     /// // Segments `stack#0` and `stack#1` keep their 6 matmul outputs.

@@ -29,9 +29,11 @@
 // The vocabulary: leaves, importing nothing of the crate.
 mod body;
 mod check;
+mod ddp;
 mod params;
 mod produced;
 mod seed;
+mod survey;
 mod tensors;
 // What regions keep.
 mod policy;
@@ -53,30 +55,12 @@ mod sequential;
 
 pub use burn_checkpoint_22_macros::{RegionTensors, checkpoint};
 pub use burn_checkpoint_core::{RegionId, RegionName, Segments};
+pub use ddp::REGIONS_UNDER_DDP;
 pub use policy::Policy;
 pub use region::{Region, checkpoint, checkpoint_fn};
 pub use seed::region_seed;
 pub use sequential::{Layer, checkpoint_sequential};
 pub use tensors::RegionTensors;
-
-/// Whether regions take part in Burn's data parallelism (burn-train's `ExecutionStrategy::ddp`,
-/// which all-reduces each parameter's gradient during backward) on the Burn this crate is built
-/// on. `false` on Burn 0.22: there every backward, a region's recompute too, ends with the
-/// collective sync, which the sync server takes for a device finishing its step, so a region over
-/// distributed parameters (or inputs) panics with what to do instead rather than hang the step.
-/// `true` from Burn 0.23, which skips the sync of a backward that registered nothing: regions
-/// then train under data parallelism as without (docs/burn-0.22.md, "Data parallelism").
-///
-/// ```
-/// // The strategy a trainer may offer for a model with regions.
-/// let strategy = if burn_checkpoint_22::REGIONS_UNDER_DDP {
-///     "ddp" // ExecutionStrategy::ddp: an all-reduce per parameter during backward
-/// } else {
-///     "multi" // ExecutionStrategy::multi: gradients summed on the first device after backward
-/// };
-/// assert!(matches!(strategy, "ddp" | "multi"));
-/// ```
-pub const REGIONS_UNDER_DDP: bool = !cfg!(burn_backward_always_syncs);
 
 #[doc(hidden)]
 pub mod __private {

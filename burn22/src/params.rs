@@ -1,16 +1,16 @@
 //! A region's module as its two runs see it: the forward runs on stand-ins of its parameters
 //! (untracked, lazily initialised ones initialised at their first use, as without a region), and
-//! tells which trainable parameters the body used; the recompute runs on the module with those
-//! parameters replaced by its leaves. Also what a module says about a region before it runs: does
-//! it hold a parameter with autodiff, does it hold a layer that draws random numbers; and whether
-//! a tensor is one Burn's data parallelism all-reduces.
+//! tells which trainable parameters the body used ([`Trainable`]); the recompute runs on the
+//! module with those parameters replaced by its leaves; a region kept by name runs on leaves of
+//! the node's stand-ins. Also its running statistics' pending updates applied, and its lazy
+//! parameters drawn. A leaf.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
-use burn::backend::{DispatchTensor, DispatchTensorKind};
-use burn::module::{Flag, Module, ModuleMapper, ModuleVisitor, Param, ParamId};
-use burn::tensor::{Device, Tensor};
+use burn::backend::DispatchTensor;
+use burn::module::{Module, ModuleMapper, ModuleVisitor, Param, ParamId};
+use burn::tensor::Tensor;
 
 /// What the forward's stand-ins learnt: for each float parameter stood in for, in visit order,
 /// whether the body used it and its value.
@@ -42,16 +42,24 @@ impl Used {
         self.0.iter().map(|entry| entry.id).collect()
     }
 
-    /// The trainable parameters the body used, in visit order: their ids and values, which are
-    /// the region's parameters (the parents of its node besides its inputs).
-    pub(crate) fn trainable(self) -> (Vec<ParamId>, Vec<DispatchTensor>) {
-        self.0
+    /// The trainable parameters the body used, in visit order: the region's parameters (the
+    /// parents of its node besides its inputs).
+    pub(crate) fn trainable(self) -> Trainable {
+        let (ids, values) = self
+            .0
             .into_iter()
             .filter(|entry| (entry.used)())
             .map(|entry| (entry.id, (entry.value)()))
             .filter(|(_, value)| Tensor::<1>::from_dispatch(value.clone()).is_require_grad())
-            .unzip()
+            .unzip();
+        Trainable { ids, values }
     }
+}
+
+/// A region's parameters: which ones, and their values (tracked), in the same order.
+pub(crate) struct Trainable {
+    pub(crate) ids: Vec<ParamId>,
+    pub(crate) values: Vec<DispatchTensor>,
 }
 
 struct StandIn(Vec<Entry>);
@@ -154,10 +162,11 @@ pub(crate) fn with_leaves<M: Module>(module: &M, ids: &HashSet<ParamId>) -> (M, 
 pub(crate) struct Leaves(Arc<Mutex<Vec<(ParamId, DispatchTensor)>>>);
 
 impl Leaves {
-    /// The ids and the leaves, in order of first use.
-    pub(crate) fn taken(self) -> (Vec<ParamId>, Vec<DispatchTensor>) {
+    /// The parameters and their leaves, in order of first use.
+    pub(crate) fn taken(self) -> Trainable {
         let mut leaves = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        std::mem::take(&mut *leaves).into_iter().unzip()
+        let (ids, values) = std::mem::take(&mut *leaves).into_iter().unzip();
+        Trainable { ids, values }
     }
 }
 
@@ -216,11 +225,6 @@ pub(crate) fn values_of(module: &impl Module, ids: &[ParamId]) -> Vec<DispatchTe
         .collect()
 }
 
-/// A leaf of `t`'s value, wanting a gradient.
-pub(crate) fn leaf(t: DispatchTensor) -> DispatchTensor {
-    Tensor::<1>::from_dispatch(t).require_grad().into_dispatch()
-}
-
 /// Applies the pending updates of `module`'s running statistics now, drawing nothing. Burn keeps
 /// a batch norm's update pending (per thread) until the layer's next use, or until a module is
 /// synced: a pending update keeps the checkpointing strategy of the run that made it, which a run
@@ -243,156 +247,4 @@ pub(crate) fn initialise(module: &impl Module) {
     }
 
     module.visit(&mut Touch);
-}
-
-/// Whether `tensor` is marked for Burn's data parallelism: `ExecutionStrategy::ddp` marks every
-/// parameter of a worker's model (`Tensor::set_distributed`) and all-reduces its gradient at its
-/// last use in backward.
-pub(crate) fn is_distributed(tensor: &DispatchTensor) -> bool {
-    // Burn's `is_distributed` panics on a tensor without autodiff.
-    matches!(tensor.kind, DispatchTensorKind::Autodiff(_))
-        && Tensor::<1>::from_dispatch(tensor.clone()).is_distributed()
-}
-
-/// Whether `module` holds a float parameter on a device with autodiff (initialised or not): its
-/// region may have gradients to give even when its inputs have none.
-pub(crate) fn on_autodiff(module: &impl Module) -> bool {
-    struct OnAutodiff(bool);
-
-    impl ModuleVisitor for OnAutodiff {
-        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
-            self.0 |= param.lazy_device().is_autodiff();
-        }
-    }
-
-    let mut visitor = OnAutodiff(false);
-    module.visit(&mut visitor);
-    visitor.0
-}
-
-/// Whether `module` holds a layer that draws random numbers in training: an enabled training
-/// flag (`Param<Flag>`) of any module but batch norm's, which is deterministic, and but a dropout
-/// of probability 0 or a Gaussian noise of deviation 0, which draw nothing (burn-nn 0.22.1's
-/// `Dropout` and `GaussianNoise` return their input then). Burn's dropout, Gaussian noise and
-/// randomized ReLU carry such a flag; a module of the user's that carries one counts too (a
-/// region seeds itself without need rather than recompute other masks).
-pub(crate) fn stochastic(module: &impl Module) -> bool {
-    struct Flags {
-        /// The container types entered, innermost last (`Struct:Dropout` for a dropout's flag).
-        containers: Vec<String>,
-        /// An enabled flag of a layer that always draws.
-        drawing: bool,
-        /// The dropouts and Gaussian noises met, in order: which, and whether enabled.
-        rated: Vec<(&'static str, bool)>,
-    }
-
-    impl ModuleVisitor for Flags {
-        fn enter_module(&mut self, _name: &str, container_type: &str) {
-            self.containers.push(container_type.to_string());
-        }
-
-        fn exit_module(&mut self, _name: &str, _container_type: &str) {
-            self.containers.pop();
-        }
-
-        fn visit_flag(&mut self, flag: &Param<Flag>) {
-            let container = self.containers.last().map(String::as_str);
-            match RATED
-                .iter()
-                .find(|layer| Some(layer.container) == container)
-            {
-                Some(layer) => self.rated.push((layer.name, flag.is_enabled())),
-                None if container == Some("Struct:BatchNorm") => {}
-                None => self.drawing |= flag.is_enabled(),
-            }
-        }
-    }
-
-    let mut flags = Flags {
-        containers: Vec::new(),
-        drawing: false,
-        rated: Vec::new(),
-    };
-    module.visit(&mut flags);
-    if flags.drawing {
-        return true;
-    }
-    if !flags.rated.iter().any(|&(_, enabled)| enabled) {
-        return false;
-    }
-    // Burn's visitors see no constants: a module's `Debug` (derived, field by field in visit
-    // order, a parameter shown by its id) is the one public view of a dropout's probability.
-    // Every dropout and noise the visitor met must be found there, in the same order, or the rule
-    // cannot tell and the region is seeded.
-    let rates = rates(&format!("{module:?}"));
-    rates.len() != flags.rated.len()
-        || rates
-            .iter()
-            .zip(&flags.rated)
-            .any(|(&(name, rate), &(met, enabled))| name != met || (enabled && rate != 0.0))
-}
-
-/// A burn-nn layer whose draws depend on a rate: at a rate of 0 it returns its input.
-struct RatedLayer {
-    /// Its type's name, as `Debug` writes it.
-    name: &'static str,
-    /// Its container type, as Burn's visitors see it.
-    container: &'static str,
-    /// Its rate's field, the first `Debug` writes.
-    rate: &'static str,
-}
-
-const RATED: [RatedLayer; 2] = [
-    RatedLayer {
-        name: "Dropout",
-        container: "Struct:Dropout",
-        rate: "prob",
-    },
-    RatedLayer {
-        name: "GaussianNoise",
-        container: "Struct:GaussianNoise",
-        rate: "std",
-    },
-];
-
-/// Every dropout and Gaussian noise in a module's `Debug`, in order, with its rate (NaN where it
-/// does not parse: read as drawing).
-fn rates(debug: &str) -> Vec<(&'static str, f64)> {
-    let mut found: Vec<(usize, &'static str, f64)> = Vec::new();
-    for layer in &RATED {
-        let opening = format!("{} {{ {}: ", layer.name, layer.rate);
-        for (at, _) in debug.match_indices(&opening) {
-            // The type's name, not the end of another's (`MyDropout {`).
-            let after_a_name = debug[..at]
-                .chars()
-                .next_back()
-                .is_some_and(|c| c.is_alphanumeric() || c == '_');
-            if after_a_name {
-                continue;
-            }
-            let value = &debug[at + opening.len()..];
-            let rate = value[..value.find([',', ' ', '}']).unwrap_or(value.len())]
-                .parse::<f64>()
-                .unwrap_or(f64::NAN);
-            found.push((at, layer.name, rate));
-        }
-    }
-    found.sort_by_key(|&(at, _, _)| at);
-    found
-        .into_iter()
-        .map(|(_, name, rate)| (name, rate))
-        .collect()
-}
-
-/// A device's tensor `t` without autodiff tracking (same device, same checkpointing strategy):
-/// what the forward gives the body.
-pub(crate) fn untracked(t: DispatchTensor) -> DispatchTensor {
-    Tensor::<1>::from_dispatch(t)
-        .set_require_grad(false)
-        .into_dispatch()
-}
-
-/// The device a dispatch tensor lives on.
-pub(crate) fn device_of(t: &DispatchTensor) -> Device {
-    Tensor::<1>::from_dispatch(t.clone()).device()
 }

@@ -2,11 +2,12 @@
 //! one-liners made of it.
 
 use std::borrow::Cow;
+use std::fmt;
 
 use burn::module::Module;
 use burn_checkpoint_core::RegionName;
 
-use crate::forward;
+use crate::forward::{self, Settings};
 use crate::policy::Policy;
 use crate::state;
 use crate::tensors::RegionTensors;
@@ -19,10 +20,10 @@ use crate::tensors::RegionTensors;
 /// and `#[checkpoint(name = .., policy = .., offload)]` expands to `Region::named(..).run(..)`.
 /// The same words as the crate for Burn 0.21. A `Region` can run many times.
 ///
-/// A top-level region (not inside another) is one instance of its name, `name#index` counted
-/// per thread, as the memory report and the budget planner call it; a [`Plan`](crate::planner::Plan)
-/// in force may run it otherwise than the code says: kept (its body as plain autodiff ops),
-/// keeping its compute-bound outputs, recomputed, or offloaded.
+/// A top-level region (not inside another) is one instance of its name, `name#index` counted per
+/// thread, as the memory report and the budget planner call it; a [`Plan`](crate::planner::Plan) in
+/// force may run it otherwise than the code says: kept (its body as plain autodiff ops), keeping
+/// its compute-bound outputs, recomputed, or offloaded.
 ///
 /// **A region changes nothing but memory and time**: the same seed gives the same parameters
 /// (lazily initialised ones included), dropout masks and losses as the same code without it, and
@@ -46,12 +47,26 @@ use crate::tensors::RegionTensors;
 /// let grads = y.sum().backward();
 /// assert!(x.grad(&grads).is_some());
 /// ```
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct Region {
-    name: RegionName,
-    policy: Policy,
-    offload: bool,
-    seeded: bool,
+    settings: Settings,
+}
+
+impl fmt::Debug for Region {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let Settings {
+            name,
+            policy,
+            offload,
+            seeded,
+        } = &self.settings;
+        f.debug_struct("Region")
+            .field("name", name)
+            .field("policy", policy)
+            .field("offload", offload)
+            .field("seeded", seeded)
+            .finish()
+    }
 }
 
 impl Region {
@@ -59,21 +74,22 @@ impl Region {
     #[track_caller]
     #[allow(clippy::new_without_default)]
     pub fn new() -> Self {
-        Region {
-            name: RegionName::caller(),
-            policy: Policy::RecomputeAll,
-            offload: false,
-            seeded: false,
-        }
+        Self::with_name(RegionName::caller())
     }
 
     /// A region named `name`: the instances of one name are `name#0`, `name#1`, ... in a step.
     pub fn named(name: impl Into<Cow<'static, str>>) -> Self {
+        Self::with_name(RegionName::new(name))
+    }
+
+    fn with_name(name: RegionName) -> Self {
         Region {
-            name: RegionName::new(name),
-            policy: Policy::RecomputeAll,
-            offload: false,
-            seeded: false,
+            settings: Settings {
+                name,
+                policy: Policy::RecomputeAll,
+                offload: false,
+                seeded: false,
+            },
         }
     }
 
@@ -97,7 +113,7 @@ impl Region {
     /// assert!(x.grad(&grads).is_some());
     /// ```
     pub fn policy(mut self, policy: Policy) -> Self {
-        self.policy = policy;
+        self.settings.policy = policy;
         self
     }
 
@@ -108,7 +124,7 @@ impl Region {
     /// the memory report. On the CPU host and device memory are one: it saves nothing
     /// there.
     pub fn offloaded(mut self) -> Self {
-        self.offload = true;
+        self.settings.offload = true;
         self
     }
 
@@ -148,7 +164,7 @@ impl Region {
     /// assert!(x.grad(&grads).is_some());
     /// ```
     pub fn seeded(mut self) -> Self {
-        self.seeded = true;
+        self.settings.seeded = true;
         self
     }
 
@@ -205,13 +221,7 @@ impl Region {
         O: RegionTensors,
         F: Fn(&M, I) -> O + Send + Sync + 'static,
     {
-        let settings = forward::Settings {
-            name: &self.name,
-            policy: &self.policy,
-            offload: self.offload,
-            seeded: self.seeded,
-        };
-        forward::run(&settings, module, inputs, forward)
+        forward::Call::run(&self.settings, module, inputs, forward)
     }
 
     /// Runs `forward(inputs)` as this region: see [`checkpoint_fn`].
@@ -244,7 +254,7 @@ impl Region {
 /// parameters, and to nothing else. A tracked tensor the closure captures instead is refused
 /// with a panic, since it would silently get no gradient. So is a region over tensors Burn's data
 /// parallelism (`ExecutionStrategy::ddp`) all-reduces: on Burn 0.22.1 its recompute would hang the
-/// step (docs/burn-0.22.md, "Not yet here").
+/// step (docs/burn-0.22-devices.md, "Data parallelism").
 ///
 /// Inside the region, layers see a training device: dropout draws its masks (the recompute
 /// draws the same ones: a module holding a dropout makes the region [seeded](Region::seeded))

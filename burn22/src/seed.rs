@@ -1,4 +1,5 @@
-//! The seed a seeded region draws from the device's generator: [`region_seed`]. A leaf.
+//! The seed a seeded region draws from the device's generator ([`region_seed`]), and [`Seed`],
+//! the seed a region's body runs with. A leaf.
 
 use burn::tensor::{Device, Distribution, Int, Tensor};
 
@@ -35,4 +36,25 @@ pub(crate) fn after_recompute(seed: u64) -> u64 {
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     z ^ (z >> 31)
+}
+
+/// The seed a region's body runs with, if it draws one: its forward and its recompute seed the
+/// device with it before the body, and the generator is left where a recompute leaves it after.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Seed(pub(crate) Option<u64>);
+
+impl Seed {
+    /// Seeds `device` with this seed (nothing for a region without one).
+    pub(crate) fn apply(self, device: &Device) {
+        if let Some(seed) = self.0 {
+            device.seed(seed);
+        }
+    }
+
+    /// Seeds `device` where backward's run of the body leaves it ([`after_recompute`]).
+    pub(crate) fn apply_after_recompute(self, device: &Device) {
+        if let Some(seed) = self.0 {
+            device.seed(after_recompute(seed));
+        }
+    }
 }

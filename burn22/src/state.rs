@@ -13,6 +13,7 @@
 use std::any::Any;
 use std::cell::RefCell;
 use std::collections::{HashSet, VecDeque};
+use std::marker::PhantomData;
 use std::sync::Arc;
 
 use burn::backend::DispatchTensor;
@@ -79,6 +80,32 @@ struct State {
     checked: HashSet<String>,
 }
 
+/// The lookups on the stack, innermost first (as tracing-subscriber's `SpanStack::current`).
+impl State {
+    /// The seeds the innermost recompute replays, if one is running.
+    fn replaying(&mut self) -> Option<&mut VecDeque<u64>> {
+        self.frames.iter_mut().rev().find_map(|frame| match frame {
+            Frame::Recompute { seeds, .. } => Some(seeds),
+            _ => None,
+        })
+    }
+
+    /// The innermost frame that decides what a region kept by name does, and the one after it
+    /// outwards (see [`Frame::is_keeping`]).
+    fn keeping(&mut self) -> (Option<&mut Frame>, Option<&mut Frame>) {
+        let mut keeping = self.frames.iter_mut().rev().filter(|f| f.is_keeping());
+        (keeping.next(), keeping.next())
+    }
+
+    /// The innermost region open or recomputing, if any: a region opened now is nested in it.
+    fn enclosing_region(&self) -> Option<&Frame> {
+        self.frames
+            .iter()
+            .rev()
+            .find(|frame| frame.is_region_or_recompute())
+    }
+}
+
 thread_local! {
     static STATE: RefCell<State> = RefCell::new(State::default());
 }
@@ -93,12 +120,17 @@ fn push(frame: Frame) -> FrameGuard {
         state.frames.push(frame);
         state.frames.len() - 1
     });
-    FrameGuard { height }
+    FrameGuard {
+        height,
+        _not_send: PhantomData,
+    }
 }
 
 /// A pushed frame, at index `height`.
 struct FrameGuard {
     height: usize,
+    // The state is per thread: the frame must be popped on the thread that pushed it.
+    _not_send: PhantomData<*const ()>,
 }
 
 impl Drop for FrameGuard {
@@ -108,18 +140,17 @@ impl Drop for FrameGuard {
     }
 }
 
-/// The run of a region kept by name ([`Policy::recompute_all_but`](crate::Policy::recompute_all_but)):
-/// its body, run once in the forward of the region node it is nested in, with autodiff on fresh
-/// leaves of its tensors. The node's recompute builds the kept region's node from it (its
-/// gradient is this run's) instead of running the body again.
+/// The run of a region kept by name
+/// ([`Policy::recompute_all_but`](crate::Policy::recompute_all_but)): its body, run once in the
+/// forward of the region node it is nested in, with autodiff on fresh leaves of its tensors. The
+/// node's recompute builds the kept region's node from it (its gradient is this run's) instead of
+/// running the body again.
 #[derive(Clone)]
 pub(crate) struct KeptRun {
-    /// The leaves: the region's inputs, then the parameters its body used.
-    pub(crate) leaves: Vec<DispatchTensor>,
+    /// The body run on leaves: the region's inputs, then the parameters its body used.
+    pub(crate) rerun: Rerun,
     /// Which parameters the leaves after the inputs are, in order.
     pub(crate) params: Vec<ParamId>,
-    /// What the body gave (tracked).
-    pub(crate) outputs: Vec<DispatchTensor>,
     /// The seeds the regions nested in it drew: where it is taken, the recompute skips them.
     pub(crate) nested_seeds: Vec<u64>,
     /// The arrangement of its outputs (the region's `O::Layout`).
@@ -134,8 +165,8 @@ impl std::fmt::Debug for KeptRun {
             f,
             "KeptRun({}: {} leaves, {} outputs)",
             self.name,
-            self.leaves.len(),
-            self.outputs.len()
+            self.rerun.leaves.len(),
+            self.rerun.outputs.len()
         )
     }
 }
@@ -148,6 +179,16 @@ impl KeptRun {
             .expect("a kept run's outputs are the region's")
             .clone()
     }
+}
+
+/// A body run on fresh autodiff leaves, as dispatch tensors: what a backward differentiates
+/// instead of running the body again (a kept region's run, a node's rematerialised recompute).
+#[derive(Debug, Clone)]
+pub(crate) struct Rerun {
+    /// The leaves: the region's inputs, then its parameters.
+    pub(crate) leaves: Vec<DispatchTensor>,
+    /// What the body gave from them (tracked).
+    pub(crate) outputs: Vec<DispatchTensor>,
 }
 
 /// What a region kept by name does with its run.
@@ -198,8 +239,7 @@ pub(crate) struct Opened {
 /// gets the next index of its name and runs as the plan in force says (if it names it).
 pub(crate) fn open(name: RegionName, policy: &Policy, offload: bool) -> Opened {
     let (top_level, memory_bound) = with_state(|state| {
-        let mut enclosing = state.frames.iter().filter(|f| f.is_region_or_recompute());
-        let innermost = enclosing.next_back();
+        let innermost = state.enclosing_region();
         let memory_bound = matches!(innermost, Some(Frame::Region { saving: true, .. }));
         (innermost.is_none(), memory_bound)
     });
@@ -212,17 +252,7 @@ pub(crate) fn open(name: RegionName, policy: &Policy, offload: bool) -> Opened {
         let id = RegionId::next(name);
         let plan = planner::planned(&id);
         planned = plan.is_some();
-        run = match plan {
-            None => coded,
-            Some(Treatment::Keep) => Run::Keep,
-            Some(Treatment::SaveComputeBound) => Run::SaveComputeBound,
-            Some(Treatment::RecomputeAll) => Run::Region { offload: false },
-            Some(Treatment::Offload) => Run::Region { offload: true },
-            Some(Treatment::AsWritten) => coded,
-            Some(other) => panic!(
-                "a plan gives region {id} the treatment {other}, which this crate does not know"
-            ),
-        };
+        run = plan.map_or(coded, |treatment| planned_run(treatment, coded, &id));
         if recording::on() {
             recording::top_level_opened(&id.name, id.index, plan);
             slot = recording::current_region();
@@ -246,6 +276,22 @@ pub(crate) fn open(name: RegionName, policy: &Policy, offload: bool) -> Opened {
     }
 }
 
+/// How the top-level region `id`, whose code asks for `coded`, runs under a plan's `treatment`
+/// (the crate for Burn 0.21 has the same function, `src/region/state.rs`).
+fn planned_run(treatment: Treatment, coded: Run, id: &RegionId) -> Run {
+    match treatment {
+        Treatment::Keep => Run::Keep,
+        Treatment::SaveComputeBound => Run::SaveComputeBound,
+        Treatment::RecomputeAll => Run::Region { offload: false },
+        Treatment::Offload => Run::Region { offload: true },
+        Treatment::AsWritten => coded,
+        // `Treatment` is non-exhaustive: a plan from a newer crate is refused by name.
+        other => {
+            panic!("a plan gives region {id} the treatment {other}, which this crate does not know")
+        }
+    }
+}
+
 impl Opened {
     /// This region's seed (it is seeded): the next one its enclosing recompute replays, or a new
     /// one drawn from `device`'s generator (see [`region_seed`]). The regions it is nested in
@@ -257,21 +303,13 @@ impl Opened {
     /// on something besides its inputs and module).
     pub(crate) fn seed(&self, device: &Device) -> u64 {
         let replayed = with_state(|state| {
-            state
-                .frames
-                .iter_mut()
-                .rev()
-                .find_map(|frame| match frame {
-                    Frame::Recompute { seeds, .. } => Some(seeds),
-                    _ => None,
-                })
-                .map(|seeds| {
-                    seeds.pop_front().expect(
-                        "a checkpoint region's recompute opened a seeded region its forward did \
-                         not: the body must run the same code each time (depend on its inputs \
-                         and module only)",
-                    )
-                })
+            state.replaying().map(|seeds| {
+                seeds.pop_front().expect(
+                    "a checkpoint region's recompute opened a seeded region its forward did not: \
+                     the body must run the same code each time (depend on its inputs and module \
+                     only)",
+                )
+            })
         });
         let seed = replayed.unwrap_or_else(|| region_seed(device));
         self.record_in_enclosing(&[seed]);
@@ -292,15 +330,9 @@ impl Opened {
     /// again by the regions open around it (a node's forward in that recompute keeps the run
     /// again). Stops this region's recording.
     pub(crate) fn skip_nested_seeds(&mut self, count: usize) {
-        let skipped: Vec<u64> = with_state(|state| {
-            let replaying = state.frames.iter_mut().rev().find_map(|frame| match frame {
-                Frame::Recompute { seeds, .. } => Some(seeds),
-                _ => None,
-            });
-            match replaying {
-                Some(seeds) => (0..count).filter_map(|_| seeds.pop_front()).collect(),
-                None => Vec::new(),
-            }
+        let skipped: Vec<u64> = with_state(|state| match state.replaying() {
+            Some(seeds) => (0..count).filter_map(|_| seeds.pop_front()).collect(),
+            None => Vec::new(),
         });
         self.record_in_enclosing(&skipped);
         let _ = self.nested_seeds();
@@ -362,10 +394,10 @@ pub(crate) fn check_first(name: &RegionName) -> bool {
 /// Whether a nested region called `name` is kept by name here, and what it does with its run.
 fn kept_action(name: &RegionName) -> Option<KeptAction> {
     with_state(|state| {
-        let mut keeping = state.frames.iter_mut().rev().filter(|f| f.is_keeping());
+        let (innermost, outer) = state.keeping();
         let is_next =
             |queue: &VecDeque<KeptRun>| queue.front().is_some_and(|run| run.name == *name);
-        match keeping.next()? {
+        match innermost? {
             Frame::InKeptRun | Frame::Region { .. } => None,
             // In a recompute's body: the run its forward kept, if it is this region's.
             Frame::Recompute { kept, .. } => is_next(kept)
@@ -376,7 +408,7 @@ fn kept_action(name: &RegionName) -> Option<KeptAction> {
                 let keeps = keeps.as_ref().is_some_and(|keeps| keeps.keeps(name));
                 // A node's forward inside a recompute: the run that recompute's forward kept, if
                 // it is this region's (nothing between them but this forward).
-                if let Some(Frame::Recompute { kept, .. }) = keeping.next()
+                if let Some(Frame::Recompute { kept, .. }) = outer
                     && is_next(kept)
                 {
                     return kept.pop_front().map(KeptAction::Pass);
@@ -396,12 +428,8 @@ pub(crate) fn recording_kept<R>(
 ) -> (R, Vec<KeptRun>) {
     // A region inside a node's forward builds no node (nothing there is tracked): the regions
     // it opens keep their runs for that node.
-    let inside_a_node_forward = with_state(|state| {
-        matches!(
-            state.frames.iter().rev().find(|f| f.is_keeping()),
-            Some(Frame::NodeForward { .. })
-        )
-    });
+    let inside_a_node_forward =
+        with_state(|state| matches!(state.keeping().0, Some(Frame::NodeForward { .. })));
     if inside_a_node_forward {
         return (f(), Vec::new());
     }
@@ -420,12 +448,10 @@ pub(crate) fn recording_kept<R>(
 
 /// The parameters the innermost node's forward runs on stand-ins of (see [`KeptAction::Run`]).
 pub(crate) fn stand_ins() -> Arc<HashSet<ParamId>> {
-    with_state(
-        |state| match state.frames.iter().rev().find(|f| f.is_keeping()) {
-            Some(Frame::NodeForward { stand_ins, .. }) => stand_ins.clone(),
-            _ => Arc::default(),
-        },
-    )
+    with_state(|state| match state.keeping().0 {
+        Some(Frame::NodeForward { stand_ins, .. }) => stand_ins.clone(),
+        _ => Arc::default(),
+    })
 }
 
 /// Runs `f`, a kept region's own run: the regions it opens run as their code says.
@@ -437,9 +463,7 @@ pub(crate) fn in_kept_run<R>(f: impl FnOnce() -> R) -> R {
 /// Adds `run`, the run of a region kept by name, to the forward of the node it is nested in.
 pub(crate) fn add_kept_run(run: KeptRun) {
     with_state(|state| {
-        if let Some(Frame::NodeForward { kept, .. }) =
-            state.frames.iter_mut().rev().find(|f| f.is_keeping())
-        {
+        if let Some(Frame::NodeForward { kept, .. }) = state.keeping().0 {
             kept.push(run);
         }
     });

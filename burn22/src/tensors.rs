@@ -1,10 +1,11 @@
 //! What a region takes and gives: float tensors, alone, in a `Vec`, in tuples, in burn-nn's
-//! state structs and in the user's own (`#[derive(RegionTensors)]`).
+//! state structs and in the user's own (`#[derive(RegionTensors)]`); such a value flattened
+//! ([`Flat`]), and what the engine does to one tensor (untracked, a leaf, its device).
 
 use burn::backend::DispatchTensor;
 use burn::nn::attention::MhaOutput;
 use burn::nn::{LstmState, RnnState};
-use burn::tensor::Tensor;
+use burn::tensor::{Device, Tensor};
 
 /// Tensors a checkpoint region takes as inputs or gives as outputs: a float [`Tensor`], an
 /// `Option` or a `Vec` of them, a tuple of up to four of these, burn-nn's recurrent and attention
@@ -173,4 +174,60 @@ state_structs! {
     LstmState<D> { cell, hidden }
     RnnState<D> { hidden }
     MhaOutput { weights, context }
+}
+
+/// A region's inputs or outputs flattened: the tensors in order and their arrangement.
+pub(crate) struct Flat<T: RegionTensors> {
+    pub(crate) tensors: Vec<DispatchTensor>,
+    pub(crate) layout: T::Layout,
+}
+
+impl<T: RegionTensors> Flat<T> {
+    pub(crate) fn new(value: T) -> Self {
+        let layout = value.layout();
+        let mut tensors = Vec::new();
+        value.flatten(&mut tensors);
+        Flat { tensors, layout }
+    }
+
+    /// The value again, from copies of its tensors each through `f`.
+    pub(crate) fn rebuilt(&self, f: impl FnMut(DispatchTensor) -> DispatchTensor) -> T {
+        T::unflatten(&self.layout, &mut self.tensors.iter().cloned().map(f))
+    }
+
+    /// The value, consumed (a tensor the body holds alone may be updated in place).
+    pub(crate) fn into_value(self) -> T {
+        self.into_mapped(|t| t)
+    }
+
+    /// The value, each tensor through `f`, consumed.
+    pub(crate) fn into_mapped(self, f: impl FnMut(DispatchTensor) -> DispatchTensor) -> T {
+        T::unflatten(&self.layout, &mut self.tensors.into_iter().map(f))
+    }
+}
+
+/// `value` with `f` applied to each of its tensors, in the same arrangement.
+pub(crate) fn each_tensor<T: RegionTensors>(
+    value: T,
+    f: impl FnMut(DispatchTensor) -> DispatchTensor,
+) -> T {
+    Flat::new(value).into_mapped(f)
+}
+
+/// A device's tensor `t` without autodiff tracking (same device, same checkpointing strategy):
+/// what the forward gives the body.
+pub(crate) fn untracked(t: DispatchTensor) -> DispatchTensor {
+    Tensor::<1>::from_dispatch(t)
+        .set_require_grad(false)
+        .into_dispatch()
+}
+
+/// A leaf of `t`'s value, wanting a gradient.
+pub(crate) fn leaf(t: DispatchTensor) -> DispatchTensor {
+    Tensor::<1>::from_dispatch(t).require_grad().into_dispatch()
+}
+
+/// The device a dispatch tensor lives on.
+pub(crate) fn device_of(t: &DispatchTensor) -> Device {
+    Tensor::<1>::from_dispatch(t.clone()).device()
 }

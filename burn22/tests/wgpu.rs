@@ -24,8 +24,7 @@ use burn::tensor::{Device, DeviceKind, Distribution, Tensor, TensorData};
 use burn_checkpoint_22::memory::{Meter, StepReport};
 use burn_checkpoint_22::planner::{Plan, Profile, Treatment};
 use burn_checkpoint_22::{Region, Segments, checkpoint, checkpoint_fn, checkpoint_sequential};
-use burn_checkpoint_22_models::initialised;
-use common::{Block, param_grads};
+use common::{Block, initialised, param_grads};
 
 /// The wgpu device for one test at a time, or `None` without a Vulkan adapter. One at a time:
 /// autotune tunes a kernel once per process, and a thread asking for a kernel that another is

@@ -5,9 +5,13 @@
 //!
 //! ```text
 //! forward_ops! {
-//!     impl<I: Backend, C: CheckpointStrategy> FloatTensorOps<Self> for Checkpointed<Autodiff<I, C>> {
-//!         fn float_zeros(shape: Shape, device: &Device<Self>, dtype: FloatDType) -> FloatTensor<Self>;
-//!         #[region(matmul, Matmul)] fn float_matmul(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>) -> FloatTensor<Self>;
+//!     impl<I: Backend, C: CheckpointStrategy> FloatTensorOps<Self>
+//!         for Checkpointed<Autodiff<I, C>>
+//!     {
+//!         fn float_zeros(shape: Shape, device: &Device<Self>, dtype: FloatDType)
+//!             -> FloatTensor<Self>;
+//!         #[region(matmul, Matmul)]
+//!         fn float_matmul(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>) -> FloatTensor<Self>;
 //!         #[stored(Other, "why")] fn float_op(tensor: FloatTensor<Self>) -> FloatTensor<Self>;
 //!         #[by_hand(Plain, Other, "what it does")] fn op(..) -> .. { body }
 //!     }

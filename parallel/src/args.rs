@@ -93,7 +93,8 @@ impl NodeArgs {
         )))
     }
 
-    /// `--collective-timeout`, for [`DataParallelConfig::with_timeout`](crate::DataParallelConfig::with_timeout).
+    /// `--collective-timeout`, for
+    /// [`DataParallelConfig::with_timeout`](crate::DataParallelConfig::with_timeout).
     pub fn timeout(&self) -> Duration {
         Duration::from_secs(self.collective_timeout)
     }

@@ -30,8 +30,8 @@ use super::{DataParallelConfig, IntoLoss, ParallelError, Shard, StepStats};
 /// averaged.
 ///
 /// Works with any `AutodiffBackend`: plain `Autodiff<I>` or
-/// [`Checkpointed<Autodiff<I>>`](https://docs.rs/burn-checkpoint) (regions run on each worker's thread),
-/// NdArray (several workers on the one CPU device) or CUDA (one worker per GPU).
+/// [`Checkpointed<Autodiff<I>>`](https://docs.rs/burn-checkpoint) (regions run on each worker's
+/// thread), NdArray (several workers on the one CPU device) or CUDA (one worker per GPU).
 ///
 // The examples that build a `DataParallel` run as crates of their own (`standalone_crate`):
 // rustdoc runs merged doctests as threads of one process, where a second `DataParallel` on

@@ -1,14 +1,14 @@
 //! Buffers of a replica's own: no two threads share a device buffer that one of them may write
 //! in place.
 //!
-//! On a cubecl runtime (CUDA, wgpu) Burn writes an operation's result into its input when no
-//! other tensor holds that buffer, and cubecl 0.10 orders the work of its per-thread streams
-//! by the stream that *allocated* a buffer only. Two workers that start from clones of one
-//! model share every parameter's buffer: when the first has replaced its parameter (the
-//! optimizer's step) and dropped the old one, the second finds it unshared and updates it in
-//! place, on its own stream, while the first worker's read of it may still be queued on the
-//! first's. The result is a run that differs from the next one by whole updates (docs/data-parallel.md). So each worker starts from a copy of the model and of the
-//! optimizer's state in buffers of its own.
+//! On a cubecl runtime (CUDA, wgpu) Burn writes an operation's result into its input when no other
+//! tensor holds that buffer, and cubecl 0.10 orders the work of its per-thread streams by the
+//! stream that *allocated* a buffer only. Two workers that start from clones of one model share
+//! every parameter's buffer: when the first has replaced its parameter (the optimizer's step) and
+//! dropped the old one, the second finds it unshared and updates it in place, on its own stream,
+//! while the first worker's read of it may still be queued on the first's. The result is a run that
+//! differs from the next one by whole updates (docs/data-parallel.md). So each worker starts from a
+//! copy of the model and of the optimizer's state in buffers of its own.
 
 use burn::module::{Module, ModuleMapper, Param};
 use burn::optim::Optimizer;

@@ -537,11 +537,11 @@ fn a_failing_step_on_one_node_is_dropped_on_both_and_training_goes_on() {
 }
 
 /// Two nodes of two workers each on wgpu (one device listed twice per node, the deep model),
-/// `bench_kit::repeats(2)` runs (`scripts/soak` runs more), each in fresh processes with empty autotune caches:
-/// every node of every run ends with the first's parameters bit for bit, and within float
-/// reassociation of one process on the whole batch. Before each worker got buffers of its own, the two workers of a
-/// node raced on shared parameter buffers: 2 of 8 nodes' parameters differed from the first run's
-/// (largest 0.28).
+/// `bench_kit::repeats(2)` runs (`scripts/soak` runs more), each in fresh processes with empty
+/// autotune caches: every node of every run ends with the first's parameters bit for bit, and
+/// within float reassociation of one process on the whole batch. Before each worker got buffers of
+/// its own, the two workers of a node raced on shared parameter buffers: 2 of 8 nodes' parameters
+/// differed from the first run's (largest 0.28).
 #[test]
 fn two_nodes_on_wgpu_end_the_same_every_run() {
     let Some(_device) = bench_kit::wgpu::claim() else {

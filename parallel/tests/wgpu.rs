@@ -3,14 +3,14 @@
 //! same parameters, bit for bit, and stay within float reassociation of one worker on the whole
 //! batch (plain `Autodiff<Wgpu>`).
 //!
-//! Two runs differed by whole updates before the replicas got buffers of their own: they started from clones of one
-//! model, so they shared every parameter's buffer, and on cubecl one worker could update a
-//! shared buffer in place while the other's read of it was still queued on its own stream
-//! (parallel/src/owned.rs). The runs are spread over processes (this executable again,
-//! `bench_kit::child`), each with an empty autotune cache of its own: cubecl tunes a kernel
-//! the first time a process meets it, and two workers on one device meeting it together is the
-//! other way runs could differ (`DataParallel`'s `run_user_code`). A `harness = false` test:
-//! `main` is the parent, or a child named by its task.
+//! Two runs differed by whole updates before the replicas got buffers of their own: they started
+//! from clones of one model, so they shared every parameter's buffer, and on cubecl one worker
+//! could update a shared buffer in place while the other's read of it was still queued on its own
+//! stream (parallel/src/owned.rs). The runs are spread over processes (this executable again,
+//! `bench_kit::child`), each with an empty autotune cache of its own: cubecl tunes a kernel the
+//! first time a process meets it, and two workers on one device meeting it together is the other
+//! way runs could differ (`DataParallel`'s `run_user_code`). A `harness = false` test: `main` is
+//! the parent, or a child named by its task.
 
 mod common;
 

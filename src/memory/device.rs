@@ -8,8 +8,8 @@ use burn_checkpoint_core::memory::{DeviceMemory, Usage};
 #[cfg(any(feature = "cuda", feature = "wgpu"))]
 use burn::cubecl::{Runtime, client::ComputeClient, stream_id::StreamId};
 
-/// A device whose memory [`Meter::device`](super::Meter::device) reads: one of the cubecl runtimes this
-/// build has (`cuda`, `wgpu` features; none without them). Made from the backend's device by
+/// A device whose memory [`Meter::device`](super::Meter::device) reads: one of the cubecl runtimes
+/// this build has (`cuda`, `wgpu` features; none without them). Made from the backend's device by
 /// [`Meter::device`](super::Meter::device).
 ///
 /// ```

@@ -218,7 +218,9 @@ impl Region {
     /// use burn_checkpoint::Region;
     ///
     /// assert!(Region::current().is_none());
-    /// Region::named("block").run(|| assert_eq!(Region::current().unwrap().to_string(), "block#0"));
+    /// Region::named("block").run(|| {
+    ///     assert_eq!(Region::current().unwrap().to_string(), "block#0")
+    /// });
     /// ```
     pub fn current() -> Option<RegionId> {
         state::current()

@@ -121,7 +121,8 @@ impl<B: Backend> DenseBlock<B> {
         }
     }
 
-    /// With a policy, each layer is a `Region::new().policy(p)` region; without, an attribute region.
+    /// With a policy, each layer is a `Region::new().policy(p)` region; without, an attribute
+    /// region.
     fn forward(&self, x: Tensor<B, 4>, policy: Option<&Policy>) -> Tensor<B, 4> {
         let mut features = vec![x];
         for layer in &self.layers {

@@ -129,13 +129,13 @@ const LIVE: [(&str, &str); 6] = [
     ("Treatment", "planner::Treatment"),
 ];
 
-/// The names docs/burn-0.22.md's "What replaced what" table says were removed: the backticked
+/// The names docs/burn-0.22-from-0.21.md's "What replaced what" table says were removed: the backticked
 /// spans of its first column, arguments dropped, `a::{b, c}` spelled `a::b`, `a::c`.
 fn removed_names(markdown: &str) -> Vec<String> {
     let table = markdown
         .split("### What replaced what")
         .nth(1)
-        .expect("docs/burn-0.22.md has a \"What replaced what\" section");
+        .expect("docs/burn-0.22-from-0.21.md has a \"What replaced what\" section");
     let mut names = Vec::new();
     for row in table
         .lines()
@@ -192,7 +192,7 @@ fn read_parts(line: &str) -> Vec<&str> {
 #[test]
 fn no_removed_name_is_written_where_users_read() {
     let repository = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let table = repository.join("docs/burn-0.22.md");
+    let table = repository.join("docs/burn-0.22-from-0.21.md");
     let names = removed_names(&fs::read_to_string(&table).unwrap());
     assert!(names.len() > 30, "the table was read: {names:?}");
     let mut files = Vec::new();
@@ -232,7 +232,7 @@ fn no_removed_name_is_written_where_users_read() {
     }
     assert!(
         found.is_empty(),
-        "removed names (docs/burn-0.22.md, \"What replaced what\") still written:\n{}",
+        "removed names (docs/burn-0.22-from-0.21.md, \"What replaced what\") still written:\n{}",
         found.join("\n")
     );
 }
@@ -264,4 +264,164 @@ fn the_drift_check_sees_what_it_looks_for() {
     assert!(!writes("Region::new().enter()", "enter"));
     assert!(!writes("the guard enter returns", "enter"));
     assert_eq!(read_parts(r#"f("a b"); // c"#), ["a b", "// c"]);
+}
+
+/// A heading's anchor as GitHub makes it: lowercased, every character but letters, digits,
+/// spaces, `-` and `_` dropped, spaces made `-`.
+fn anchor(heading: &str) -> String {
+    heading
+        .trim()
+        .to_lowercase()
+        .chars()
+        .filter(|c| c.is_alphanumeric() || matches!(c, ' ' | '-' | '_'))
+        .map(|c| if c == ' ' { '-' } else { c })
+        .collect()
+}
+
+/// The anchors of a Markdown file's headings (a repeated one gets `-1`, `-2`, … as on GitHub),
+/// code blocks left out.
+fn anchors(markdown: &str) -> Vec<String> {
+    let mut found: Vec<String> = Vec::new();
+    let mut in_block = false;
+    for line in markdown.lines() {
+        if line.starts_with("```") {
+            in_block = !in_block;
+        }
+        if in_block || !line.starts_with('#') {
+            continue;
+        }
+        let base = anchor(line.trim_start_matches('#'));
+        let repeats = found
+            .iter()
+            .filter(|a| {
+                **a == base
+                    || a.strip_prefix(&format!("{base}-"))
+                        .is_some_and(|n| n.parse::<usize>().is_ok())
+            })
+            .count();
+        found.push(match repeats {
+            0 => base,
+            n => format!("{base}-{n}"),
+        });
+    }
+    found
+}
+
+/// The targets of a Markdown file's links (`](target)`), outside code blocks and code spans.
+fn link_targets(markdown: &str) -> Vec<(usize, String)> {
+    let mut targets = Vec::new();
+    let mut in_block = false;
+    for (at, line) in markdown.lines().enumerate() {
+        if line.starts_with("```") {
+            in_block = !in_block;
+        }
+        if in_block {
+            continue;
+        }
+        // Code spans name links as text.
+        let prose: String = line.split('`').step_by(2).collect::<Vec<_>>().join(" ");
+        for (start, _) in prose.match_indices("](") {
+            let rest = &prose[start + 2..];
+            if let Some(end) = rest.find(')') {
+                targets.push((at + 1, rest[..end].to_string()));
+            }
+        }
+    }
+    targets
+}
+
+/// Every link of every Markdown file to a file of the repository finds it, and its `#anchor`
+/// finds a heading there (a heading renamed breaks the links to it).
+#[test]
+fn every_link_finds_its_file_and_heading() {
+    let repository = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let files = markdown();
+    let mut broken = Vec::new();
+    for (file, text) in &files {
+        let dir = Path::new(file).parent().unwrap_or(Path::new(""));
+        for (line, target) in link_targets(text) {
+            if target.contains("://") || target.starts_with("mailto:") {
+                continue;
+            }
+            let (path, fragment) = match target.split_once('#') {
+                Some((path, fragment)) => (path, Some(fragment)),
+                None => (target.as_str(), None),
+            };
+            let linked = if path.is_empty() {
+                file.clone()
+            } else {
+                dir.join(path).display().to_string()
+            };
+            let on_disk = repository.join(&linked);
+            if !on_disk.exists() {
+                broken.push(format!("{file}:{line}: `{target}`: no file {linked}"));
+                continue;
+            }
+            let Some(fragment) = fragment else {
+                continue;
+            };
+            let Ok(text) = fs::read_to_string(&on_disk) else {
+                continue;
+            };
+            if !anchors(&text).iter().any(|a| a == fragment) {
+                broken.push(format!(
+                    "{file}:{line}: `{target}`: no heading #{fragment} in {linked}"
+                ));
+            }
+        }
+    }
+    assert!(broken.is_empty(), "broken links: {broken:#?}");
+}
+
+#[test]
+fn the_link_check_sees_what_it_looks_for() {
+    let page = "# A page\n\n## When an allocation fails\n\n## Twice\n\n### Twice\n\n\
+                ```\n# not a heading\n```\n## `Cut::Block` (the GPT's)\n";
+    assert_eq!(
+        anchors(page),
+        [
+            "a-page",
+            "when-an-allocation-fails",
+            "twice",
+            "twice-1",
+            "cutblock-the-gpts"
+        ]
+    );
+    assert_eq!(
+        link_targets("see [gpu](gpu.md#when-an-allocation-fails), `[x](y.md)` and [z](#twice)"),
+        [
+            (1, "gpu.md#when-an-allocation-fails".to_string()),
+            (1, "#twice".to_string())
+        ]
+    );
+}
+
+/// The widest comment line of the code: 100 columns, as rustfmt's code.
+const COMMENT_WIDTH: usize = 100;
+
+/// Every comment line of the repository's Rust files (`//`, doc comments, doctests in them)
+/// fits in [`COMMENT_WIDTH`] columns, as rustfmt keeps the code: rustfmt wraps neither.
+#[test]
+fn comment_lines_fit_in_100_columns() {
+    let repository = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    files_ending(repository, ".rs", &mut files);
+    let mut wide = Vec::new();
+    for file in files {
+        let text = fs::read_to_string(&file).unwrap();
+        for (at, line) in text.lines().enumerate() {
+            let columns = line.chars().count();
+            if line.trim_start().starts_with("//") && columns > COMMENT_WIDTH {
+                wide.push(format!(
+                    "{}:{}: {columns} columns",
+                    file.strip_prefix(repository).unwrap().display(),
+                    at + 1
+                ));
+            }
+        }
+    }
+    assert!(
+        wide.is_empty(),
+        "comment lines over {COMMENT_WIDTH} columns (wrap them): {wide:#?}"
+    );
 }

@@ -1,6 +1,7 @@
 //! Both libraries' modules stand bottom-up: each imports only the modules its `lib.rs` declares
-//! before it (docs/architecture.md has the tables). Read from the sources, so that an import that
-//! runs back up fails here, naming the file.
+//! before it, and nothing `lib.rs` defines itself (docs/architecture.md has the tables); every
+//! crate's path dependencies point up docs/architecture.md's folder table. Read from the sources
+//! and manifests, so that an import that runs back up fails here, naming the file.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -59,9 +60,35 @@ fn no_import_runs_back_up() {
     }
 }
 
-/// Fails on any file under `src` that uses a module its `lib.rs` declares after its own.
+/// The items `lib` defines itself (not modules, not re-exports): `const`, `static`, `fn`, types,
+/// traits and inline modules. The crate root stands above every module it declares, so a module
+/// that names one of them runs back up.
+fn defined_in_lib(lib: &str) -> Vec<String> {
+    const KINDS: [&str; 8] = [
+        "const ", "static ", "fn ", "struct ", "enum ", "trait ", "type ", "mod ",
+    ];
+    lib.lines()
+        .filter(|line| !line.starts_with(' ') && !line.starts_with("//"))
+        .filter_map(|line| {
+            let line = line.strip_prefix("pub ").unwrap_or(line);
+            let rest = KINDS.iter().find_map(|kind| line.strip_prefix(kind))?;
+            let name: String = rest
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_')
+                .collect();
+            // `mod name;` is a declared module, in the order; `mod name {` is inline.
+            let declared = rest[name.len()..].starts_with(';');
+            (!name.is_empty() && !declared).then_some(name)
+        })
+        .collect()
+}
+
+/// Fails on any file under `src` that uses a module its `lib.rs` declares after its own, or an
+/// item `lib.rs` defines itself.
 fn imports_stay_below(src: &Path) {
-    let order = declared_order(&fs::read_to_string(src.join("lib.rs")).unwrap());
+    let lib = fs::read_to_string(src.join("lib.rs")).unwrap();
+    let order = declared_order(&lib);
+    let root_items = defined_in_lib(&lib);
     assert!(order.len() > 10, "lib.rs declares its modules: {order:?}");
     let mut files = Vec::new();
     rust_files(src, &mut files);
@@ -83,6 +110,13 @@ fn imports_stay_below(src: &Path) {
                 && used > level
             {
                 upward.push(format!("{} uses crate::{name}", relative.display()));
+            }
+            if root_items.contains(&name) {
+                upward.push(format!(
+                    "{} uses crate::{name}, which lib.rs defines (the root stands above its \
+                     modules: define it in a module and re-export it)",
+                    relative.display()
+                ));
             }
         }
     }
@@ -629,5 +663,188 @@ fn architecture_md_lists_every_module_with_the_imports_it_has() {
     assert!(
         wrong.is_empty(),
         "docs/architecture.md is wrong: {wrong:#?}"
+    );
+}
+
+/// The rows of docs/architecture.md's folder table ("## The folders"), top first: each row's
+/// folders (the backticked words of its first cell that end in `/`, without it).
+fn folder_rows(markdown: &str) -> Vec<Vec<String>> {
+    let section = markdown
+        .split("\n## The folders")
+        .nth(1)
+        .expect("docs/architecture.md has a \"The folders\" section");
+    let section = section.split("\n## ").next().unwrap();
+    section
+        .lines()
+        .skip_while(|line| !line.starts_with("| folder |"))
+        .skip(2)
+        .take_while(|line| line.starts_with('|'))
+        .map(|row| {
+            let first = row.split('|').nth(1).expect("a table row");
+            backticked(first)
+                .into_iter()
+                .filter_map(|word| word.strip_suffix('/').map(str::to_string))
+                .collect()
+        })
+        .collect()
+}
+
+/// The path dependencies a manifest names (`path = "…"` in any dependency table: normal, dev,
+/// build, per target), as written.
+fn path_dependencies(manifest: &str) -> Vec<String> {
+    let mut in_dependencies = false;
+    let mut paths = Vec::new();
+    for line in manifest.lines().map(str::trim) {
+        if line.starts_with('[') {
+            in_dependencies = line.contains("dependencies");
+            continue;
+        }
+        if !in_dependencies || line.starts_with('#') {
+            continue;
+        }
+        let Some(at) = line.find("path = \"") else {
+            continue;
+        };
+        let rest = &line[at + "path = \"".len()..];
+        paths.push(rest[..rest.find('"').expect("a closing quote")].to_string());
+    }
+    paths
+}
+
+/// `dir` joined with `relative`, `..` and `.` folded (`burn22` + `../kits/x` is `kits/x`).
+fn joined(dir: &str, relative: &str) -> String {
+    let mut parts: Vec<&str> = dir.split('/').filter(|p| !p.is_empty()).collect();
+    for part in relative.split('/') {
+        match part {
+            "" | "." => {}
+            ".." => {
+                parts.pop();
+            }
+            _ => parts.push(part),
+        }
+    }
+    parts.join("/")
+}
+
+/// Which row of `rows` holds the folder `dir` (below the repository; the root manifest's `""` is
+/// the library of `src/`): the row of the longest folder it is in.
+fn row_of(rows: &[Vec<String>], dir: &str) -> Option<usize> {
+    let dir = if dir.is_empty() { "src" } else { dir };
+    rows.iter()
+        .enumerate()
+        .flat_map(|(index, folders)| folders.iter().map(move |folder| (index, folder)))
+        .filter(|(_, folder)| dir == folder.as_str() || dir.starts_with(&format!("{folder}/")))
+        .max_by_key(|(_, folder)| folder.len())
+        .map(|(index, _)| index)
+}
+
+/// What breaks the folder table's rule in `manifests` (each manifest's folder and text): a path
+/// dependency on a folder below the manifest's own, or a manifest or dependency in a folder the
+/// table lacks.
+fn upward_dependencies(rows: &[Vec<String>], manifests: &[(String, String)]) -> Vec<String> {
+    let mut wrong = Vec::new();
+    for (dir, text) in manifests {
+        let manifest = format!("{dir}/Cargo.toml")
+            .trim_start_matches('/')
+            .to_string();
+        let Some(from) = row_of(rows, dir) else {
+            wrong.push(format!("{manifest}: its folder is in no row of the table"));
+            continue;
+        };
+        for path in path_dependencies(text) {
+            let target = joined(dir, &path);
+            match row_of(rows, &target) {
+                None => wrong.push(format!("{manifest}: `{path}` is in no row of the table")),
+                Some(to) if to > from => wrong.push(format!(
+                    "{manifest}: `{path}` ({}/) stands below {}/ in the table",
+                    rows[to].join("/, "),
+                    rows[from].join("/, ")
+                )),
+                Some(_) => {}
+            }
+        }
+    }
+    wrong
+}
+
+/// Every `Cargo.toml` of the repository, `target/` and hidden folders left out: its folder below
+/// the repository and its text.
+fn manifests(repository: &Path) -> Vec<(String, String)> {
+    let mut found = Vec::new();
+    let mut pending = vec![repository.to_path_buf()];
+    while let Some(dir) = pending.pop() {
+        let manifest = dir.join("Cargo.toml");
+        if manifest.exists() {
+            let relative = dir.strip_prefix(repository).unwrap();
+            found.push((
+                relative.to_string_lossy().replace('\\', "/"),
+                fs::read_to_string(&manifest).unwrap(),
+            ));
+        }
+        for entry in fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            let name = path.file_name().unwrap().to_string_lossy().to_string();
+            if path.is_dir() && !name.starts_with('.') && name != "target" {
+                pending.push(path);
+            }
+        }
+    }
+    found.sort();
+    found
+}
+
+/// "A folder imports only folders above it": every path dependency of every manifest, dev and
+/// build ones included, against docs/architecture.md's folder table.
+#[test]
+fn every_path_dependency_points_up_the_folder_table() {
+    let repository = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let markdown = fs::read_to_string(repository.join("docs/architecture.md")).unwrap();
+    let rows = folder_rows(&markdown);
+    assert!(rows.len() > 12, "the folder table was read: {rows:?}");
+    let manifests = manifests(repository);
+    assert!(manifests.len() > 12, "the manifests were found");
+    let wrong = upward_dependencies(&rows, &manifests);
+    assert!(
+        wrong.is_empty(),
+        "docs/architecture.md's folder table says a folder imports only folders above it: \
+         {wrong:#?}"
+    );
+}
+
+#[test]
+fn a_dependency_running_down_the_folder_table_is_caught() {
+    let rows = vec![
+        vec!["core".to_string()],
+        vec!["src".to_string(), "benches".to_string()],
+        vec!["kits/app-kit".to_string()],
+    ];
+    let manifest = |dir: &str, text: &str| (dir.to_string(), text.to_string());
+    let fine = [
+        manifest(
+            "",
+            "[dependencies]\ncore = { path = \"core\" }\n[[bench]]\npath = \"x\"\n",
+        ),
+        manifest(
+            "kits/app-kit",
+            "[dev-dependencies]\nx = { path = \"../../core\" }\n",
+        ),
+    ];
+    assert!(upward_dependencies(&rows, &fine).is_empty());
+    let wrong = [
+        manifest(
+            "core",
+            "[dev-dependencies]\nkit = { path = \"../kits/app-kit\" }\n",
+        ),
+        manifest("tools", "[dependencies]\n"),
+    ];
+    let found = upward_dependencies(&rows, &wrong);
+    assert_eq!(found.len(), 2, "{found:#?}");
+    assert!(
+        found[0].starts_with("core/Cargo.toml: `../kits/app-kit`"),
+        "{found:#?}"
+    );
+    assert!(
+        found[1].contains("tools/Cargo.toml: its folder is in no row"),
+        "{found:#?}"
     );
 }

@@ -332,7 +332,8 @@ proptest! {
             .flat_map(|&i| if k == 1 { vec![i as i64] } else { vec![(i / b) as i64, (i % b) as i64] })
             .collect();
         let indices = TensorData::new(indices, [p, k]);
-        // `values` is `[p, b, c]` for one indexed dimension, `[p, c]` (passed as `[1, p, c]`) for two.
+        // `values` is `[p, b, c]` for one indexed dimension, `[p, c]` (passed as `[1, p, c]`) for
+        // two.
         let values = if k == 1 { [p, b, c] } else { [1, p, c] };
         let inputs = vec![
             Input::new(data([a, b, c], seed), gd),

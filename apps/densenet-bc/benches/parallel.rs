@@ -9,7 +9,8 @@
 //!
 //! ```text
 //! cargo bench -p densenet-bc --bench parallel                             # BC-100, batch 32
-//! cargo bench -p densenet-bc --bench parallel -- --depth 40 --batch 16 --methods bottleneck,layer-save
+//! cargo bench -p densenet-bc --bench parallel -- --depth 40 --batch 16 \
+//!     --methods bottleneck,layer-save
 //! cargo bench -p densenet-bc --bench parallel -- --workers 4 --strategy ring
 //! ```
 

@@ -4,7 +4,8 @@
 //! largest first, each named by its innermost Burn / burn-checkpoint frames.
 //!
 //! ```text
-//! cargo run --release -p densenet-bc --example peak_sites -- <none|bottleneck|layer|block> [depth] [batch]
+//! cargo run --release -p densenet-bc --example peak_sites -- \
+//!     <none|bottleneck|layer|block> [depth] [batch]
 //! cargo run --release -p densenet-bc --example peak_sites -- layer 100 16
 //! ```
 //!

@@ -1,78 +1,49 @@
 //! The ways to train a DenseNet-BC, named once for the trainer, the benchmark and the tests.
 
-use app_kit::method::MethodName;
 use app_kit::tape::Tape;
 use burn_checkpoint::planner::Treatment;
 
 use crate::model::{Cut, DenseNetConfig, RegionPolicy};
 
-/// What a training step keeps between forward and backward: the trainer's `--checkpoint`, the
-/// benchmark's `--methods` and the tests' cases, by the same names.
-///
-/// ```
-/// use app_kit::tape::Tape;
-/// use densenet_bc::{Cut, DenseNetConfig, Method, RegionPolicy};
-///
-/// let method = Method::LayerSave;
-/// assert_eq!(method.name(), "layer-save");
-/// assert_eq!(method.tape(), Tape::RegionsOverBalanced);
-/// let config = method.configure(DenseNetConfig::new(40));
-/// assert_eq!((config.cut, config.policy), (Cut::Layer, RegionPolicy::SaveComputeBound));
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Method {
-    /// Plain `Autodiff<I>`: every activation backward needs is held.
-    Plain,
-    /// Burn's `Autodiff<I, BalancedCheckpointing>`: cheap (memory-bound) ops are recomputed.
-    Balanced,
-    /// Regions at the reference's cut ([`Cut::Bottleneck`]), on top of Balanced.
-    Bottleneck,
-    /// A region per dense layer ([`Cut::Layer`]), on top of Balanced: least memory.
-    Layer,
-    /// As `Layer`, the regions keeping convolution and pooling outputs
-    /// ([`RegionPolicy::SaveComputeBound`]).
-    LayerSave,
-    /// As `Bottleneck`, the regions keeping reductions' outputs
-    /// ([`RegionPolicy::SaveReductions`]).
-    BottleneckReduce,
-    /// As `Layer`, the regions keeping reductions' outputs.
-    LayerReduce,
-    /// As `Layer`, what the regions store waiting in host memory ([`DenseNetConfig::offload`]).
-    LayerOffload,
-    /// A region per dense block ([`Cut::Block`]).
-    Block,
+app_kit::method_names! {
+    /// What a training step keeps between forward and backward: the trainer's `--checkpoint`, the
+    /// benchmark's `--methods` and the tests' cases, by the same names.
+    ///
+    /// ```
+    /// use app_kit::tape::Tape;
+    /// use densenet_bc::{Cut, DenseNetConfig, Method, RegionPolicy};
+    ///
+    /// let method = Method::LayerSave;
+    /// assert_eq!(method.name(), "layer-save");
+    /// assert_eq!(method.tape(), Tape::RegionsOverBalanced);
+    /// let config = method.configure(DenseNetConfig::new(40));
+    /// assert_eq!((config.cut, config.policy), (Cut::Layer, RegionPolicy::SaveComputeBound));
+    /// ```
+    pub enum Method {
+        /// Plain `Autodiff<I>`: every activation backward needs is held.
+        Plain,
+        /// Burn's `Autodiff<I, BalancedCheckpointing>`: cheap (memory-bound) ops are recomputed.
+        Balanced,
+        /// Regions at the reference's cut ([`Cut::Bottleneck`]), on top of Balanced.
+        Bottleneck,
+        /// A region per dense layer ([`Cut::Layer`]), on top of Balanced: least memory.
+        Layer,
+        /// As `Layer`, the regions keeping convolution and pooling outputs
+        /// ([`RegionPolicy::SaveComputeBound`]).
+        LayerSave,
+        /// As `Bottleneck`, the regions keeping reductions' outputs
+        /// ([`RegionPolicy::SaveReductions`]).
+        BottleneckReduce,
+        /// As `Layer`, the regions keeping reductions' outputs.
+        LayerReduce,
+        /// As `Layer`, what the regions store waiting in host memory ([`DenseNetConfig::offload`]).
+        LayerOffload,
+        /// A region per dense block ([`Cut::Block`]).
+        Block,
+    }
 }
 
 impl Method {
-    /// Every method, in the order tables list them.
-    pub const ALL: [Method; 9] = [
-        Method::Plain,
-        Method::Balanced,
-        Method::Bottleneck,
-        Method::Layer,
-        Method::LayerSave,
-        Method::BottleneckReduce,
-        Method::LayerReduce,
-        Method::LayerOffload,
-        Method::Block,
-    ];
-
-    /// The method's name in the one table of every app's names: the command line's, the
-    /// reports' and JSON's spelling (`name()`, with the other trainer's words as aliases).
-    pub fn word(self) -> MethodName {
-        match self {
-            Method::Plain => MethodName::Plain,
-            Method::Balanced => MethodName::Balanced,
-            Method::Bottleneck => MethodName::Bottleneck,
-            Method::Layer => MethodName::Layer,
-            Method::LayerSave => MethodName::LayerSave,
-            Method::BottleneckReduce => MethodName::BottleneckReduce,
-            Method::LayerReduce => MethodName::LayerReduce,
-            Method::LayerOffload => MethodName::LayerOffload,
-            Method::Block => MethodName::Block,
-        }
-    }
-
     /// The method as tables name it.
     pub fn label(self) -> &'static str {
         match self {
@@ -138,8 +109,6 @@ impl Method {
             .with_offload(self == Method::LayerOffload)
     }
 }
-
-app_kit::method_names!(Method);
 
 #[cfg(test)]
 mod tests {

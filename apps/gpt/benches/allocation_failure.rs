@@ -1,10 +1,10 @@
-//! How a cubecl backend fails an allocation, seen from a training loop (what an out-of-memory report has to catch): GPT
-//! training steps with the batch doubling until one fails, caught with `catch_unwind`. For each
-//! failure it prints where the panic was raised (the thread's name: the caller's, or a runtime
-//! thread of cubecl's), its message's first line, whether the process lived on, and whether the
-//! same device then trains a small batch again (a poisoned lock or a dead stream would stop it).
-//! The doubling runs on the main thread, then on a spawned thread (what a data-parallel worker
-//! sees).
+//! How a cubecl backend fails an allocation, seen from a training loop (what an out-of-memory
+//! report has to catch): GPT training steps with the batch doubling until one fails, caught with
+//! `catch_unwind`. For each failure it prints where the panic was raised (the thread's name: the
+//! caller's, or a runtime thread of cubecl's), its message's first line, whether the process lived
+//! on, and whether the same device then trains a small batch again (a poisoned lock or a dead
+//! stream would stop it). The doubling runs on the main thread, then on a spawned thread (what a
+//! data-parallel worker sees).
 //!
 //! ```text
 //! cargo bench -p gpt --bench allocation_failure -- --backend wgpu --largest 4096   # lavapipe

@@ -117,8 +117,8 @@ fn main() {
     // it may choose among (`Profile::fastest`), as a user profiling both would.
     let placements = [
         (Cut::Block, ""),
-        (Cut::SequentialTwo, "two segments"),
-        (Cut::SequentialSqrt, "√n segments"),
+        (Cut::SeqTwo, "two segments"),
+        (Cut::SeqSqrt, "√n segments"),
     ];
     let planned: Vec<(Base, &str, _)> = placements
         .iter()

@@ -11,11 +11,12 @@
 //! runtime, CUDA included); `--cleanup step` returns wholly free pages after each step.
 //!
 //! ```text
-//! cargo bench -p gpt --bench device_memory                         # 4 blocks, d 256, batch 8 × 128
+//! cargo bench -p gpt --bench device_memory                      # 4 blocks, d 256, batch 8 × 128
 //! cargo bench -p gpt --bench device_memory -- --pools exclusive --cleanup none,step
 //! cargo bench -p gpt --features cuda --bench device_memory -- --backend cuda --blocks 12 \
 //!     --d-model 768 --heads 12 --seq 512 --batch 8 --vocab 50257 \
-//!     --methods plain,balanced,block,block-balanced,block-save,block-offload,seq-sqrt,whole   # GPT-2 small
+//!     --methods plain,balanced,block,block-balanced,block-save,block-offload,seq-sqrt,whole \
+//!     # GPT-2 small
 //! ```
 
 use std::path::PathBuf;

@@ -1,9 +1,9 @@
 //! What offload costs in time, in one process: GPT training steps on one model alternate, round
 //! after round, between a region per block kept on the device (`block`), the same regions with
 //! their inputs offloaded and every copy waited for as soon as it starts (`offload-waited`:
-//! `Settings::offload_in_flight_limit` at 0, the synchronous read back that offload was before its copy
-//! thread) and offloaded on the copy thread (`offload`: the default bound). The modes share the
-//! weights, the tokens and the device's pools, so the ratios of their median step times are
+//! `Settings::offload_in_flight_limit` at 0, the synchronous read back that offload was before its
+//! copy thread) and offloaded on the copy thread (`offload`: the default bound). The modes share
+//! the weights, the tokens and the device's pools, so the ratios of their median step times are
 //! free of what differs between processes.
 //!
 //! ```text

@@ -27,15 +27,15 @@ pub enum Cut {
     /// Each block a region that recomputes all but its attention (`Policy::recompute_all_but`
     /// naming the nested region `attention`, around burn-nn's `MultiHeadAttention`): the
     /// attention's work is kept from forward to backward, the norms and the MLP recomputed.
-    BlockKeepingAttention,
+    BlockKeepAttention,
     /// Each block a region whose input (the previous block's output) is held in host memory
     /// (`Region::offloaded`).
     BlockOffload,
     /// `checkpoint_sequential(&blocks, Segments::Sqrt, x)`: √n segments, all but the last a
     /// region.
-    SequentialSqrt,
+    SeqSqrt,
     /// `checkpoint_sequential(&blocks, Segments::Count(2), x)`.
-    SequentialTwo,
+    SeqTwo,
     /// The whole stack of blocks one region.
     Whole,
 }
@@ -198,7 +198,7 @@ impl<B: Backend> Gpt<B> {
                 .blocks
                 .iter()
                 .fold(x, |x, block| block.forward_keeping_matmuls(x)),
-            Cut::BlockKeepingAttention => self
+            Cut::BlockKeepAttention => self
                 .blocks
                 .iter()
                 .fold(x, |x, block| block.forward_keeping_attention(x)),
@@ -206,8 +206,8 @@ impl<B: Backend> Gpt<B> {
                 .blocks
                 .iter()
                 .fold(x, |x, block| block.forward_offloaded(x)),
-            Cut::SequentialSqrt => checkpoint_sequential(&self.blocks, Segments::Sqrt, x),
-            Cut::SequentialTwo => checkpoint_sequential(&self.blocks, Segments::Count(2), x),
+            Cut::SeqSqrt => checkpoint_sequential(&self.blocks, Segments::Sqrt, x),
+            Cut::SeqTwo => checkpoint_sequential(&self.blocks, Segments::Count(2), x),
             Cut::Whole => checkpoint(|| stack(x)),
         };
         self.head.forward(self.norm.forward(x))

@@ -4,11 +4,11 @@
 //! read with the library's device meter, without and with fusion and under two pool layouts.
 //!
 //! What it checks: regions hold and peak less than plain by the device's own count, and reserve
-//! less; the meter reads the same under fused (lazy) execution as without (it runs the fusion
-//! queue before reading); the figures a report's planner budgets on a device (reserved
-//! bytes) are there; and on a device the planner profiles offload and plans with it where it
-//! holds least (a deeper, narrower model, whose regions' inputs set the peak). A `harness = false` test: its `main` is the parent, and runs itself again
-//! for each child.
+//! less; the meter reads the same under fused (lazy) execution as without (it runs the fusion queue
+//! before reading); the figures a report's planner budgets on a device (reserved bytes) are there;
+//! and on a device the planner profiles offload and plans with it where it holds least (a deeper,
+//! narrower model, whose regions' inputs set the peak). A `harness = false` test: its `main` is the
+//! parent, and runs itself again for each child.
 
 use std::cell::RefCell;
 

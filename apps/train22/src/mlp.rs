@@ -231,7 +231,11 @@ impl Trained {
     /// ```
     /// use burn_checkpoint_22_train::mlp::Trained;
     ///
-    /// let run = Trained { train_losses: vec![2.0, 1.0], valid_losses: vec![], parameters: vec![] };
+    /// let run = Trained {
+    ///     train_losses: vec![2.0, 1.0],
+    ///     valid_losses: vec![],
+    ///     parameters: vec![],
+    /// };
     /// assert_eq!(run.sorted().train_losses, [1.0, 2.0]);
     /// ```
     pub fn sorted(mut self) -> Self {

@@ -8,7 +8,6 @@ use std::sync::Arc;
 use anyhow::{Context, bail, ensure};
 use app_kit::args::{Sgd, byte_size, positive};
 use app_kit::densenet::DenseNetShape;
-use app_kit::method::MethodName;
 use app_kit::schedule;
 use app_kit::table::MethodRow;
 
@@ -19,9 +18,9 @@ use burn::data::dataset::transform::PartialDataset;
 use burn::lr_scheduler::LrSchedulerConfig;
 use burn::lr_scheduler::module_lr_scheduler::ModuleLrScheduler;
 use burn::lr_scheduler::sequential::SequentialLrSchedulerConfig;
-use burn::optim::SgdConfig;
 use burn::optim::decay::WeightDecayConfig;
 use burn::optim::momentum::MomentumConfig;
+use burn::optim::{ModuleOptimizer, SgdConfig};
 use burn::tensor::Device;
 use burn::train::metric::{AccuracyMetric, LossMetric};
 use burn::train::{
@@ -37,7 +36,7 @@ use clap::{Parser, ValueEnum};
 use image_data::seeds::{Purpose, derive};
 use image_data::{DataSource, Images, Splits};
 
-use crate::classifier::{Batch, Classifier, Network, Probe};
+use crate::classifier::{Batch, Classifier, Network, Probe, Probed};
 use crate::images::{ImageBatcher, ImageDataset};
 use crate::parameters;
 use crate::text::{Text, TokenBatcher, VOCAB};
@@ -141,10 +140,10 @@ pub struct Options {
     pub memory_report: bool,
 
     /// Fit each training step with regions in SIZE (6GiB, 512MiB, 1.5GB, or bytes): the budget
-    /// planner chooses, for each region (dense layer, block), keep or recompute at the least recompute
-    /// time, from steps profiled on a copy of the model, checks the plan on a step, and every
-    /// training step runs under it; an error says the smallest peak reachable if SIZE cannot be
-    /// met. SIZE is the step's peak above what it starts with (the table's Memory). Needs
+    /// planner chooses, for each region (dense layer, block), keep or recompute at the least
+    /// recompute time, from steps profiled on a copy of the model, checks the plan on a step, and
+    /// every training step runs under it; an error says the smallest peak reachable if SIZE cannot
+    /// be met. SIZE is the step's peak above what it starts with (the table's Memory). Needs
     /// regions in --checkpoint.
     #[arg(long, value_name = "SIZE", value_parser = byte_size)]
     pub memory_budget: Option<u64>,
@@ -168,43 +167,25 @@ pub enum Model {
     Gpt,
 }
 
-/// What a training step keeps between forward and backward, by the names of app-kit's one
-/// table (`MethodName`): the Burn 0.21 trainer's words are aliases (`none`, `layer`, `layer-save`,
-/// `regions-save-compute`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Method {
-    /// Plain autodiff: every activation backward needs is held.
-    Plain,
-    /// Burn's gradient checkpointing (Balanced): cheap, memory-bound ops are recomputed.
-    Balanced,
-    /// A region per dense layer (GPT block) on top of Balanced: their activations are
-    /// recomputed in backward ([`Cut::Each`]).
-    Regions,
-    /// The same regions keeping their compute-bound outputs
-    /// ([`Cut::EachSavingComputeBound`]).
-    RegionsSave,
+app_kit::method_names! {
+    /// What a training step keeps between forward and backward, by the names of app-kit's one table
+    /// (`MethodName`): the Burn 0.21 trainer's words are aliases (`none`, `layer`, `layer-save`,
+    /// `regions-save-compute`).
+    pub enum Method {
+        /// Plain autodiff: every activation backward needs is held.
+        Plain,
+        /// Burn's gradient checkpointing (Balanced): cheap, memory-bound ops are recomputed.
+        Balanced,
+        /// A region per dense layer (GPT block) on top of Balanced: their activations are
+        /// recomputed in backward ([`Cut::Regions`]).
+        Regions,
+        /// The same regions keeping their compute-bound outputs
+        /// ([`Cut::RegionsSave`]).
+        RegionsSave,
+    }
 }
 
 impl Method {
-    /// Every method, in the order the table lists them.
-    pub const ALL: [Method; 4] = [
-        Method::Plain,
-        Method::Balanced,
-        Method::Regions,
-        Method::RegionsSave,
-    ];
-
-    /// The method's name in the one table of every app's names (`name()`: the command line's
-    /// and the table's spelling).
-    pub fn word(self) -> MethodName {
-        match self {
-            Method::Plain => MethodName::Plain,
-            Method::Balanced => MethodName::Balanced,
-            Method::Regions => MethodName::Regions,
-            Method::RegionsSave => MethodName::RegionsSave,
-        }
-    }
-
     /// What the method trains on: Burn's checkpointing (Balanced) for every method but plain.
     fn base(self) -> Base {
         match self {
@@ -217,13 +198,11 @@ impl Method {
     fn cut(self) -> Cut {
         match self {
             Method::Plain | Method::Balanced => Cut::None,
-            Method::Regions => Cut::Each,
-            Method::RegionsSave => Cut::EachSavingComputeBound,
+            Method::Regions => Cut::Regions,
+            Method::RegionsSave => Cut::RegionsSave,
         }
     }
 }
-
-app_kit::method_names!(Method);
 
 /// What one method's training gave.
 #[derive(Debug, Clone)]
@@ -301,7 +280,7 @@ impl Options {
                 "note: on several devices, batch norm's running statistics inside regions can \
                  differ in their last bits from run to run (the weights do not): Burn 0.22's \
                  RunningState averages the workers' pending updates whenever a copy is made, and \
-                 a region's recompute needs one (docs/burn-0.22.md)"
+                 a region's recompute needs one (docs/burn-0.22-train.md)"
             );
         }
         let artifacts = match &self.artifact_dir {
@@ -317,6 +296,8 @@ impl Options {
             .collect()
     }
 
+    /// Trains `method` from the run's seed through burn-train's `Learner` (its artifacts in
+    /// `artifact_dir`), the planner's plan first where it asks for one.
     fn train(
         &self,
         method: Method,
@@ -325,87 +306,18 @@ impl Options {
         meter: &Meter,
     ) -> anyhow::Result<Trained> {
         let batch = self.batch_size;
-        let train_items = match self.limit {
-            Some(limit) => (limit * batch).min(data.train_len()),
-            None => data.train_len(),
-        };
-        // Whole batches only, the same number on every device: each step has the same shape.
-        let steps = train_items / batch / self.devices * self.devices;
-        if steps == 0 {
-            bail!(
-                "--batch-size {batch} on {} device(s): more than the {} training {}",
-                self.devices,
-                data.train_len(),
-                data.items()
-            );
-        }
-        let valid_items = match self.valid_limit {
-            Some(limit) => (limit * batch).min(data.valid_len()),
-            None => data.valid_len(),
-        };
+        let (steps, valid_items) = self.steps(data)?;
         let (train, valid) = data.loaders(batch, steps * batch, valid_items, self.seed);
-
-        // Every method (and the planner's copies) starts from the same weights.
-        let network = |device: &Device| {
-            device.seed(derive(self.seed, Purpose::Init, 0));
-            initialised(match data {
-                Data::Images(splits) => Network::DenseNet(DenseNet::new(
-                    self.densenet.depth,
-                    self.densenet.growth,
-                    splits.shape[0],
-                    splits.classes,
-                    device,
-                )),
-                Data::Text { .. } => Network::Gpt(Gpt::new(
-                    VOCAB,
-                    self.d_model,
-                    self.blocks,
-                    self.heads,
-                    self.context,
-                    self.dropout,
-                    device,
-                )),
-            })
-        };
-        // The planner plans the layer cut's regions (`regions`), and with a budget chooses what
-        // they sit on: the method's Balanced or plain autodiff, whichever its plan is faster on.
-        // The other methods run as they are.
-        let method_base = method.base();
-        let (plan, base) = if method == Method::Regions {
-            // A copy of its own per base (batch norm's running statistics included): the
-            // profiled steps leave the trained model as it was.
-            let copy = |base: Base| {
-                let device = autodiff_on(base, Device::flex());
-                let copy = Classifier::new(network(&device), Cut::Each, Probe::new(meter.clone()));
-                (copy, data.first(batch, &device))
-            };
-            self.plan(method_base, copy, meter)?
-        } else {
-            (None, method_base)
-        };
+        let (plan, base) = self.plan_for(method, data, meter)?;
         let device = autodiff_on(base, Device::flex());
         let probe = Probe::new(meter.clone());
-        let mut model = Classifier::new(network(&device), method.cut(), probe.clone());
+        let mut model = Classifier::new(self.network(data, &device), method.cut(), probe.clone());
         let planned = plan.is_some();
         if let Some(plan) = plan {
             model = model.with_plan(plan);
         }
-
-        let optimizer = SgdConfig::new()
-            .with_momentum((self.sgd.momentum > 0.0).then(|| {
-                MomentumConfig::new()
-                    .with_momentum(self.sgd.momentum)
-                    .with_dampening(0.0)
-                    .with_nesterov(true)
-            }))
-            .with_weight_decay(
-                (self.sgd.weight_decay > 0.0)
-                    .then(|| WeightDecayConfig::new(self.sgd.weight_decay as f32)),
-            )
-            .init();
-        let epochs = self.epochs;
         let mut training = SupervisedTraining::new(&artifact_dir, train, valid)
-            .num_epochs(epochs)
+            .num_epochs(self.epochs)
             .metrics((AccuracyMetric::new(), LossMetric::new()))
             .with_application_logger(None)
             .summary();
@@ -420,27 +332,136 @@ impl Options {
                 ),
             ));
         }
-        let result = training.launch(Learner::new(
-            model,
-            optimizer,
-            self.schedule(steps / self.devices)?,
-        ));
+        let schedule = self.schedule(steps / self.devices)?;
+        let result = training.launch(Learner::new(model, self.optimizer(), schedule));
         if let Some(error) = result.error {
             bail!(
                 "training with --checkpoint {} failed: {error:?}",
                 method.name()
             );
         }
-
         let probed = probe.probed();
+        Ok(Trained {
+            row: self.row(self.label(method, planned, base), &probed, valid_items),
+            parameters: parameters(result.model.model()),
+            step_peaks: probed.step_peaks,
+        })
+    }
+
+    /// Training steps (whole batches only, the same number on every device: each step has the
+    /// same shape, at most `--limit`) and validation items (at most `--valid-limit` batches).
+    fn steps(&self, data: &Data) -> anyhow::Result<(usize, usize)> {
+        let batch = self.batch_size;
+        let train_items = match self.limit {
+            Some(limit) => (limit * batch).min(data.train_len()),
+            None => data.train_len(),
+        };
+        let steps = train_items / batch / self.devices * self.devices;
+        if steps == 0 {
+            bail!(
+                "--batch-size {batch} on {} device(s): more than the {} training {}",
+                self.devices,
+                data.train_len(),
+                data.items()
+            );
+        }
+        let valid_items = match self.valid_limit {
+            Some(limit) => (limit * batch).min(data.valid_len()),
+            None => data.valid_len(),
+        };
+        Ok((steps, valid_items))
+    }
+
+    /// The network `data` trains, on `device`: every method (and the planner's copies) starts
+    /// from the same weights.
+    fn network(&self, data: &Data, device: &Device) -> Network {
+        device.seed(derive(self.seed, Purpose::Init, 0));
+        initialised(match data {
+            Data::Images(splits) => Network::DenseNet(DenseNet::new(
+                self.densenet.depth,
+                self.densenet.growth,
+                splits.shape[0],
+                splits.classes,
+                device,
+            )),
+            Data::Text { .. } => Network::Gpt(Gpt::new(
+                VOCAB,
+                self.d_model,
+                self.blocks,
+                self.heads,
+                self.context,
+                self.dropout,
+                device,
+            )),
+        })
+    }
+
+    /// The plan `method` trains under, if any, and the base it runs on. The planner plans the
+    /// layer cut's regions (`regions`), and with a budget chooses what they sit on: the method's
+    /// Balanced or plain autodiff, whichever its plan is faster on. The other methods run as
+    /// they are.
+    fn plan_for(
+        &self,
+        method: Method,
+        data: &Data,
+        meter: &Meter,
+    ) -> anyhow::Result<(Option<Plan>, Base)> {
+        if method != Method::Regions {
+            return Ok((None, method.base()));
+        }
+        // A copy of its own per base (batch norm's running statistics included): the profiled
+        // steps leave the trained model as it was.
+        let copy = |base: Base| {
+            let device = autodiff_on(base, Device::flex());
+            let network = self.network(data, &device);
+            let copy = Classifier::new(network, Cut::Regions, Probe::new(meter.clone()));
+            (copy, data.first(self.batch_size, &device))
+        };
+        self.plan(method.base(), copy, meter)
+    }
+
+    /// The reference's SGD: Nesterov momentum without dampening, weight decay.
+    fn optimizer(&self) -> ModuleOptimizer {
+        SgdConfig::new()
+            .with_momentum((self.sgd.momentum > 0.0).then(|| {
+                MomentumConfig::new()
+                    .with_momentum(self.sgd.momentum)
+                    .with_dampening(0.0)
+                    .with_nesterov(true)
+            }))
+            .with_weight_decay(
+                (self.sgd.weight_decay > 0.0)
+                    .then(|| WeightDecayConfig::new(self.sgd.weight_decay as f32)),
+            )
+            .init()
+    }
+
+    /// The method as the table names it: a planned run says its budget and base.
+    fn label(&self, method: Method, planned: bool, base: Base) -> String {
+        match (planned, self.memory_budget) {
+            (true, Some(bytes)) => format!(
+                "regions, planned for {:.1} MiB{}",
+                mib(bytes as usize),
+                match base {
+                    Base::Balanced => "",
+                    Base::Plain => " (on plain autodiff)",
+                }
+            ),
+            _ => method.name().to_string(),
+        }
+    }
+
+    /// The table's row of a method whose steps `probed` measured: the median step and its
+    /// peak (the first step, which also meets every shape for the first time, left out when
+    /// there are more), the last validation's accuracy.
+    fn row(&self, method: String, probed: &Probed, valid_items: usize) -> MethodRow {
+        let batch = self.batch_size;
         // The last validation's batches: burn-train validates after every epoch.
         let valid_batches = valid_items.div_ceil(batch);
         let last = &probed.valid[probed.valid.len().saturating_sub(valid_batches)..];
         let (right, seen) = last
             .iter()
             .fold((0, 0), |(r, s), &(right, seen)| (r + right, s + seen));
-        // The first step (which also meets every shape for the first time) is left out when
-        // there are more.
         let skip = usize::from(probed.step_times.len() > 1);
         let mut times: Vec<f64> = probed.step_times[skip..]
             .iter()
@@ -448,29 +469,15 @@ impl Options {
             .collect();
         times.sort_by(f64::total_cmp);
         let peak = probed.step_peaks[skip..].iter().copied().max().unwrap_or(0);
-        Ok(Trained {
-            row: MethodRow {
-                method: match (planned, self.memory_budget) {
-                    (true, Some(bytes)) => format!(
-                        "regions, planned for {:.1} MiB{}",
-                        mib(bytes as usize),
-                        match base {
-                            Base::Balanced => "",
-                            Base::Plain => " (on plain autodiff)",
-                        }
-                    ),
-                    _ => method.name().to_string(),
-                },
-                devices: self.devices,
-                batch,
-                peak_step_bytes: peak as usize,
-                reserved_bytes: None,
-                median_step_seconds: times.get(times.len() / 2).copied().unwrap_or(0.0),
-                valid_accuracy: right as f64 / seen.max(1) as f64,
-            },
-            parameters: parameters(result.model.model()),
-            step_peaks: probed.step_peaks,
-        })
+        MethodRow {
+            method,
+            devices: self.devices,
+            batch,
+            peak_step_bytes: peak as usize,
+            reserved_bytes: None,
+            median_step_seconds: times.get(times.len() / 2).copied().unwrap_or(0.0),
+            valid_accuracy: right as f64 / seen.max(1) as f64,
+        }
     }
 
     /// With `--memory-report` or `--memory-budget`: the step of a copy of the model

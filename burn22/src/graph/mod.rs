@@ -12,11 +12,11 @@
 //!   shares the parameter's buffer);
 //! - with several outputs, one *pick* node per output, child of the region node.
 //!
-//! Backward: the picks leave their gradients in the region's output stash; the region node runs
-//! the body again on fresh autodiff leaves, calls a nested backward that starts by giving each
-//! output its gradient (an output-gradient node per output, the same bits as Σ⟨out, grad⟩), and
-//! leaves each tensor's gradient in the input stash; each join hands its parents their gradients
-//! (and a region node whose parent is its one tensor hands it its gradient itself). An output the loss
+//! Backward: the picks leave their gradients in the region's output stash; the region node runs the
+//! body again on fresh autodiff leaves, calls a nested backward that starts by giving each output
+//! its gradient (an output-gradient node per output, the same bits as Σ⟨out, grad⟩), and leaves
+//! each tensor's gradient in the input stash; each join hands its parents their gradients (and a
+//! region node whose parent is its one tensor hands it its gradient itself). An output the loss
 //! does not reach takes no part in the nested backward.
 //!
 //! Burn requires every parent a node lists to get a gradient registered (else the parent's own
@@ -38,14 +38,14 @@ use burn::backend::{
 use crate::body::Body;
 use crate::offload::Stored;
 use crate::produced;
-use crate::state::KeptRun;
+use crate::state::{KeptRun, Rerun};
 
 mod join;
 mod nodes;
 
 use join::{Stash, TensorMeta, join_all, placeholder};
+pub(crate) use nodes::reseed_in_backward;
 use nodes::{Pick, RegionState, RegionStep, Rematerialise};
-pub(crate) use nodes::{Rerun, reseed_in_backward};
 
 /// What the region node keeps besides its body: how many of its first tensors (its inputs) go
 /// to host memory, its slot in the step's memory report, and the seeds its recompute replays.

@@ -25,7 +25,7 @@ use burn_checkpoint_core::memory::recording;
 
 use crate::body::{Body, from_dispatch, to_dispatch};
 use crate::offload::Stored;
-use crate::state::{self, KeptRun};
+use crate::state::{self, KeptRun, Rerun};
 
 use super::join::{Parent, Slot, Stash, TensorMeta, hand_down, owes_a_gradient, placeholder};
 
@@ -70,16 +70,6 @@ pub(super) struct RegionState<B: Backend> {
     pub(super) rematerialised: Arc<Mutex<Option<Rerun>>>,
     /// The runs of the regions its forward kept by name: each recompute takes them.
     pub(super) kept: Arc<[KeptRun]>,
-}
-
-/// A body run on fresh autodiff leaves, as dispatch tensors: what a backward differentiates
-/// instead of running the body again.
-#[derive(Debug, Clone)]
-pub(crate) struct Rerun {
-    /// The leaves: the region's inputs, then its parameters.
-    pub(crate) leaves: Vec<DispatchTensor>,
-    /// What the body gave from them (tracked).
-    pub(crate) outputs: Vec<DispatchTensor>,
 }
 
 impl<B: Backend> Clone for RegionState<B> {

@@ -1,12 +1,14 @@
-//! Models and helpers the tests share.
+//! Models and helpers the tests share (those the networks' tests share too are bench-kit-22's).
 #![allow(dead_code)]
 
-use burn::module::{Module, ModuleVisitor, Param};
-use burn::nn::{Linear, LinearConfig};
-use burn::tensor::{Device, Gradients, Tensor, TensorData};
-use burn_checkpoint_22::{Layer, checkpoint};
+// Each binary uses some of them.
+#[allow(unused_imports)]
+pub use bench_kit_22::{alone, assert_close, generator, grad_of, initialised, param_grads};
 
-use std::sync::{Mutex, MutexGuard};
+use burn::module::Module;
+use burn::nn::{Linear, LinearConfig};
+use burn::tensor::{Device, Tensor};
+use burn_checkpoint_22::{Layer, checkpoint};
 
 /// A residual MLP block.
 #[derive(Module, Debug)]
@@ -83,63 +85,7 @@ impl Stack {
     }
 }
 
-/// Every float parameter's gradient, in visit order.
-pub fn param_grads(module: &impl Module, grads: &Gradients) -> Vec<Option<TensorData>> {
-    struct Grads<'a>(&'a Gradients, Vec<Option<TensorData>>);
-
-    impl ModuleVisitor for Grads<'_> {
-        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
-            self.1.push(param.val().grad(self.0).map(|g| g.into_data()));
-        }
-    }
-
-    let mut visitor = Grads(grads, Vec::new());
-    module.visit(&mut visitor);
-    visitor.1
-}
-
-/// The gradient of `x`, as data.
-pub fn grad_of<const D: usize>(x: &Tensor<D>, grads: &Gradients) -> Option<TensorData> {
-    x.grad(grads).map(|g| g.into_data())
-}
-
 /// The CPU device with autodiff.
 pub fn device() -> Device {
     Device::flex().autodiff()
-}
-
-/// Asserts two gradients equal within `4e-6` relative to their size (where several outputs of a
-/// region share a path, their gradients add in another order than in plain autodiff).
-pub fn assert_close(left: Option<TensorData>, right: Option<TensorData>, what: &str) {
-    let (Some(left), Some(right)) = (left.clone(), right.clone()) else {
-        assert_eq!(left, right, "{what}");
-        return;
-    };
-    assert_eq!(left.shape(), right.shape(), "{what}");
-    let left = left.try_to_vec::<f32>().expect("f32");
-    let right = right.try_to_vec::<f32>().expect("f32");
-    for (index, (l, r)) in left.iter().zip(&right).enumerate() {
-        assert!(
-            l.to_bits() == r.to_bits() || (l - r).abs() <= 4e-6 * l.abs().max(1.0),
-            "{what}: element {index} is {l} and {r}"
-        );
-    }
-}
-
-/// The device's generator, one test at a time: Burn's CPU generator is one for the whole process,
-/// so a test that seeds it and compares what is drawn after takes this for its whole body.
-pub fn generator() -> MutexGuard<'static, ()> {
-    static GENERATOR: Mutex<()> = Mutex::new(());
-    GENERATOR
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-/// Holds off every other test that takes it: for a test that reads what the whole process does
-/// (the counting allocator, the offload store).
-pub fn alone() -> MutexGuard<'static, ()> {
-    static ALONE: Mutex<()> = Mutex::new(());
-    ALONE
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }

@@ -2,12 +2,9 @@
 
 use crate::common;
 
-use burn::tensor::{Distribution, Int, Tensor};
+use burn::tensor::{Distribution, Tensor};
 use burn_checkpoint_22::{Segments, checkpoint, checkpoint_fn, checkpoint_sequential};
-use burn_checkpoint_22_models::densenet::DenseNet;
-use burn_checkpoint_22_models::gpt::Gpt;
-use burn_checkpoint_22_models::{Cut, initialised};
-use common::{Mlp, Stack, assert_close, device, grad_of, param_grads};
+use common::{Mlp, Stack, assert_close, device, grad_of, initialised, param_grads};
 
 #[test]
 fn a_region_per_block_gives_the_gradients_of_plain_autodiff() {
@@ -27,39 +24,6 @@ fn a_region_per_block_gives_the_gradients_of_plain_autodiff() {
     assert_eq!(plain.len(), 12);
     assert!(plain.iter().all(Option::is_some));
     assert_eq!(plain, param_grads(&stack, &region_grads));
-}
-
-/// DenseNet-BC: every layer's output goes to every later layer of its block, so a tensor is an
-/// input of several regions and gets its gradient's terms from each. They add in plain autodiff's
-/// order only if each region hands its inputs their gradients one depth below its deepest input,
-/// as plain autodiff's `cat` does (a chain of two-tensor joins handed them out at other depths:
-/// the sums differed in their last bits from three layers per block on).
-#[test]
-fn dense_layers_as_regions_give_the_gradients_of_plain_autodiff() {
-    let device = device();
-    for depth in [22, 40] {
-        device.seed(3);
-        let model = initialised(DenseNet::new(depth, 4, 3, 10, &device));
-        let images = Tensor::<4>::random([2, 3, 8, 8], Distribution::Default, &device);
-        let grads = |cut| {
-            let loss = model.forward(images.clone(), cut).powf_scalar(2.0).mean();
-            param_grads(&model, &loss.backward())
-        };
-        let plain = grads(Cut::None);
-        // Every weight's (batch norm's running statistics have none).
-        assert_eq!(
-            plain.iter().flatten().count(),
-            6 * (depth - 4) / 2 + 3 * 2 + 2 + 3
-        );
-        assert!(
-            grads(Cut::Each) == plain,
-            "DenseNet-BC-{depth}, every layer a region"
-        );
-        assert!(
-            grads(Cut::EverySecond) == plain,
-            "DenseNet-BC-{depth}, every second layer"
-        );
-    }
 }
 
 #[test]
@@ -255,7 +219,7 @@ fn burns_layers_stack_as_they_are() {
     let device = device();
     device.seed(12);
     let layers: Vec<Linear> = (0..4)
-        .map(|_| burn_checkpoint_22_models::initialised(LinearConfig::new(6, 6).init(&device)))
+        .map(|_| initialised(LinearConfig::new(6, 6).init(&device)))
         .collect();
     let x = Tensor::<2>::random([3, 6], Distribution::Default, &device).require_grad();
 
@@ -269,75 +233,5 @@ fn burns_layers_stack_as_they_are() {
     assert_eq!(grad_of(&x, &plain_grads), grad_of(&x, &grads));
     for layer in &layers {
         assert_eq!(param_grads(layer, &plain_grads), param_grads(layer, &grads));
-    }
-}
-
-/// The GPT (pre-LayerNorm blocks of causal self-attention and a GELU MLP, the token and
-/// position embeddings before them), its attention without dropout: a region per block gives
-/// plain autodiff's gradients. (With dropout the regions are seeded: other masks, by design.)
-#[test]
-fn gpt_blocks_as_regions_give_the_gradients_of_plain_autodiff() {
-    let device = device();
-    device.seed(5);
-    let model = initialised(Gpt::new(64, 32, 2, 2, 16, 0.0, &device));
-    let tokens = Tensor::<2, Int>::random([2, 17], Distribution::Uniform(0.0, 64.0), &device);
-    let grads = |cut| param_grads(&model, &model.loss(tokens.clone(), cut).backward());
-    let plain = grads(Cut::None);
-    assert_eq!(plain.iter().flatten().count(), 2 + 2 * 16 + 3);
-    assert!(grads(Cut::Each) == plain, "every block a region");
-    assert!(grads(Cut::EverySecond) == plain, "every second block");
-    assert!(
-        grads(Cut::EachKeepingAttention) == plain,
-        "every block a region keeping its attention by name"
-    );
-    // The attention written out op for op (its projections regions of their own), against
-    // burn-nn's `forward` in the plain run.
-    assert!(
-        grads(Cut::EachKeepingProjections) == plain,
-        "every block a region keeping its attention's projections by name"
-    );
-}
-
-/// A recurrent model (Burn's modern-lstm: a layer-normalised LSTM cell, two layers, both
-/// directions), each cell call a region: the state passes from one region to the next, every
-/// region of a layer shares its cell's weights. The input's gradient is plain autodiff's bit for
-/// bit; a shared weight's is the sum of one term per region, which plain autodiff adds in the
-/// order its graph walk meets the ops using the weight, and regions in the order they run
-/// (latest step first): where the two orders differ (a weight used by an op whose depth does not
-/// grow with the step, `weight_ih` and `norm_x` of the first layer) the sums differ in their last
-/// bits (docs/burn-0.22.md, "Recurrent models").
-#[test]
-fn recurrent_cells_as_regions_give_the_gradients_of_plain_autodiff() {
-    use burn_checkpoint_22_models::lstm::LstmNetwork;
-    let device = device();
-    for (layers, bidirectional) in [(1, false), (2, true)] {
-        device.seed(5);
-        let model = initialised(LstmNetwork::new(
-            3,
-            8,
-            layers,
-            bidirectional,
-            0.0,
-            1,
-            &device,
-        ));
-        let x = LstmNetwork::sequences(4, 12, 3, &device).require_grad();
-        let grads = |cut| {
-            let loss = model.forward(x.clone(), cut).powf_scalar(2.0).mean();
-            let grads = loss.backward();
-            (param_grads(&model, &grads), grad_of(&x, &grads))
-        };
-        let (plain, plain_x) = grads(Cut::None);
-        let (regions, regions_x) = grads(Cut::Each);
-        let what = format!("{layers} layers, bidirectional {bidirectional}");
-        assert!(
-            plain_x.is_some() && plain_x == regions_x,
-            "{what}: the input"
-        );
-        assert_eq!(plain.len(), regions.len());
-        for (index, (plain, regions)) in plain.into_iter().zip(regions).enumerate() {
-            assert!(plain.is_some(), "{what}: parameter {index} has a gradient");
-            assert_close(plain, regions, &format!("{what}: parameter {index}"));
-        }
     }
 }

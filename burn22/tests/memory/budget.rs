@@ -12,8 +12,7 @@ use burn::tensor::{Device, Distribution, Tensor, TensorData};
 use burn_checkpoint_22::memory::{Meter, OffloadedBytes, StepReport};
 use burn_checkpoint_22::planner::{FitError, Plan, PlanError, Profile, Treatment};
 use burn_checkpoint_22::{Region, checkpoint, checkpoint_fn};
-use burn_checkpoint_22_models::initialised;
-use common::{Block, param_grads};
+use common::{Block, initialised, param_grads};
 
 const BLOCKS: usize = 6;
 const WIDTH: usize = 64;

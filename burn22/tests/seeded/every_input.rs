@@ -15,8 +15,7 @@ use burn::module::Module;
 use burn::nn::{Linear, LinearConfig};
 use burn::tensor::{Distribution, Gradients, Tensor, TensorData};
 use burn_checkpoint_22::{Region, checkpoint, checkpoint_fn};
-use burn_checkpoint_22_models::initialised;
-use common::{device, grad_of, param_grads};
+use common::{device, grad_of, initialised, param_grads};
 
 /// Two layers; a body may use either or both.
 #[derive(Module, Debug)]

@@ -7,8 +7,7 @@ use burn::module::Module;
 use burn::nn::{BatchNorm, BatchNormConfig, Dropout, DropoutConfig, Linear, LinearConfig};
 use burn::tensor::{Device, Distribution, Tensor};
 use burn_checkpoint_22::{checkpoint, region_seed};
-use burn_checkpoint_22_models::initialised;
-use common::{device, grad_of, param_grads};
+use common::{device, grad_of, initialised, param_grads};
 
 #[derive(Module, Debug)]
 struct Noisy {

@@ -16,7 +16,7 @@ use burn::tensor::activation::gelu;
 use burn::tensor::{Device, Distribution, Gradients, Tensor};
 use burn_checkpoint_22::planner::{Plan, Treatment};
 use burn_checkpoint_22::{Policy, Region, checkpoint, checkpoint_fn, region_seed};
-use burn_checkpoint_22_models::initialised;
+use common::initialised;
 
 /// A residual block without randomness.
 #[derive(Module, Debug)]

@@ -58,8 +58,8 @@ pub struct OutOfMemory {
     /// On a device, the bytes its memory manager reserved then (its pools' pages).
     pub reserved_bytes: Option<u64>,
     /// The device's memory, where its backend says it ([`MemoryMeter::capacity`], read with the
-    /// bytes in use after the failure): CUDA's; `None` on wgpu (which exposes no size) and on the host. Absent in
-    /// reports written before it was kept.
+    /// bytes in use after the failure): CUDA's; `None` on wgpu (which exposes no size) and on the
+    /// host. Absent in reports written before it was kept.
     #[serde(default)]
     pub capacity_bytes: Option<u64>,
     /// The thread that raised the allocation failure (cubecl's device thread, by its name), and

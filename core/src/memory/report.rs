@@ -14,8 +14,8 @@ use crate::treatment::Treatment;
 /// One training step, measured region by region (made by [`StepReport::measure`], or by
 /// [`Profile::measure`](crate::planner::Profile::measure) for each treatment).
 ///
-/// Bytes are those of the [`MemoryMeter`](super::MemoryMeter): host bytes on the CPU, device
-/// bytes on a GPU. Times are wall-clock; on a lazy backend (CUDA) a region's forward time is the time to
+/// Bytes are those of the [`MemoryMeter`](super::MemoryMeter): host bytes on the CPU, device bytes
+/// on a GPU. Times are wall-clock; on a lazy backend (CUDA) a region's forward time is the time to
 /// *queue* its ops, and only the recompute times, which include reading values back, are
 /// meaningful.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]

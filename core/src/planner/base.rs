@@ -21,7 +21,8 @@ use serde::{Deserialize, Serialize};
 ///
 /// assert_eq!(Base::Balanced.to_string(), "Burn's Balanced checkpointing");
 /// assert_eq!(Base::default(), Base::Plain);
-/// assert_eq!(serde_json::to_string(&Base::Balanced).unwrap(), format!("\"{}\"", Base::Balanced.name()));
+/// let json = serde_json::to_string(&Base::Balanced).unwrap();
+/// assert_eq!(json, format!("\"{}\"", Base::Balanced.name()));
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]

@@ -14,8 +14,9 @@ use crate::names::RegionId;
 use crate::treatment::Treatment;
 
 /// How each top-level region instance of a training step runs: made by the planner
-/// ([`Profile::plan`](super::Profile::plan), [`Profile::fit`](super::Profile::fit)) or by hand, saved and loaded as JSON (serde), applied to
-/// a step with [`Plan::run`] without changing the model's code.
+/// ([`Profile::plan`](super::Profile::plan), [`Profile::fit`](super::Profile::fit)) or by hand,
+/// saved and loaded as JSON (serde), applied to a step with [`Plan::run`] without changing the
+/// model's code.
 ///
 /// ```
 /// use burn_checkpoint_core::planner::{Plan, planned};

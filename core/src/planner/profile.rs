@@ -124,10 +124,10 @@ impl<E> StepResult for Result<(), E> {
     }
 }
 
-/// How many rounds [`Candidates::retime`](super::Candidates::retime) and [`Profile::retime`] time each profiled step again:
-/// with two (three samples a step, the profiled one included), a Burn 0.22 budget sweep chose a
-/// step measured 1.07× the fastest; with four, every plan of the four sweeps was within 3 % of
-/// the fastest hand cut that fits (docs/memory-budget.md).
+/// How many rounds [`Candidates::retime`](super::Candidates::retime) and [`Profile::retime`] time
+/// each profiled step again: with two (three samples a step, the profiled one included), a Burn
+/// 0.22 budget sweep chose a step measured 1.07× the fastest; with four, every plan of the four
+/// sweeps was within 3 % of the fastest hand cut that fits (docs/memory-budget.md).
 pub const RETIME_ROUNDS: usize = 4;
 
 impl Profile {
@@ -211,7 +211,8 @@ impl Profile {
     ///     recording::top_level_opened(&id.name, id.index, planned(&id));
     ///     recording::top_level_closed();
     /// };
-    /// let profile = Profile::measure(HostMeter, &Treatment::ALL, step).unwrap().on(Base::Balanced);
+    /// let profile = Profile::measure(HostMeter, &Treatment::ALL, step).unwrap();
+    /// let profile = profile.on(Base::Balanced);
     /// assert_eq!(profile.plan(u64::MAX).unwrap().base, Base::Balanced);
     /// ```
     pub fn on(mut self, base: Base) -> Profile {

@@ -21,7 +21,8 @@ use serde::{Deserialize, Serialize};
 /// let args = Args::parse_from(["bench", "--blocks", "4", "--d-model", "64"]);
 /// assert_eq!((args.shape.blocks, args.shape.d_model, args.shape.batch), (4, 64, 16));
 /// assert_eq!(GptShape::from_list("4,64,4,512,128,16").unwrap(), args.shape);
-/// assert_eq!(args.shape.describe(), "GPT 4 blocks × d 64, 4 heads, vocab 512, batch 16×128 tokens");
+/// let described = "GPT 4 blocks × d 64, 4 heads, vocab 512, batch 16×128 tokens";
+/// assert_eq!(args.shape.describe(), described);
 ///
 /// // A benchmark with other defaults: the same flags, its own values.
 /// let small = GptShape { blocks: 2, batch: 8, ..GptShape::default() };

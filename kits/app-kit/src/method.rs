@@ -1,11 +1,11 @@
 //! The names of the ways to train, one table for every app of both Burn crates: [`MethodName`],
-//! and [`method_names!`](crate::method_names), which gives an app's own `Method` its command
-//! line and JSON spellings from the table.
+//! and [`method_names!`](crate::method_names), which writes an app's own `Method` from the
+//! table's variants, with its command line and JSON spellings.
 //!
-//! Each app keeps its own `Method` (what a way means for its model: a cut, a policy, a backend)
-//! and maps each variant to a `MethodName`; the spellings live here only, so that the trainer
-//! for Burn 0.21 and `train22` take each other's words, and a report's JSON names a method as
-//! the command line does.
+//! Each app keeps its own `Method` (its subset of the table, and what each way means for its
+//! model: a cut, a policy, a backend); the spellings live here only, so that the trainer for
+//! Burn 0.21 and `train22` take each other's words, and a report's JSON names a method as the
+//! command line does.
 
 use clap::builder::PossibleValue;
 
@@ -22,8 +22,9 @@ use clap::builder::PossibleValue;
 ///
 /// assert_eq!(MethodName::LayerSave.name(), "layer-save");
 /// // The Burn 0.21 trainer's word for train22's `regions-save`, and the other way round.
-/// assert_eq!(MethodName::parse("regions-save", &[MethodName::LayerSave]), Some(MethodName::LayerSave));
-/// assert_eq!(MethodName::parse("layer-save", &[MethodName::RegionsSave]), Some(MethodName::RegionsSave));
+/// let (layer_save, regions_save) = (MethodName::LayerSave, MethodName::RegionsSave);
+/// assert_eq!(MethodName::parse("regions-save", &[layer_save]), Some(layer_save));
+/// assert_eq!(MethodName::parse("layer-save", &[regions_save]), Some(regions_save));
 /// assert_eq!(MethodName::parse("layer-save", &[MethodName::Plain]), None);
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -147,43 +148,60 @@ impl MethodName {
     }
 }
 
-/// Gives an app's `Method` (a `Copy` enum with `const ALL: [Self; N]` and
-/// `fn word(self) -> MethodName`) its spellings from [`MethodName`]'s table: `name()`, clap's
-/// `ValueEnum` (the name, the aliases), and serde's `Serialize` (the name) and `Deserialize`
-/// (the name or an alias).
+/// An app's `Method`, written once: the enum as the app documents it, its variants named as
+/// [`MethodName`]'s (each app's subset of the table, in the order its tables list them). Gives it
+/// `Clone, Copy, Debug, PartialEq, Eq`, `const ALL` (every variant, in order),
+/// `word()` (its `MethodName`), `name()` and the spellings from the table: clap's `ValueEnum`
+/// (the name, the aliases), serde's `Serialize` (the name) and `Deserialize` (the name or an
+/// alias).
 ///
 /// ```
-/// use app_kit::method::MethodName;
-///
-/// #[derive(Clone, Copy, Debug, PartialEq)]
-/// enum Method {
-///     Plain,
-///     Regions,
-/// }
-///
-/// impl Method {
-///     const ALL: [Method; 2] = [Method::Plain, Method::Regions];
-///
-///     fn word(self) -> MethodName {
-///         match self {
-///             Method::Plain => MethodName::Plain,
-///             Method::Regions => MethodName::Regions,
-///         }
+/// app_kit::method_names! {
+///     /// How a step trains.
+///     pub enum Method {
+///         /// Plain autodiff.
+///         Plain,
+///         /// A region per unit.
+///         Regions,
 ///     }
 /// }
 ///
-/// app_kit::method_names!(Method);
-///
+/// use app_kit::method::MethodName;
 /// use clap::ValueEnum;
+/// assert_eq!(Method::ALL, [Method::Plain, Method::Regions]);
+/// assert_eq!(Method::Regions.word(), MethodName::Regions);
 /// assert_eq!(Method::from_str("layer", false), Ok(Method::Regions));
 /// assert_eq!(serde_json::to_string(&Method::Regions).unwrap(), "\"regions\"");
 /// assert_eq!(serde_json::from_str::<Method>("\"none\"").unwrap(), Method::Plain);
-/// assert!(serde_json::from_str::<Method>("\"block\"").unwrap_err().to_string().contains("plain, regions"));
+/// let refused = serde_json::from_str::<Method>("\"block\"").unwrap_err();
+/// assert!(refused.to_string().contains("plain, regions"));
 /// ```
 #[macro_export]
 macro_rules! method_names {
-    ($method:ty) => {
+    (
+        $(#[$meta:meta])*
+        $vis:vis enum $method:ident {
+            $($(#[$variant_meta:meta])* $variant:ident),+ $(,)?
+        }
+    ) => {
+        $(#[$meta])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+        $vis enum $method {
+            $($(#[$variant_meta])* $variant),+
+        }
+
         impl $method {
+            /// Every method, in the order tables list them.
+            pub const ALL: [$method; [$(stringify!($variant)),+].len()] = [$($method::$variant),+];
+
+            /// The method's name in app-kit's one table of every app's names (`name()`: the
+            /// command line's, the reports' and JSON's spelling).
+            pub fn word(self) -> $crate::method::MethodName {
+                match self {
+                    $($method::$variant => $crate::method::MethodName::$variant),+
+                }
+            }
+
             /// The name on the command line, in reports and in JSON (app-kit's `MethodName`
             /// table).
             pub fn name(self) -> &'static str {

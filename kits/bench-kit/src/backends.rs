@@ -16,10 +16,16 @@
 ///
 /// ```ignore
 /// fn every_cut_gives_the_plain_gradients<I: Backend>() { .. }
-/// bench_kit::backend_tests!(every_cut: every_cut_gives_the_plain_gradients, [ndarray, wgpu, wgpu_unfused, cuda]);
+/// bench_kit::backend_tests!(
+///     every_cut: every_cut_gives_the_plain_gradients,
+///     [ndarray, wgpu, wgpu_unfused, cuda]
+/// );
 ///
 /// fn offload_matches<I: Backend>(issues_here: bool) { .. }
-/// bench_kit::backend_tests!(offload: offload_matches, [ndarray(false), wgpu(true), wgpu_unfused(true)]);
+/// bench_kit::backend_tests!(
+///     offload: offload_matches,
+///     [ndarray(false), wgpu(true), wgpu_unfused(true)]
+/// );
 /// ```
 ///
 /// (`ignore`: a `#[test]` item does not run inside a doctest; the apps' `tests/it/cuts.rs` and

@@ -5,8 +5,8 @@
 //! sizes as flags and [`tape`] names a method's autodiff backend (those seven are
 //! `app-kit`'s, shared with the Burn 0.22 crate), [`wgpu`] is Burn's wgpu backend as the tests
 //! run it, [`device`] measures a step's device memory and [`child`] runs one measurement per
-//! process, [`repeats`] says how often a test repeats a run that could race. Its own benchmark, `cpu_backend`, measures NdArray against burn-flex
-//! (`docs/cpu-backend.md`).
+//! process, [`repeats`] says how often a test repeats a run that could race, and
+//! [`backend_tests!`] writes one `#[test]` per backend.
 
 pub use app_kit::{agreement, densenet, figure, gpt, output, sweep, tape};
 

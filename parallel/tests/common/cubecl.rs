@@ -1,6 +1,6 @@
 //! What the tests on a cubecl runtime (wgpu over Mesa's lavapipe) share: a deeper model than
-//! [`super::mlp::Mlp`], on which runs raced while the workers shared parameter buffers, its loss, and a process's autotune
-//! cache of its own.
+//! [`super::mlp::Mlp`], on which runs raced while the workers shared parameter buffers, its loss,
+//! and a process's autotune cache of its own.
 #![allow(dead_code)]
 
 use std::path::PathBuf;

@@ -3,7 +3,8 @@
 //! explains them.
 //!
 //! ```text
-//! cargo run --release -p densenet-bc --bin train -- --depth 22 --growth-rate 12 --epochs 2 --limit 300
+//! cargo run --release -p densenet-bc --bin train -- --depth 22 --growth-rate 12 --epochs 2 \
+//!     --limit 300
 //! ```
 
 use std::io::Write;

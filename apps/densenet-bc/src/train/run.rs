@@ -10,14 +10,14 @@ use burn::data::dataloader::{DataLoader, DataLoaderBuilder};
 use burn::data::dataset::transform::{PartialDataset, ShuffledDataset};
 use burn::tensor::backend::Backend;
 
-use super::backend::{self, OnDevices};
+use super::backend::{self, Built, OnDevices};
 use super::epoch::{EpochPlan, StepLog, watched};
 use super::options::{TrainOptions, parse_devices};
 use super::out_of_memory::RanOutOfMemory;
 use super::outputs::{ReportFile, SaveDir};
 use super::planning;
 use super::progress::{self, Console};
-use super::report::Report;
+use super::report::{EpochReport, Planning, Report};
 use super::save::{self, RunSettings, STATE_FILE, SavedState, SavedWeights};
 use crate::DenseNetConfig;
 use crate::data::{self, HostBatch, ImageBatcher, ImageDataset, Images, Splits};
@@ -59,12 +59,20 @@ pub fn run(options: &TrainOptions, out: &mut dyn Write) -> anyhow::Result<Report
         console: Console::new(out),
         started,
     };
-    backend::on_devices(&devices, RunOn { options, outputs })
+    let device_names = devices.iter().map(ToString::to_string).collect();
+    let run_on = RunOn {
+        options,
+        device_names,
+        outputs,
+    };
+    backend::on_devices(&devices, run_on)
 }
 
 /// The training run, once the devices' backend is known.
 struct RunOn<'a, 'o> {
     options: &'a TrainOptions,
+    /// The devices as `--devices` named them, for the report.
+    device_names: Vec<String>,
     outputs: Outputs<'o>,
 }
 
@@ -72,7 +80,15 @@ impl OnDevices for RunOn<'_, '_> {
     type Output = Report;
 
     fn on<I: Backend>(self, devices: Vec<I::Device>, meter: Meter) -> anyhow::Result<Report> {
-        run_on::<I>(self.options, &devices, meter, self.outputs)
+        let RunOn {
+            options,
+            device_names,
+            mut outputs,
+        } = self;
+        let mut prepared = prepare::<I>(options, &devices, &meter, &mut outputs)?;
+        let trained = train_epochs(&mut prepared, &meter, &mut outputs)?;
+        let report = report_of(prepared, &trained, device_names, &meter, &outputs);
+        finish(report, outputs, trained.stopped)
     }
 }
 
@@ -214,12 +230,29 @@ fn saved_run(
     Ok(Some((state, weights)))
 }
 
-fn run_on<I: Backend>(
+/// A run set up: its data and network, the runner on its devices (with `--resume`, the saved
+/// weights loaded), what the planner chose, the options with the batch size `--fit-batch` found.
+struct Prepared<I: Backend> {
+    options: TrainOptions,
+    splits: Splits,
+    batcher: ImageBatcher,
+    valid: Arc<dyn DataLoader<I, HostBatch>>,
+    /// Training steps per epoch.
+    steps: usize,
+    /// With `--resume`, the state saved.
+    saved: Option<SavedState>,
+    built: Built,
+    planning: Option<Planning>,
+}
+
+/// Loads the data, builds the runner (on the saved weights with `--resume`), plans where the
+/// options ask for it, and prints the run's first lines.
+fn prepare<I: Backend>(
     options: &TrainOptions,
     devices: &[I::Device],
-    meter: Meter,
-    mut outputs: Outputs,
-) -> anyhow::Result<Report> {
+    meter: &Meter,
+    outputs: &mut Outputs,
+) -> anyhow::Result<Prepared<I>> {
     let splits = data::load(options.data, options.data_dir.as_deref(), options.seed)?;
     let saved = saved_run(options, outputs.save.as_ref())?;
     let method = options.method();
@@ -228,7 +261,7 @@ fn run_on<I: Backend>(
         .with_input_channels(splits.shape[0])
         .with_classes(splits.classes);
     let config = method.configure(config);
-    let built = backend::runner::<I>(
+    let mut built = backend::runner::<I>(
         method.tape(),
         &config,
         devices,
@@ -236,17 +269,15 @@ fn run_on<I: Backend>(
         meter.clone(),
         saved.as_ref().map(|(_, weights)| weights),
     )?;
-    let mut runner = built.runner;
-    let device_count = runner.device_count();
     let planning = planning::wanted(options)
         .then(|| {
             // The profiled steps run on the device too: one that fails to allocate stops the
             // run as a training step's failure does (without a suggestion: it is the planner's).
             let during = "a step the planner profiled (on a copy of the model)".to_string();
-            watched(&meter, false, during, || {
+            watched(meter, false, during, || {
                 planning::prepare(
                     options,
-                    runner.as_mut(),
+                    built.runner.as_mut(),
                     meter.clone(),
                     splits.shape,
                     &mut outputs.console,
@@ -255,29 +286,14 @@ fn run_on<I: Backend>(
         })
         .transpose()?;
     // `--fit-batch` chooses the batch size.
-    let fitted;
-    let options = match &planning {
-        Some(planning) if planning.batch_size != options.batch_size => {
-            fitted = TrainOptions {
-                batch_size: planning.batch_size,
-                ..options.clone()
-            };
-            &fitted
-        }
-        _ => options,
-    };
+    let mut options = options.clone();
+    if let Some(planning) = &planning {
+        options.batch_size = planning.batch_size;
+    }
     let batcher = ImageBatcher::new(splits.shape, &splits.normalisation);
-    let valid = valid_loader::<I>(&splits, &batcher, options);
-    let steps = steps_per_epoch(options, splits.train.len())?;
-    let mut previous = saved.map(|(state, _)| state);
-    let mut history = previous
-        .as_ref()
-        .map(|state| state.history.clone())
-        .unwrap_or_default();
-    let first = history.len();
-    let last = options
-        .stop_after
-        .map_or(options.epochs, |n| (first + n).min(options.epochs));
+    let valid = valid_loader::<I>(&splits, &batcher, &options);
+    let steps = steps_per_epoch(&options, splits.train.len())?;
+    let saved = saved.map(|(state, _)| state);
     let [c, h, w] = splits.shape;
     outputs.console.line(&format!(
         "DenseNet-BC-{} (growth {}, {} parameters) on {} ({c}×{h}×{w}, {} training and {} validation images), {} on {}, batch {}, {steps} steps per epoch",
@@ -291,26 +307,77 @@ fn run_on<I: Backend>(
         built.backend,
         options.batch_size
     ))?;
-    if first > 0 {
+    if let Some(state) = &saved
+        && !state.history.is_empty()
+    {
         outputs.console.line(&format!(
-            "resuming after epoch {first} of {}",
+            "resuming after epoch {} of {}",
+            state.history.len(),
             options.epochs
         ))?;
     }
+    Ok(Prepared {
+        options,
+        splits,
+        batcher,
+        valid,
+        steps,
+        saved,
+        built,
+        planning,
+    })
+}
+
+/// What the epochs gave: every epoch's figures (the resumed run's first), the steps' log, and
+/// the error that stopped the run early, if one did.
+struct Trained {
+    history: Vec<EpochReport>,
+    log: StepLog,
+    stopped: Option<anyhow::Error>,
+}
+
+/// Runs the epochs left (from the saved run's next, up to `--stop-after` of them), saving each
+/// with `--save` before its line is printed. A step out of memory prints what the step held and
+/// what would fit, and stops the run; so does a failed write to standard output, after the epoch
+/// is saved and before the report is lost.
+fn train_epochs<I: Backend>(
+    prepared: &mut Prepared<I>,
+    meter: &Meter,
+    outputs: &mut Outputs,
+) -> anyhow::Result<Trained> {
+    let Prepared {
+        options,
+        splits,
+        batcher,
+        valid,
+        steps,
+        saved,
+        built,
+        ..
+    } = prepared;
+    let options = &*options;
+    let runner = built.runner.as_mut();
+    let mut previous = saved.clone();
+    let mut history = previous
+        .as_ref()
+        .map(|state| state.history.clone())
+        .unwrap_or_default();
+    let first = history.len();
+    let last = options
+        .stop_after
+        .map_or(options.epochs, |n| (first + n).min(options.epochs));
     let mut log = StepLog::default();
     let plan = EpochPlan {
-        splits: &splits,
-        batcher: &batcher,
+        splits,
+        batcher,
         valid: valid.as_ref(),
         options,
-        steps,
-        meter: &meter,
+        steps: *steps,
+        meter,
     };
-    // A failed write to standard output stops the run after the epoch is saved and before the
-    // report is lost.
     let mut stopped = None;
     for epoch in first..last {
-        let report = match plan.train(runner.as_mut(), epoch, &mut log) {
+        let report = match plan.train(runner, epoch, &mut log) {
             Ok(report) => report,
             Err(error) => {
                 let Some(failure) = error.downcast_ref::<RanOutOfMemory>() else {
@@ -325,7 +392,7 @@ fn run_on<I: Backend>(
                 stopped = Some(stopped_at(
                     error,
                     epoch,
-                    &outputs,
+                    outputs,
                     "a step ran out of memory",
                 ));
                 break;
@@ -356,22 +423,41 @@ fn run_on<I: Backend>(
             stopped = Some(stopped_at(
                 error,
                 epoch + 1,
-                &outputs,
+                outputs,
                 "standard output failed",
             ));
             break;
         }
     }
-    let report = Report {
+    Ok(Trained {
+        history,
+        log,
+        stopped,
+    })
+}
+
+/// The run's report: its settings, the figures of its epochs and steps.
+fn report_of<I: Backend>(
+    prepared: Prepared<I>,
+    trained: &Trained,
+    device_names: Vec<String>,
+    meter: &Meter,
+    outputs: &Outputs,
+) -> Report {
+    let Prepared {
+        options,
+        built,
+        planning,
+        ..
+    } = prepared;
+    let Trained { history, log, .. } = trained;
+    let method = options.method();
+    Report {
         method: method.label().to_string(),
         checkpoint: method.name().to_string(),
+        device_count: built.runner.device_count(),
         backend: built.backend,
-        devices: parse_devices(&options.devices)
-            .map_err(anyhow::Error::msg)?
-            .iter()
-            .map(ToString::to_string)
-            .collect(),
-        device_count,
+        devices: device_names,
         batch_size: options.batch_size,
         data: options.data.name().to_string(),
         depth: options.densenet.depth,
@@ -383,11 +469,10 @@ fn run_on<I: Backend>(
         median_step_seconds: log.median_seconds(),
         steps_measured: log.times.len(),
         valid_accuracy: history.last().map_or(0.0, |e| e.valid_accuracy),
-        epochs: history,
+        epochs: history.clone(),
         wall_seconds: outputs.started.elapsed().as_secs_f64(),
         planning,
-    };
-    finish(report, outputs, stopped)
+    }
 }
 
 /// The error of a run stopped by `error` (`why`, in words) after `epochs_done` epochs.

@@ -1,8 +1,9 @@
-//! DenseNet-BC-40 (BC-16 on NdArray) for two SGD steps with each checkpoint cut (and the layer cut offloading its
-//! stored features to host memory): the losses and every parameter gradient must equal those of
-//! the uncheckpointed network on plain `Autodiff`: bit for bit on burn-flex (the project's CPU
-//! backend), NdArray and wgpu without fusion; on wgpu with fusion, where autotune picks kernels
-//! per fused program (`bench_kit::agreement`), the first step's within float reassociation.
+//! DenseNet-BC-40 (BC-16 on NdArray) for two SGD steps with each checkpoint cut (and the layer cut
+//! offloading its stored features to host memory): the losses and every parameter gradient must
+//! equal those of the uncheckpointed network on plain `Autodiff`: bit for bit on burn-flex (the
+//! project's CPU backend), NdArray and wgpu without fusion; on wgpu with fusion, where autotune
+//! picks kernels per fused program (`bench_kit::agreement`), the first step's within float
+//! reassociation.
 
 use bench_kit::agreement::Agreement;
 use burn::backend::Autodiff;

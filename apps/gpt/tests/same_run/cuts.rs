@@ -85,10 +85,10 @@ fn every_cut_gives_the_plain_gradients<I: Backend>() {
             Cut::None,
             Cut::Block,
             Cut::BlockSave,
-            Cut::BlockKeepingAttention,
+            Cut::BlockKeepAttention,
             Cut::BlockOffload,
-            Cut::SequentialSqrt,
-            Cut::SequentialTwo,
+            Cut::SeqSqrt,
+            Cut::SeqTwo,
             Cut::Whole,
         ] {
             Counters::reset();

@@ -16,7 +16,7 @@ use crate::bits;
 /// rather than one listed twice: burn-train forks the model to each worker's device, which on
 /// the same device shares every parameter's buffer between the workers, and CubeCL orders work
 /// on a shared buffer only on the stream that allocated it; plain runs then differ from run to
-/// run (docs/burn-0.22.md, "Data parallelism").
+/// run (docs/burn-0.22-devices.md, "Data parallelism").
 fn wgpu() -> [Device; 2] {
     app_kit::vulkan::runtime_dir();
     [

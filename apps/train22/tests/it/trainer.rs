@@ -149,7 +149,8 @@ fn regions_train_the_same_weights_on_two_devices() {
     }
     // Burn's own run is the same run after run, running statistics included: the workers take
     // their steps in lockstep. (With regions those statistics can differ in their last bits:
-    // docs/burn-0.22.md, "Batch norm under burn-train's multi-device strategy".)
+    // docs/burn-0.22-train.md, "Its multi-device strategy shares batch norm's running
+    // statistics".)
     let again = train(&[&["--checkpoint", "plain"][..], &two].concat());
     assert!(again[0].parameters == plain[0].parameters);
     let one = train(&["--checkpoint", "plain", "--limit", "4"]);

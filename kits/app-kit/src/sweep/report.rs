@@ -72,9 +72,9 @@ impl Sweep {
         out
     }
 
-    /// What the plans were asked to do, as measured: every peak within its budget + 3%, peaks
-    /// not rising as the budget falls (by more than 0.1 %: a step's own noise), and the CPU time against the fastest hand cut whose
-    /// peak fits the same budget (within 3%).
+    /// What the plans were asked to do, as measured: every peak within its budget + 3%, peaks not
+    /// rising as the budget falls (by more than 0.1 %: a step's own noise), and the CPU time
+    /// against the fastest hand cut whose peak fits the same budget (within 3%).
     pub fn checks(&self) -> String {
         let plans: Vec<&Point> = self.points.iter().filter(|p| p.kind == "planner").collect();
         if plans.is_empty() {

@@ -29,8 +29,9 @@ pub fn recorder() -> NamedMpkBytesRecorder<FullPrecisionSettings> {
 }
 
 /// `model` and `optimizer` with the weights and the optimizer state saved by
-/// [`StepRunner::save`](crate::train::StepRunner::save) in `saved`: each file checked against its checksum, and every tensor of
-/// the loaded model against the shape `model` (built from this run's settings) gives it.
+/// [`StepRunner::save`](crate::train::StepRunner::save) in `saved`: each file checked against its
+/// checksum, and every tensor of the loaded model against the shape `model` (built from this run's
+/// settings) gives it.
 pub fn restore_weights<B, O>(
     model: DenseNet<B>,
     optimizer: O,

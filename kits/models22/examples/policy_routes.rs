@@ -11,9 +11,9 @@
 //!   reductions instead of Burn's `batch_norm_train`, which burn-autodiff 0.22 marks
 //!   compute-bound (`ops/module.rs`), so Balanced keeps every batch norm's output.
 //!
-//! `cargo run --release --manifest-path burn22/Cargo.toml --example policy_routes -- [LAYERS]
-//! [BATCH] [STEPS]` (default 12 16 3). Prints whether each method's gradients are plain's, bit
-//! for bit (the "bn by ops" pair against each other), then peak step memory (the counting
+//! `cargo run --release --manifest-path kits/models22/Cargo.toml --example policy_routes --
+//! [LAYERS] [BATCH] [STEPS]` (default 12 16 3). Prints whether each method's gradients are plain's,
+//! bit for bit (the "bn by ops" pair against each other), then peak step memory (the counting
 //! allocator, above the step's start) and the median step time, both × Balanced's.
 
 use std::time::{Duration, Instant};

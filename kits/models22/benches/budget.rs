@@ -5,15 +5,15 @@
 //! method one step per round, interleaved. The sweep is `app-kit`'s, the one the Burn 0.21
 //! applications' `budget` benchmarks run.
 //!
-//! A step: forward, loss, backward (the gradients dropped; no optimizer). The planner chooses
-//! the base (plain autodiff or `gradient_checkpointing()`, profiled on both) and, for each DenseNet layer's region (`DenseLayer#i`) or each GPT block's (`Block#i`), keep, keep
-//! its compute-bound outputs, or recompute (`--two-treatments`: keep or recompute; the host meter
-//! profiles no offload: on the CPU it saves nothing). Writes
-//! `<out>.md`, `.json`, `.svg`, `.png`.
+//! A step: forward, loss, backward (the gradients dropped; no optimizer). The planner chooses the
+//! base (plain autodiff or `gradient_checkpointing()`, profiled on both) and, for each DenseNet
+//! layer's region (`DenseLayer#i`) or each GPT block's (`Block#i`), keep, keep its compute-bound
+//! outputs, or recompute (`--two-treatments`: keep or recompute; the host meter profiles no
+//! offload: on the CPU it saves nothing). Writes `<out>.md`, `.json`, `.svg`, `.png`.
 //!
 //! ```text
-//! cargo bench --manifest-path burn22/Cargo.toml --bench budget -- --model densenet
-//! cargo bench --manifest-path burn22/Cargo.toml --bench budget -- --model gpt --budgets 8
+//! cargo bench --manifest-path kits/models22/Cargo.toml --bench budget -- --model densenet
+//! cargo bench --manifest-path kits/models22/Cargo.toml --bench budget -- --model gpt --budgets 8
 //! ```
 
 // The tests' helpers: `initialised`, so that every method's copy holds the same weights.
@@ -77,10 +77,10 @@ impl Method {
     /// The planner's model: a region wherever one may go, on plain autodiff and on Balanced
     /// (the planner profiles both and plans each budget on the faster).
     const PLANNED: [Method; 2] = [
-        Method::of("", Cut::Each),
+        Method::of("", Cut::Regions),
         Method {
             name: "",
-            cut: Cut::Each,
+            cut: Cut::Regions,
             balanced: true,
         },
     ];
@@ -90,13 +90,10 @@ impl Method {
     const PLANNED_DENSENET: [Method; 4] = [
         Method::PLANNED[0],
         Method::PLANNED[1],
-        Method::of(
-            "the concatenation's region nested",
-            Cut::EachSavingComputeBound,
-        ),
+        Method::of("the concatenation's region nested", Cut::RegionsSave),
         Method {
             name: "the concatenation's region nested",
-            cut: Cut::EachSavingComputeBound,
+            cut: Cut::RegionsSave,
             balanced: true,
         },
     ];
@@ -107,18 +104,15 @@ impl Method {
             cut: Cut::None,
             balanced: true,
         },
-        Method::of("every unit", Cut::Each),
+        Method::of("every unit", Cut::Regions),
         Method {
             name: "every unit, over Balanced",
-            cut: Cut::Each,
+            cut: Cut::Regions,
             balanced: true,
         },
-        Method::of("every unit, offloaded", Cut::EachOffloaded),
+        Method::of("every unit, offloaded", Cut::RegionsOffload),
         Method::of("every second unit", Cut::EverySecond),
-        Method::of(
-            "every unit, Policy::SaveComputeBound",
-            Cut::EachSavingComputeBound,
-        ),
+        Method::of("every unit, Policy::SaveComputeBound", Cut::RegionsSave),
     ];
 
     const fn of(name: &'static str, cut: Cut) -> Method {

@@ -1,12 +1,12 @@
-//! The planner's check: does a third treatment (save-compute-bound) help the planner on
-//! Burn 0.22? One profile of DenseNet-BC with a region per dense layer (keep, save-compute-bound,
+//! The planner's check: does a third treatment (save-compute-bound) help the planner on Burn 0.22?
+//! One profile of DenseNet-BC with a region per dense layer (keep, save-compute-bound,
 //! recompute-all); for each budget from the roof to the floor, the plan from all three treatments
-//! and the plan from keep and recompute-all only (the same profile without its
-//! save-compute-bound step), both measured in the same rounds, interleaved (their order alternating):
-//! peak step memory and median step time. The plans are the solver's, not checked on a step (no
-//! `fit`): a peak may pass its budget by the prediction's error.
+//! and the plan from keep and recompute-all only (the same profile without its save-compute-bound
+//! step), both measured in the same rounds, interleaved (their order alternating): peak step memory
+//! and median step time. The plans are the solver's, not checked on a step (no `fit`): a peak may
+//! pass its budget by the prediction's error.
 //!
-//! `cargo run --release --manifest-path burn22/Cargo.toml --example three_treatments --
+//! `cargo run --release --manifest-path kits/models22/Cargo.toml --example three_treatments --
 //! [DEPTH] [BATCH] [BUDGETS] [ROUNDS]` (default 100 16 10 5). Flex, host meter.
 
 use std::time::{Duration, Instant};
@@ -46,7 +46,7 @@ fn main() {
     let images = densenet::images(batch, &device).into_data();
     let step = || {
         let images = Tensor::<4>::from_data(images.clone(), &device);
-        drop(model.loss(images, Cut::Each).backward());
+        drop(model.loss(images, Cut::Regions).backward());
     };
     let measure = |plan: &Plan| {
         let meter = Meter::Host.start();

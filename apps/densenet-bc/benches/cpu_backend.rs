@@ -8,10 +8,10 @@
 //! convolution (the same count for the forward and for each of the two gradients).
 //!
 //! ```text
-//! cargo bench -p bench-kit --bench cpu_backend                    # all rows, release profile
-//! cargo bench -p bench-kit --bench cpu_backend -- --runs 9
-//! cargo bench -p bench-kit --bench cpu_backend --profile dev -- --fwd-only   # dev profile
-//! cargo bench -p bench-kit --bench cpu_backend -- --only autodiff --backend flex
+//! cargo bench -p densenet-bc --bench cpu_backend                    # all rows, release profile
+//! cargo bench -p densenet-bc --bench cpu_backend -- --runs 9
+//! cargo bench -p densenet-bc --bench cpu_backend --profile dev -- --fwd-only   # dev profile
+//! cargo bench -p densenet-bc --bench cpu_backend -- --only autodiff --backend flex
 //! ```
 //!
 //! `--only OP` (repeatable: `conv2d`, `conv2d_x_backward`, `conv2d_weight_backward`, `matmul`,

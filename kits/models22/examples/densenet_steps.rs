@@ -1,10 +1,10 @@
 //! DenseNet-BC training steps of one method alone, for a profiler: the `compare` benchmark
 //! interleaves its methods in one process, so a profile of it mixes them.
 //!
-//! `cargo build --release --manifest-path burn22/Cargo.toml --example densenet_steps`, then
+//! `cargo build --release --manifest-path kits/models22/Cargo.toml --example densenet_steps`, then
 //! `perf record --call-graph dwarf target/release/examples/densenet_steps save-compute-bound 3`
-//! (`--help` for the methods and sizes); docs/burn-0.22.md's "What a region keeps" reads two
-//! such profiles. Prints each step's time.
+//! (`--help` for the methods and sizes); docs/burn-0.22-policies.md reads two such profiles.
+//! Prints each step's time.
 
 use std::time::Instant;
 
@@ -51,8 +51,8 @@ fn main() {
     let (device, cut) = match args.method {
         Method::Plain => (device, Cut::None),
         Method::Balanced => (device.gradient_checkpointing(), Cut::None),
-        Method::Regions => (device, Cut::Each),
-        Method::SaveComputeBound => (device, Cut::EachSavingComputeBound),
+        Method::Regions => (device, Cut::Regions),
+        Method::SaveComputeBound => (device, Cut::RegionsSave),
     };
     device.seed(1);
     let model = initialised(densenet::model(&args.densenet, &device));

@@ -2,10 +2,10 @@
 //! per step of plain autodiff, `device.autodiff().gradient_checkpointing()` (Balanced) and one
 //! region per block, on DenseNet-BC (the layer cut) and a GPT-style model (per-block regions).
 //!
-//! `cargo bench --manifest-path burn22/Cargo.toml --bench compare -- --help`; the budget planner
-//! on the same models is the `budget` benchmark. Methods run
-//! interleaved, one step each per round after a warm-up round; memory is the counting
-//! allocator's peak above the step's start (forward, loss, backward); time the median step.
+//! `cargo bench --manifest-path kits/models22/Cargo.toml --bench compare -- --help`; the budget
+//! planner on the same models is the `budget` benchmark. Methods run interleaved, one step each per
+//! round after a warm-up round; memory is the counting allocator's peak above the step's start
+//! (forward, loss, backward); time the median step.
 
 // The tests' helpers: `initialised`, so that every method's copy holds the same weights.
 
@@ -100,10 +100,10 @@ impl Method {
 
     fn cut(self) -> Cut {
         match self {
-            Method::Regions => Cut::Each,
-            Method::SavingComputeBound => Cut::EachSavingComputeBound,
-            Method::KeepingAttention => Cut::EachKeepingAttention,
-            Method::KeepingProjections => Cut::EachKeepingProjections,
+            Method::Regions => Cut::Regions,
+            Method::SavingComputeBound => Cut::RegionsSave,
+            Method::KeepingAttention => Cut::RegionsKeepAttention,
+            Method::KeepingProjections => Cut::RegionsKeepProjections,
             _ => Cut::None,
         }
     }

@@ -2,7 +2,7 @@
 //! region's input the previous one's output) against the same chain without regions, on the CPU
 //! (Flex), forward and backward timed apart.
 //!
-//! `cargo bench --manifest-path burn22/Cargo.toml --bench chain -- --help`. Two bodies: `fn`
+//! `cargo bench --manifest-path kits/models22/Cargo.toml --bench chain -- --help`. Two bodies: `fn`
 //! (`x * a + b` on 16 values, no module) and `linear` (one 16×16 `Linear` shared by every region,
 //! then `tanh`). Each line gives µs per chain element (per region, or per body without regions),
 //! the median of `--repeats` runs, plain and regions measured alternately in one process.
@@ -126,7 +126,7 @@ fn main() {
     for round in 0..=args.repeats {
         let (p, r) = (
             recurrent_step(&model, &x, Cut::None),
-            recurrent_step(&model, &x, Cut::Each),
+            recurrent_step(&model, &x, Cut::Regions),
         );
         // The first round warms up.
         if round > 0 {
