@@ -3,7 +3,7 @@
 //! machinery counts into it, [`Counters::now`] reads it out.
 
 use std::cell::{Cell, RefCell};
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -30,11 +30,9 @@ pub(crate) fn note_recompute(op: &'static str) {
 #[allow(dead_code)]
 pub(crate) fn note_fallback(op: &'static str) {
     FALLBACKS.with(|counts| *counts.borrow_mut().entry(op).or_default() += 1);
-    static SAID: Mutex<Option<HashSet<&'static str>>> = Mutex::new(None);
-    let first = SAID
-        .lock()
-        .map(|mut said| said.get_or_insert_with(HashSet::new).insert(op))
-        .unwrap_or(false);
+    // A `BTreeSet`, whose `new` is `const`: the static needs no `Option` around it.
+    static SAID: Mutex<BTreeSet<&'static str>> = Mutex::new(BTreeSet::new());
+    let first = SAID.lock().map(|mut said| said.insert(op)).unwrap_or(false);
     if first {
         log::debug!(
             "burn-checkpoint: `{op}` has no region version: inside regions its output is stored"

@@ -54,7 +54,7 @@ mod region;
 mod sequential;
 
 pub use burn_checkpoint_22_macros::{RegionTensors, checkpoint};
-pub use burn_checkpoint_core::{RegionId, RegionName, Segments};
+pub use burn_checkpoint_core::{KeptRegions, RegionId, RegionName, Segments};
 pub use ddp::REGIONS_UNDER_DDP;
 pub use policy::Policy;
 pub use region::{Region, checkpoint, checkpoint_fn};

@@ -41,7 +41,7 @@
 //! // Saved, loaded, and run on later steps.
 //! let json = serde_json::to_string(&fitted.plan).unwrap();
 //! let plan: Plan = serde_json::from_str(&json).unwrap();
-//! plan.run(|| step().unwrap());
+//! plan.run(step);
 //! ```
 
 use burn::tensor::Device;

@@ -11,6 +11,7 @@ use burn::backend::{DispatchAutodiffContext, DispatchTensor, GradientCheckpointi
 use burn::module::{Module, ModuleMapper, ModuleVisitor, Param};
 use burn::tensor::Tensor;
 use burn_checkpoint_core::RegionName;
+use burn_checkpoint_core::memory::panic_message;
 
 use crate::params;
 
@@ -138,11 +139,7 @@ pub(crate) fn explaining_mismatch<R>(name: &RegionName, body: impl FnOnce() -> R
     match catch_unwind(AssertUnwindSafe(body)) {
         Ok(result) => result,
         Err(payload) => {
-            let message = payload
-                .downcast_ref::<String>()
-                .map(String::as_str)
-                .or_else(|| payload.downcast_ref::<&str>().copied())
-                .unwrap_or("");
+            let message = panic_message(&*payload);
             if !message.contains(MISMATCH) {
                 resume_unwind(payload);
             }

@@ -250,11 +250,7 @@ impl burn::module::ModuleMapper for Distribute {
 fn panic_message(run: impl FnOnce()) -> String {
     let payload = std::panic::catch_unwind(std::panic::AssertUnwindSafe(run))
         .expect_err("the region is refused");
-    payload
-        .downcast_ref::<String>()
-        .cloned()
-        .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
-        .unwrap_or_default()
+    burn_checkpoint_core::memory::panic_message(&*payload)
 }
 
 /// On Burn 0.22.1, a region over parameters (or inputs) Burn's data parallelism all-reduces

@@ -15,13 +15,18 @@
 
 #![warn(missing_docs)]
 
-mod kept;
-pub mod memory;
+// Bottom-up: each module uses only those listed before it (docs/architecture.md has the table;
+// tests/it/layers.rs checks the order, as it does for both Burn crates).
+//
+// The vocabulary: names, the patterns of kept regions, op families, treatments, segments.
 mod names;
+mod kept;
 mod op_kind;
-pub mod planner;
 mod segments;
 mod treatment;
+// Measuring a step, then planning from what was measured.
+pub mod memory;
+pub mod planner;
 
 pub use kept::KeptRegions;
 pub use names::{RegionId, RegionName, method_region_name};

@@ -24,6 +24,7 @@ use burn::module::AutodiffModule;
 use burn::optim::{GradientsParams, Optimizer};
 use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::{Device, ElementConversion, Tensor, TensorPrimitive};
+use burn_checkpoint_core::memory::panic_message;
 
 use super::bucket::Layout;
 use super::error::BoxError;
@@ -244,11 +245,10 @@ impl<M, O> Drop for ExitNotice<M, O> {
 /// Runs `f`, turning a panic into a [`Failure`].
 fn catch<T>(f: impl FnOnce() -> Result<T, Failure>) -> Result<T, Failure> {
     catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|payload| {
-        let message = payload
-            .downcast_ref::<&str>()
-            .map(|s| s.to_string())
-            .or_else(|| payload.downcast_ref::<String>().cloned())
-            .unwrap_or_else(|| "a panic without a message".into());
+        let message = match panic_message(&*payload) {
+            message if message.is_empty() => "a panic without a message".into(),
+            message => message,
+        };
         Err(Failure::Panicked(message))
     })
 }

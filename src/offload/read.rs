@@ -135,9 +135,8 @@ fn finish(reading: Reading) -> Result<TensorData, String> {
 }
 
 fn panic_reason(panic: Box<dyn std::any::Any + Send>) -> String {
-    panic
-        .downcast_ref::<String>()
-        .cloned()
-        .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
-        .unwrap_or_else(|| "the read panicked".into())
+    match burn_checkpoint_core::memory::panic_message(&*panic) {
+        message if message.is_empty() => "the read panicked".into(),
+        message => message,
+    }
 }

@@ -129,8 +129,8 @@ const LIVE: [(&str, &str); 6] = [
     ("Treatment", "planner::Treatment"),
 ];
 
-/// The names docs/burn-0.22-from-0.21.md's "What replaced what" table says were removed: the backticked
-/// spans of its first column, arguments dropped, `a::{b, c}` spelled `a::b`, `a::c`.
+/// The names docs/burn-0.22-from-0.21.md's "What replaced what" table says were removed: the
+/// backticked spans of its first column, arguments dropped, `a::{b, c}` spelled `a::b`, `a::c`.
 fn removed_names(markdown: &str) -> Vec<String> {
     let table = markdown
         .split("### What replaced what")

@@ -60,7 +60,7 @@ fn region_input_without_gradient() {
 }
 
 #[test]
-fn nested_regions() {
+fn nested_regions_give_the_gradients_of_plain_autodiff() {
     let (px, pw) = leaves::<Plain>(true);
     let plain = grads(block(block(px.clone(), &pw), &pw).sum(), &px, &pw);
     let (x, w) = leaves::<Ckpt>(true);
@@ -140,7 +140,7 @@ fn early_return_closes_the_region() {
 /// Backward twice through the same graph: whatever plain autodiff does (an error or gradients),
 /// the decorator does too.
 #[test]
-fn backward_twice() {
+fn a_second_backward_through_regions_does_what_plain_autodiff_does() {
     fn twice<B: AutodiffBackend>(region: bool) -> (Vec<f32>, Result<Vec<f32>, ()>) {
         let (x, w) = leaves::<B>(true);
         let y = if region {

@@ -13,7 +13,7 @@ use burn_checkpoint::checkpoint;
 use common::Ckpt;
 
 #[test]
-fn regions_on_four_threads() {
+fn four_threads_run_regions_at_once_without_a_panic() {
     let workers: Vec<_> = (0..4)
         .map(|_| {
             std::thread::spawn(|| {

@@ -24,6 +24,7 @@ use burn::backend::Autodiff;
 use burn::module::AutodiffModule;
 use burn::optim::AdamWConfig;
 use burn::tensor::backend::AutodiffBackend;
+use burn_checkpoint_core::memory::panic_message;
 use clap::{Parser, ValueEnum};
 use gpt::Gpt;
 
@@ -61,12 +62,10 @@ fn record_panics() {
             .name()
             .unwrap_or("(unnamed)")
             .to_string();
-        let message = info
-            .payload()
-            .downcast_ref::<String>()
-            .map(String::as_str)
-            .or_else(|| info.payload().downcast_ref::<&str>().copied())
-            .unwrap_or("(not a string)");
+        let message = match panic_message(info.payload()) {
+            message if message.is_empty() => "(not a string)".to_string(),
+            message => message,
+        };
         let first = message.lines().next().unwrap_or("").to_string();
         let location = info
             .location()

@@ -114,7 +114,7 @@ fn main() {
     };
     // The planner's models, each on either base: a region per block, each of which a plan may
     // keep; and the blocks in `checkpoint_sequential`'s segments (two, and √8), other placements
-    // it may choose among (`Profile::fastest`), as a user profiling both would.
+    // it may choose among (`Candidates`), as a user profiling both would.
     let placements = [
         (Cut::Block, ""),
         (Cut::SeqTwo, "two segments"),

@@ -29,17 +29,6 @@ use super::report::StepReport;
 /// // A step that finishes gives its result and report, as `StepReport::measure` does.
 /// let (sum, _) = StepReport::try_measure(HostMeter, || (0..10).sum::<u32>()).unwrap();
 /// assert_eq!(sum, 45);
-/// // What a backend's panic says when an allocation failed, and the bytes it asked for.
-/// assert_eq!(
-///     OutOfMemory::requested("can't allocate buffer of size: 4194304"),
-///     Some(Some(4194304))
-/// );
-/// assert_eq!(
-///     OutOfMemory::requested("out of device memory allocating 512 bytes"),
-///     Some(Some(512))
-/// );
-/// assert_eq!(OutOfMemory::requested("CUDA_ERROR_OUT_OF_MEMORY"), Some(None));
-/// assert_eq!(OutOfMemory::requested("index out of bounds"), None);
 /// ```
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 #[non_exhaustive]
@@ -72,11 +61,43 @@ pub struct OutOfMemory {
 }
 
 impl OutOfMemory {
-    /// Whether a panic's message says an allocation failed (`Some`), and the bytes it asked for
-    /// where it says them: cubecl's "can't allocate buffer of size: N" (wgpu and CUDA on Burn
-    /// 0.21, a buffer no pool takes on 0.22) and "out of device memory allocating N bytes"
-    /// (Burn 0.22's, after its one retry), and an "out of memory" of any backend.
-    pub fn requested(message: &str) -> Option<Option<u64>> {
+    /// The failure `seen` while the step ran, with the step's report up to it, where it was
+    /// (`at`), what the meter read after it and the step's own message: the one constructor,
+    /// for [`OutOfMemory::catch`] and the recording's `StepReport::try_measure`.
+    pub(crate) fn of(
+        report: StepReport,
+        at: String,
+        seen: Seen,
+        read: AfterFailure,
+        step_message: String,
+    ) -> Box<OutOfMemory> {
+        Box::new(OutOfMemory {
+            report,
+            at,
+            requested_bytes: seen.requested_bytes,
+            in_use_bytes: read.in_use,
+            reserved_bytes: read.reserved,
+            capacity_bytes: read.capacity,
+            thread: seen.thread,
+            message: seen.message,
+            step_message,
+        })
+    }
+}
+
+/// What a panic's message says of an allocation that failed: that it failed, and the bytes it
+/// asked for where it says them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct AllocationFailed {
+    requested_bytes: Option<u64>,
+}
+
+impl AllocationFailed {
+    /// The failure `message` reports, if it reports one: cubecl's "can't allocate buffer of
+    /// size: N" (wgpu and CUDA on Burn 0.21, a buffer no pool takes on 0.22) and "out of device
+    /// memory allocating N bytes" (Burn 0.22's, after its one retry), sized; an "out of memory"
+    /// of any backend, unsized.
+    fn in_message(message: &str) -> Option<AllocationFailed> {
         const SIZED: [&str; 2] = [
             "can't allocate buffer of size: ",
             "out of device memory allocating ",
@@ -87,11 +108,17 @@ impl OutOfMemory {
                     .chars()
                     .take_while(char::is_ascii_digit)
                     .collect();
-                return Some(digits.parse().ok());
+                return Some(AllocationFailed {
+                    requested_bytes: digits.parse().ok(),
+                });
             }
         }
         let lower = message.to_lowercase();
-        (lower.contains("out of memory") || lower.contains("out_of_memory")).then_some(None)
+        (lower.contains("out of memory") || lower.contains("out_of_memory")).then_some(
+            AllocationFailed {
+                requested_bytes: None,
+            },
+        )
     }
 }
 
@@ -126,20 +153,12 @@ impl OutOfMemory {
             return Ok(outcome.unwrap_or_else(|payload| resume_unwind(payload)));
         };
         let read = read_after_failure(&meter);
-        Err(Box::new(OutOfMemory {
-            report: StepReport {
-                meter: meter.describe(),
-                ..StepReport::default()
-            },
-            at: UNRECORDED.to_string(),
-            requested_bytes: seen.requested_bytes,
-            in_use_bytes: read.in_use,
-            reserved_bytes: read.reserved,
-            capacity_bytes: read.capacity,
-            thread: seen.thread,
-            message: seen.message,
-            step_message: outcome_message(&outcome),
-        }))
+        let report = StepReport {
+            meter: meter.describe(),
+            ..StepReport::default()
+        };
+        let at = UNRECORDED.to_string();
+        Err(OutOfMemory::of(report, at, seen, read, outcome_message(&outcome)))
     }
 }
 
@@ -240,8 +259,18 @@ fn lock<T>(mutex: &'static Mutex<T>) -> MutexGuard<'static, T> {
     mutex.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// A panic's message, where it is a string.
-pub(crate) fn message(payload: &(dyn std::any::Any + Send)) -> String {
+/// A panic's message, where its payload is a string (`panic!` with a message gives one); empty
+/// otherwise: what a caught panic said, for a report or an error.
+///
+/// ```
+/// use burn_checkpoint_core::memory::panic_message;
+///
+/// let caught = std::panic::catch_unwind(|| panic!("out of {} memory", "device")).unwrap_err();
+/// assert_eq!(panic_message(&*caught), "out of device memory");
+/// let caught = std::panic::catch_unwind(|| std::panic::panic_any(7)).unwrap_err();
+/// assert_eq!(panic_message(&*caught), "");
+/// ```
+pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
     payload
         .downcast_ref::<String>()
         .cloned()
@@ -265,13 +294,13 @@ impl Watch {
             let previous: Hook = Arc::from(panic::take_hook());
             let chained = previous.clone();
             panic::set_hook(Box::new(move |info| {
-                let message = message(info.payload());
-                if let Some(requested_bytes) = OutOfMemory::requested(&message) {
+                let message = panic_message(info.payload());
+                if let Some(failed) = AllocationFailed::in_message(&message) {
                     let thread = std::thread::current();
                     lock(&SEEN).push(Seen {
                         thread: thread.name().unwrap_or("(an unnamed thread)").to_string(),
                         message: first_line(&message),
-                        requested_bytes,
+                        requested_bytes: failed.requested_bytes,
                     });
                 }
                 chained(info);
@@ -308,7 +337,7 @@ impl Drop for Watch {
 
 /// What the step's own panic said, first line.
 fn step_message(payload: &(dyn std::any::Any + Send)) -> String {
-    first_line(&message(payload))
+    first_line(&panic_message(payload))
 }
 
 /// Tests that raise allocation failures take this first, whatever module they are in: a watch
@@ -357,6 +386,21 @@ mod tests {
         fn capacity(&self) -> Option<u64> {
             Some(8 << 20)
         }
+    }
+
+    #[test]
+    fn a_backends_message_says_whether_an_allocation_failed_and_its_size() {
+        let failed = |message| AllocationFailed::in_message(message).map(|f| f.requested_bytes);
+        assert_eq!(
+            failed("can't allocate buffer of size: 4194304"),
+            Some(Some(4194304))
+        );
+        assert_eq!(
+            failed("out of device memory allocating 512 bytes"),
+            Some(Some(512))
+        );
+        assert_eq!(failed("CUDA_ERROR_OUT_OF_MEMORY"), Some(None));
+        assert_eq!(failed("index out of bounds"), None);
     }
 
     /// A step that fails as on cubecl: the allocation panics on another thread (the device's),

@@ -32,7 +32,7 @@ pub mod recording;
 mod report;
 
 pub use device::{DeviceMemory, Usage};
-pub use failure::OutOfMemory;
+pub use failure::{OutOfMemory, panic_message};
 #[cfg(test)]
 pub(crate) use failure::one_failing_test_at_a_time;
 pub use host::{CountingAllocator, mib};

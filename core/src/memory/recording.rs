@@ -321,17 +321,7 @@ fn record_or_out_of_memory<R>(
     let at = at_failure();
     let report = finish(false);
     drop(off);
-    Err(Box::new(OutOfMemory {
-        report,
-        at: at.at,
-        requested_bytes: seen.requested_bytes,
-        in_use_bytes: at.read.in_use,
-        reserved_bytes: at.read.reserved,
-        capacity_bytes: at.read.capacity,
-        thread: seen.thread,
-        message: seen.message,
-        step_message,
-    }))
+    Err(OutOfMemory::of(report, at.at, seen, at.read, step_message))
 }
 
 fn with<T>(f: impl FnOnce(&mut Recording) -> T) -> Option<T> {

@@ -40,15 +40,15 @@ pub struct GptShape {
     /// Attention heads.
     #[arg(long, default_value_t = DEFAULT.heads)]
     pub heads: usize,
+    /// Vocabulary size.
+    #[arg(long, default_value_t = DEFAULT.vocab)]
+    pub vocab: usize,
     /// Tokens per sequence (the context).
     #[arg(long, default_value_t = DEFAULT.seq)]
     pub seq: usize,
     /// Sequences per step.
     #[arg(long, default_value_t = DEFAULT.batch)]
     pub batch: usize,
-    /// Vocabulary size.
-    #[arg(long, default_value_t = DEFAULT.vocab)]
-    pub vocab: usize,
 }
 
 /// The flags' defaults, written once for them and for [`Default`].
@@ -56,9 +56,9 @@ const DEFAULT: GptShape = GptShape {
     blocks: 8,
     d_model: 128,
     heads: 4,
+    vocab: 512,
     seq: 128,
     batch: 16,
-    vocab: 512,
 };
 
 impl Default for GptShape {
@@ -78,9 +78,9 @@ impl GptShape {
                 blocks,
                 d_model,
                 heads,
+                vocab,
                 seq,
                 batch,
-                vocab,
             }),
             _ => Err(format!(
                 "a GPT is blocks,width,heads,vocabulary,sequence,batch (six counts), not `{list}`"

@@ -25,20 +25,13 @@ use burn::backend::Autodiff;
 use burn::backend::wgpu::WgpuDevice;
 use burn::tensor::{Tensor, TensorData};
 use burn_checkpoint::memory::{Meter, StepReport};
+use burn_checkpoint_core::memory::panic_message;
 use burn_checkpoint::{Checkpointed, Region};
 
 const MIB: u64 = 1 << 20;
 
 /// Every panic raised while the hook is installed: its thread's name and message.
 static PANICS: Mutex<Vec<(String, String)>> = Mutex::new(Vec::new());
-
-fn message(payload: &(dyn std::any::Any + Send)) -> String {
-    payload
-        .downcast_ref::<String>()
-        .cloned()
-        .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
-        .unwrap_or_default()
-}
 
 #[test]
 fn a_failed_allocation_panics_on_the_device_thread_and_the_step_fails_at_its_next_read() {
@@ -69,7 +62,7 @@ fn a_failed_allocation_panics_on_the_device_thread_and_the_step_fails_at_its_nex
     let default = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
         let thread = std::thread::current();
-        let message = message(info.payload());
+        let message = panic_message(info.payload());
         let (name, said) = match thread.id() == caller {
             true => ("the caller", message.as_str()),
             false => (
@@ -94,7 +87,7 @@ fn a_failed_allocation_panics_on_the_device_thread_and_the_step_fails_at_its_nex
 
     assert!(queued, "queuing the ops did not panic on the caller");
     let failed = step.expect_err("the step's read fails");
-    let read = message(&*failed);
+    let read = panic_message(&*failed);
     assert!(
         !read.contains("can't allocate"),
         "the caller's message: {read}"

@@ -9,6 +9,13 @@
 //! on any node's finish, so a node that registers again before every node has finished corrupts
 //! the node table. The barrier here is what orders those sessions; it carries no tensor.
 //!
+//! When to delete it: once the burn-collective this crate pins clears its sync service after each
+//! operation (tracel-ai/burn#4549 closed, and a release with the fix), the nodes can keep one
+//! registration for the run; then `multinode`'s tests pass with the rendezvous taken out of `Nodes`
+//! (each exchange a plain all-reduce), and this module and the votes go with it. A lost node would
+//! then be seen at the all-reduce's time limit (`DataParallelConfig::with_timeout`), not at once
+//! (`Lost`): keep the rendezvous if that matters more than its code.
+//!
 //! The protocol is one JSON message per line. A node sends `Hello` once, then `Arrive` for each
 //! round it reaches (rounds are numbered alike on every node: the same model makes the same
 //! sequence of exchanges); the service answers `Go` when every node has arrived, and `Lost` to

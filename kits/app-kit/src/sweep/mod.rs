@@ -75,7 +75,7 @@ pub type StepFn<'a> = Box<dyn FnMut() + 'a>;
 
 /// A model the planner plans (regions wherever they may go) with its steps on one [`Base`]:
 /// the sweep profiles each one given and plans each budget on the one whose plan is predicted
-/// fastest ([`Profile::fastest`]): the same regions on each base, or other placements.
+/// fastest ([`Candidates::fit`]): the same regions on each base, or other placements.
 pub struct Planned<'a> {
     /// What the model is, where the sweep gives several placements (empty: the regions the
     /// benchmark describes).
