@@ -12,7 +12,7 @@
 
 mod common;
 
-use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::sync::MutexGuard;
 
 use app_kit::agreement::Agreement;
 use burn::module::{Module, ParamId};
@@ -26,21 +26,13 @@ use burn_checkpoint_22::planner::{Plan, Profile, Treatment};
 use burn_checkpoint_22::{Region, Segments, checkpoint, checkpoint_fn, checkpoint_sequential};
 use common::{Block, initialised, param_grads};
 
-/// The wgpu device for one test at a time, or `None` without a Vulkan adapter. One at a time:
-/// autotune tunes a kernel once per process, and a thread asking for a kernel that another is
-/// tuning runs the first candidate, whose sums may run in another order.
+/// The wgpu device for one test at a time, or `None` without a Vulkan adapter:
+/// `app_kit::vulkan::claim` with Burn 0.22's probe.
 fn claim() -> Option<(MutexGuard<'static, ()>, Device)> {
-    static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
-    static AVAILABLE: OnceLock<bool> = OnceLock::new();
-    let available = *AVAILABLE.get_or_init(|| {
-        app_kit::vulkan::adapter(|| {
-            Tensor::<1>::zeros([1], &Device::wgpu(DeviceKind::DefaultDevice)).into_data();
-        })
-    });
-    available.then(|| {
-        let guard = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-        (guard, Device::wgpu(DeviceKind::DefaultDevice).autodiff())
-    })
+    let guard = app_kit::vulkan::claim(|| {
+        Tensor::<1>::zeros([1], &Device::wgpu(DeviceKind::DefaultDevice)).into_data();
+    })?;
+    Some((guard, Device::wgpu(DeviceKind::DefaultDevice).autodiff()))
 }
 
 impl Block {

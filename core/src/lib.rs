@@ -19,8 +19,8 @@
 // tests/it/layers.rs checks the order, as it does for both Burn crates).
 //
 // The vocabulary: names, the patterns of kept regions, op families, treatments, segments.
-mod names;
 mod kept;
+mod names;
 mod op_kind;
 mod segments;
 mod treatment;

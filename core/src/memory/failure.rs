@@ -158,7 +158,13 @@ impl OutOfMemory {
             ..StepReport::default()
         };
         let at = UNRECORDED.to_string();
-        Err(OutOfMemory::of(report, at, seen, read, outcome_message(&outcome)))
+        Err(OutOfMemory::of(
+            report,
+            at,
+            seen,
+            read,
+            outcome_message(&outcome),
+        ))
     }
 }
 

@@ -32,9 +32,9 @@ pub mod recording;
 mod report;
 
 pub use device::{DeviceMemory, Usage};
-pub use failure::{OutOfMemory, panic_message};
 #[cfg(test)]
 pub(crate) use failure::one_failing_test_at_a_time;
+pub use failure::{OutOfMemory, panic_message};
 pub use host::{CountingAllocator, mib};
 pub use measure::{Measure, Peak};
 pub use meter::{HostMeter, MemoryMeter, Meter};

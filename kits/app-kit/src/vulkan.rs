@@ -1,7 +1,10 @@
 //! Whether a Vulkan adapter is there for Burn's wgpu backend, as the tests of both Burn crates
-//! ask it: [`adapter`]. The probe (a first tensor on the default wgpu device) is each Burn
-//! version's; the environment it needs ([`runtime_dir`], for the tests that configure a device
-//! before its first tensor too) and what a missing adapter means are here, once.
+//! ask it: [`adapter`], and [`claim`], the device for one test at a time. The probe (a first
+//! tensor on the default wgpu device) is each Burn version's; the environment it needs
+//! ([`runtime_dir`], for the tests that configure a device before its first tensor too), what a
+//! missing adapter means and the one lock are here, once.
+
+use std::sync::{Mutex, MutexGuard, OnceLock};
 
 /// Runs `probe` (a first tensor on wgpu's default device: it starts the runtime, and panics
 /// without an adapter) once the environment Mesa's lavapipe needs is set, and says whether it
@@ -33,6 +36,30 @@ pub fn adapter(probe: impl FnOnce() + std::panic::UnwindSafe) -> bool {
             false
         }
     }
+}
+
+/// The wgpu device for one test at a time, or `None` without a Vulkan adapter ([`adapter`] of
+/// `probe`, asked once per process: skipped with a message, or under CI a panic). One at a
+/// time because of autotune: a kernel is tuned once per process, synchronously, but a thread that
+/// asks for a kernel another thread is tuning runs the first candidate instead of the fastest,
+/// and candidates sum in different orders: two tests side by side would differ in the last bits
+/// from run to run.
+///
+/// ```
+/// let first = app_kit::vulkan::claim(|| ());
+/// assert!(first.is_some());
+/// drop(first); // the next test's turn
+/// assert!(app_kit::vulkan::claim(|| unreachable!("asked once")).is_some());
+/// ```
+pub fn claim(probe: impl FnOnce() + std::panic::UnwindSafe) -> Option<MutexGuard<'static, ()>> {
+    static AVAILABLE: OnceLock<bool> = OnceLock::new();
+    static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+    let available = *AVAILABLE.get_or_init(|| adapter(probe));
+    available.then(|| {
+        ONE_AT_A_TIME
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    })
 }
 
 /// Sets `XDG_RUNTIME_DIR` (to the temporary folder) where none is set: Mesa's lavapipe warns

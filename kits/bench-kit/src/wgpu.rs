@@ -3,7 +3,7 @@
 //! lavapipe, a Vulkan driver on the CPU (Debian's `mesa-vulkan-drivers`, installed by
 //! `scripts/setup`).
 
-use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::sync::MutexGuard;
 
 use burn::backend::wgpu::{CubeBackend, WgpuDevice, WgpuRuntime};
 use burn::tensor::Tensor;
@@ -11,27 +11,12 @@ use burn::tensor::Tensor;
 /// Burn's wgpu backend without fusion (with the `fusion` feature, `burn::backend::Wgpu` fuses).
 pub type Unfused = CubeBackend<WgpuRuntime, f32, i32, u32>;
 
-/// The wgpu device for one test at a time, or `None` where there is no Vulkan adapter (the test is
-/// skipped, with a message; under CI, `CI` set, it fails instead: CI installs lavapipe, so its
-/// absence is a broken setup).
-///
-/// One at a time because of autotune: a kernel is tuned once per process, synchronously, but a
-/// thread that asks for a kernel another thread is tuning runs the first candidate instead of the
-/// fastest, and candidates sum in different orders: two tests side by side would differ in the
-/// last bits from run to run.
+/// The wgpu device for one test at a time, or `None` where there is no Vulkan adapter:
+/// [`app_kit::vulkan::claim`] with Burn 0.21's probe.
 pub fn claim() -> Option<MutexGuard<'static, ()>> {
-    static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
-    available().then(|| ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner()))
-}
-
-/// Whether a Vulkan adapter is there (see [`claim`]).
-pub fn available() -> bool {
-    static AVAILABLE: OnceLock<bool> = OnceLock::new();
-    *AVAILABLE.get_or_init(|| {
-        app_kit::vulkan::adapter(|| {
-            let device = WgpuDevice::default();
-            Tensor::<Unfused, 1>::zeros([1], &device).into_data();
-        })
+    app_kit::vulkan::claim(|| {
+        let device = WgpuDevice::default();
+        Tensor::<Unfused, 1>::zeros([1], &device).into_data();
     })
 }
 

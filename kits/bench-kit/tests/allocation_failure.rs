@@ -25,8 +25,8 @@ use burn::backend::Autodiff;
 use burn::backend::wgpu::WgpuDevice;
 use burn::tensor::{Tensor, TensorData};
 use burn_checkpoint::memory::{Meter, StepReport};
-use burn_checkpoint_core::memory::panic_message;
 use burn_checkpoint::{Checkpointed, Region};
+use burn_checkpoint_core::memory::panic_message;
 
 const MIB: u64 = 1 << 20;
 
