@@ -104,6 +104,6 @@
 
 pub use burn_checkpoint_core::Treatment;
 pub use burn_checkpoint_core::planner::{
-    Base, Candidate, Candidates, FitError, Fitted, Plan, PlanError, Profile, ProfileError,
-    RETIME_ROUNDS, Step, StepResult, TreatedStep,
+    Base, Candidate, Candidates, FitError, Fitted, Plan, PlanError, Profile, ProfileError, Step,
+    TreatedStep,
 };

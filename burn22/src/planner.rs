@@ -48,8 +48,8 @@ use burn::tensor::Device;
 
 pub use burn_checkpoint_core::Treatment;
 pub use burn_checkpoint_core::planner::{
-    Base, Candidate, Candidates, FitError, Fitted, Plan, PlanError, Profile, ProfileError,
-    RETIME_ROUNDS, Step, StepResult, TreatedStep,
+    Base, Candidate, Candidates, FitError, Fitted, Plan, PlanError, Profile, ProfileError, Step,
+    TreatedStep,
 };
 
 /// The autodiff device a plan's [`Base`] asks for, over `device` (an inner device:

@@ -124,7 +124,7 @@ impl<S> Candidates<S> {
 }
 
 impl<S: Step> Candidates<S> {
-    /// Times every profiled step of every candidate again, [`RETIME_ROUNDS`] times, interleaved
+    /// Times every profiled step of every candidate again, four times, interleaved
     /// (each round runs each candidate's treatments in turn, every other round in the reverse
     /// order), each under the treatment it was profiled with, and keeps the median of its times
     /// (the profiled one included): what [`fastest`](Candidates::fastest) compares across

@@ -22,5 +22,5 @@ pub use base::Base;
 pub use candidates::{Candidate, Candidates};
 pub use fit::{FitError, Fitted};
 pub use plan::{Plan, planned};
-pub use profile::{Profile, ProfileError, RETIME_ROUNDS, Step, StepResult, TreatedStep};
+pub use profile::{Profile, ProfileError, Step, TreatedStep};
 pub use solver::PlanError;

@@ -12,6 +12,7 @@ use super::base::Base;
 use super::plan::{Lookup, with_lookup};
 use crate::memory::{MemoryMeter, StepReport, mib, mib_signed, shorten};
 use crate::treatment::Treatment;
+use returns::StepResult;
 
 /// One step measured under each [`Treatment`], every top-level region run that way: what each
 /// region instance holds and what its recompute costs under each, which is what the budget
@@ -98,29 +99,35 @@ impl<F: FnMut() -> R, R: StepResult> Step for F {
     }
 }
 
-/// What a [`Step`] closure returns: `()`, or `Result<(), E>` (as std's `Termination` is for
-/// `main`).
-pub trait StepResult {
-    /// Why the step failed.
-    type Error;
+/// What a [`Step`] closure may return, unnameable outside the crate (a sealed trait: users write
+/// closures, not impls of it).
+mod returns {
+    use std::convert::Infallible;
 
-    /// The step's outcome as a `Result`.
-    fn into_result(self) -> Result<(), Self::Error>;
-}
+    /// What a [`Step`](super::Step) closure returns: `()`, or `Result<(), E>` (as std's
+    /// `Termination` is for `main`).
+    pub trait StepResult {
+        /// Why the step failed.
+        type Error;
 
-impl StepResult for () {
-    type Error = Infallible;
-
-    fn into_result(self) -> Result<(), Infallible> {
-        Ok(())
+        /// The step's outcome as a `Result`.
+        fn into_result(self) -> Result<(), Self::Error>;
     }
-}
 
-impl<E> StepResult for Result<(), E> {
-    type Error = E;
+    impl StepResult for () {
+        type Error = Infallible;
 
-    fn into_result(self) -> Result<(), E> {
-        self
+        fn into_result(self) -> Result<(), Infallible> {
+            Ok(())
+        }
+    }
+
+    impl<E> StepResult for Result<(), E> {
+        type Error = E;
+
+        fn into_result(self) -> Result<(), E> {
+            self
+        }
     }
 }
 
@@ -128,7 +135,7 @@ impl<E> StepResult for Result<(), E> {
 /// each profiled step again: with two (three samples a step, the profiled one included), a Burn
 /// 0.22 budget sweep chose a step measured 1.07× the fastest; with four, every plan of the four
 /// sweeps was within 3 % of the fastest hand cut that fits (docs/memory-budget.md).
-pub const RETIME_ROUNDS: usize = 4;
+pub(crate) const RETIME_ROUNDS: usize = 4;
 
 impl Profile {
     /// Runs `step` once per treatment in `treatments` (both Burn crates' regions run
@@ -220,8 +227,8 @@ impl Profile {
         self
     }
 
-    /// Times every profiled step again, [`RETIME_ROUNDS`] times (every other round in the
-    /// reverse order; `step` runs the step), each under the treatment it was profiled with, and
+    /// Times every profiled step again, four times (every other round in the reverse order;
+    /// `step` runs the step), each under the treatment it was profiled with, and
     /// keeps the median of its times (the profiled one included) as its
     /// [`seconds`](StepReport::seconds). What it holds is left as profiled.
     ///
@@ -234,7 +241,7 @@ impl Profile {
     ///
     /// ```
     /// use burn_checkpoint_core::memory::{HostMeter, recording};
-    /// use burn_checkpoint_core::planner::{Profile, RETIME_ROUNDS, planned};
+    /// use burn_checkpoint_core::planner::{Profile, planned};
     /// use burn_checkpoint_core::{RegionId, RegionName, Treatment};
     ///
     /// let step = || {
@@ -250,7 +257,7 @@ impl Profile {
     ///         step();
     ///     })
     ///     .unwrap();
-    /// assert_eq!(runs, RETIME_ROUNDS * profile.treatments().len());
+    /// assert_eq!(runs, 4 * profile.treatments().len());
     /// ```
     pub fn retime<S: Step>(&mut self, mut step: S) -> Result<(), S::Error> {
         retime_interleaved(&mut [(self, &mut step)], RETIME_ROUNDS)

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, bail};
 use burn::tensor::TensorData;
 use burn_checkpoint::memory::Meter;
-use burn_checkpoint::planner::{Base, Fitted, Plan, Profile, RETIME_ROUNDS, Treatment};
+use burn_checkpoint::planner::{Base, Fitted, Plan, Profile, Treatment};
 use burn_checkpoint_core::memory::mib;
 
 use super::options::TrainOptions;
@@ -271,9 +271,13 @@ impl Scratch {
         .on(self.base);
         // The solver compares the profiled steps' times: medians of interleaved samples, not one
         // sample each.
-        profile.retime(|| runner.step(&batch).map_err(StepFailed))?;
+        let mut retimed = 0;
+        profile.retime(|| {
+            retimed += 1;
+            runner.step(&batch).map_err(StepFailed)
+        })?;
         // The warm-up and one step per treatment profiled, then timed again.
-        self.steps += 1 + (1 + RETIME_ROUNDS) * profile.treatments().len();
+        self.steps += 1 + profile.treatments().len() + retimed;
         Ok(profile)
     }
 

@@ -14,7 +14,7 @@ use burn_checkpoint_core::Treatment;
 use burn_checkpoint_core::memory::{
     DeviceMemory, MemoryMeter, Meter, OffloadedBytes, StepReport, mib,
 };
-use burn_checkpoint_core::planner::{Base, Candidates, Plan, Profile, RETIME_ROUNDS, Step};
+use burn_checkpoint_core::planner::{Base, Candidates, Plan, Profile, Step};
 use cpu_time::ProcessTime;
 use serde::{Deserialize, Serialize};
 
@@ -311,6 +311,7 @@ pub fn run_checking<D: DeviceMemory>(
         .into_iter()
         .map(|planned| Model {
             planned,
+            planner_runs: 0,
             fits: Vec::new(),
         })
         .collect();
@@ -339,9 +340,12 @@ pub fn run_checking<D: DeviceMemory>(
     }
 }
 
-/// A planned model in the sweep: its step, and the plans fitted on it, each with its samples.
+/// A planned model in the sweep: its step, the steps the planner ran on it, and the plans
+/// fitted on it, each with its samples.
 struct Model<'a> {
     planned: Planned<'a>,
+    /// Steps the planner ran through [`Step`] (the retimed ones, the fits' checks).
+    planner_runs: usize,
     fits: Vec<Fit>,
 }
 
@@ -358,6 +362,7 @@ impl Step for &mut Model<'_> {
     type Error = Infallible;
 
     fn run(&mut self) -> Result<(), Infallible> {
+        self.planner_runs += 1;
         (self.planned.step)();
         Ok(())
     }
@@ -394,7 +399,10 @@ fn plan_budgets<D: DeviceMemory>(
     // The solver compares the steps of each profile and the choice between the planned models
     // their steps across profiles: medians of interleaved samples, not one each.
     candidates.retime().expect("a step cannot fail here");
-    planning.profile_steps += RETIME_ROUNDS * planning.profile_steps;
+    planning.profile_steps += candidates
+        .iter()
+        .map(|c| c.step.planner_runs)
+        .sum::<usize>();
     planning.profile_seconds = started.elapsed().as_secs_f64();
     let first = candidates.iter_mut().next().expect("a planned model");
     check(&first.profile, &mut first.step.planned.step);
