@@ -18,6 +18,7 @@ use super::outputs::{ReportFile, SaveDir};
 use super::planning;
 use super::progress::{self, Console};
 use super::report::{EpochReport, Planning, Report};
+use super::runner::StepRunner;
 use super::save::{self, RunSettings, STATE_FILE, SavedState, SavedWeights};
 use crate::DenseNetConfig;
 use crate::data::{self, HostBatch, ImageBatcher, ImageDataset, Images, Splits};
@@ -400,21 +401,8 @@ fn train_epochs<I: Backend>(
         };
         history.push(report.clone());
         if let Some(save) = &outputs.save {
-            let state = SavedState {
-                format: save::FORMAT,
-                epochs_done: epoch + 1,
-                weights: save::epoch_dir_name(epoch + 1),
-                files: Default::default(),
-                settings: settings(options),
-                history: history.clone(),
-            };
-            let root = save.root();
-            previous = Some(
-                save::save_epoch(root, state, previous.as_ref(), |dir| runner.save(dir))
-                    .with_context(|| {
-                        format!("cannot save epoch {} in {}", epoch + 1, root.display())
-                    })?,
-            );
+            let saved = save_epoch(save, options, &history, previous.as_ref(), runner)?;
+            previous = Some(saved);
         }
         if let Err(error) = outputs
             .console
@@ -434,6 +422,29 @@ fn train_epochs<I: Backend>(
         log,
         stopped,
     })
+}
+
+/// Saves the epoch `history` ends with in `save` (its weights, then the state naming them),
+/// after `previous`, the state saved before it; returns what it saved.
+fn save_epoch(
+    save: &SaveDir,
+    options: &TrainOptions,
+    history: &[EpochReport],
+    previous: Option<&SavedState>,
+    runner: &mut dyn StepRunner,
+) -> anyhow::Result<SavedState> {
+    let epochs_done = history.len();
+    let state = SavedState {
+        format: save::FORMAT,
+        epochs_done,
+        weights: save::epoch_dir_name(epochs_done),
+        files: Default::default(),
+        settings: settings(options),
+        history: history.to_vec(),
+    };
+    let root = save.root();
+    save::save_epoch(root, state, previous, |dir| runner.save(dir))
+        .with_context(|| format!("cannot save epoch {epochs_done} in {}", root.display()))
 }
 
 /// The run's report: its settings, the figures of its epochs and steps.
