@@ -13,18 +13,9 @@
 mod common;
 mod running_out;
 
+use app_kit::out_of_memory::budget_size;
 use densenet_bc::train::RanOutOfMemory;
 use running_out::{capped_device, epoch_2_runs_out_of_memory_on, suggestion};
-
-/// A size as `--memory-budget` takes it, as the trainer writes it: whole MiB rounded down, or
-/// bytes below one.
-fn budget(bytes: u64) -> String {
-    if bytes >= 1 << 20 {
-        format!("{}MiB", bytes >> 20)
-    } else {
-        bytes.to_string()
-    }
-}
 
 #[test]
 fn a_step_out_of_device_memory_stops_the_run_with_its_report_and_keeps_the_save() {
@@ -45,7 +36,7 @@ fn a_step_out_of_device_memory_stops_the_run_with_its_report_and_keeps_the_save(
         .expect("a device's meter reads reserved bytes");
     let said = suggestion(&printed);
     assert!(
-        said.contains(&format!("--memory-budget {}", budget(room))),
+        said.contains(&format!("--memory-budget {}", budget_size(room))),
         "{said}"
     );
 }

@@ -1,17 +1,22 @@
 //! The trainer's networks as burn-train trains them: DenseNet-BC classifying images and the GPT
 //! predicting each next byte of a text, one `TrainStep` and `InferenceStep` for both, each dense
 //! layer or block a region when asked, and a [`Probe`] that records each training step's peak
-//! memory and time and the validation's right answers, for the trainer's table.
+//! memory and time and the validation's right answers, for the trainer's table, and watches every
+//! step and validation batch for a failed allocation (app-kit's [`RanOutOfMemory`]).
 
+use std::panic::resume_unwind;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+use app_kit::out_of_memory::RanOutOfMemory;
 
 use burn::data::dataloader::batcher::Batcher;
 use burn::module::Module;
 use burn::nn::loss::CrossEntropyLossConfig;
 use burn::tensor::{Device, Int, Tensor};
 use burn::train::{ClassificationOutput, InferenceStep, TrainOutput, TrainStep};
-use burn_checkpoint_22::memory::Meter;
+use burn_checkpoint_22::memory::{MemoryMeter, Meter, OutOfMemory, StepReport};
 use burn_checkpoint_22::planner::Plan;
 use burn_checkpoint_22_models::Cut;
 use burn_checkpoint_22_models::densenet::DenseNet;
@@ -58,6 +63,9 @@ impl Batcher<Vec<u8>, Batch> for TokenBatcher {
 pub struct Probed {
     /// Each training step's peak memory above its start (forward, loss, backward), in bytes.
     pub step_peaks: Vec<u64>,
+    /// On a device, each training step's peak of the bytes its memory manager reserved
+    /// (absolute: what the device's pools held, the model's pages included).
+    pub step_reserved: Vec<u64>,
     /// Each training step's time (forward, loss, backward; the optimizer's update is burn-train's).
     pub step_times: Vec<Duration>,
     /// Each validation batch's predictions right (images classified, next bytes predicted), and
@@ -65,12 +73,18 @@ pub struct Probed {
     pub valid: Vec<(usize, usize)>,
 }
 
-/// Where a model's steps record what they measured; clones share one record (burn-train clones
-/// the model it trains).
+/// Where a model's steps record what they measured, and the first allocation a step or
+/// validation batch failed; clones share one record (burn-train clones the model it trains).
 #[derive(Clone)]
 pub struct Probe {
     meter: Meter,
     probed: Arc<Mutex<Probed>>,
+    /// Training steps, then validation batches, begun (every device's), and how many an epoch
+    /// has: where a failure happened.
+    steps: Arc<AtomicUsize>,
+    valid_batches: Arc<AtomicUsize>,
+    per_epoch: (usize, usize),
+    failure: Arc<Mutex<Option<RanOutOfMemory>>>,
 }
 
 // burn-train's summary prints the model: one word, not every step's figures.
@@ -86,6 +100,19 @@ impl Probe {
         Probe {
             meter,
             probed: Arc::default(),
+            steps: Arc::default(),
+            valid_batches: Arc::default(),
+            per_epoch: (0, 0),
+            failure: Arc::default(),
+        }
+    }
+
+    /// The same, for a run of `steps` training steps and `valid_batches` validation batches an
+    /// epoch (every device's): a failure then says its epoch.
+    pub fn per_epoch(self, steps: usize, valid_batches: usize) -> Self {
+        Probe {
+            per_epoch: (steps, valid_batches),
+            ..self
         }
     }
 
@@ -94,8 +121,56 @@ impl Probe {
         self.lock().clone()
     }
 
+    /// The first allocation a step or validation batch failed, taken: what stopped the run.
+    pub fn take_failure(&self) -> Option<RanOutOfMemory> {
+        self.failure
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, Probed> {
         self.probed.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Runs `work` (a training step, `training`, or a validation batch) watching for a failed
+    /// allocation: the run's first step recorded region by region (a failure there says what
+    /// each region held), the others under `OutOfMemory::catch` (which reads nothing while they
+    /// run). A failure is kept ([`Probe::take_failure`]) and stops the run: this thread unwinds
+    /// (burn-train's worker threads catch it and stop the training; on one device the trainer
+    /// does), without the panic hook's message, since the failure's report is the trainer's to
+    /// print.
+    fn watched<R>(&self, training: bool, work: impl FnOnce() -> R) -> R {
+        let (counter, per_epoch, what) = match training {
+            true => (&self.steps, self.per_epoch.0, "training step"),
+            false => (&self.valid_batches, self.per_epoch.1, "validation batch"),
+        };
+        let index = counter.fetch_add(1, Ordering::Relaxed);
+        let base_bytes = self.meter.in_use();
+        let outcome = if training && index == 0 {
+            StepReport::try_measure(self.meter.clone(), work).map(|(result, _)| result)
+        } else {
+            OutOfMemory::catch(self.meter.clone(), work)
+        };
+        let failure = match outcome {
+            Ok(result) => return result,
+            Err(failure) => failure,
+        };
+        let during = match per_epoch {
+            0 => format!("{what} {}", index + 1),
+            n => format!("epoch {}, {what} {}", index / n + 1, index % n + 1),
+        };
+        let stopped = RanOutOfMemory {
+            failure,
+            during,
+            base_bytes,
+        };
+        let message = stopped.to_string();
+        self.failure
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get_or_insert(stopped);
+        resume_unwind(Box::new(message))
     }
 }
 
@@ -178,14 +253,21 @@ impl TrainStep for Classifier {
             let grads = output.loss.backward();
             (output, grads)
         };
-        let (output, grads) = match &self.plan {
-            Some(plan) => plan.run(forward_backward),
-            None => forward_backward(),
-        };
+        let (output, grads) = self.probe.watched(true, || {
+            let done = match &self.plan {
+                Some(plan) => plan.run(forward_backward),
+                None => forward_backward(),
+            };
+            // On a device, the step's time is its work's, done: wait for it first (and an
+            // allocation its queue fails, fails in the watch).
+            self.probe.meter.settle();
+            done
+        });
         let time = start.elapsed();
         let peak = measure.finish();
         let mut probed = self.probe.lock();
         probed.step_peaks.push(peak.in_use);
+        probed.step_reserved.extend(peak.reserved);
         probed.step_times.push(time);
         drop(probed);
         TrainOutput::new(self, grads, output)
@@ -197,10 +279,13 @@ impl InferenceStep for Classifier {
     type Output = ClassificationOutput;
 
     fn step(&self, batch: Batch) -> ClassificationOutput {
-        let output = self.classify(batch);
-        let predicted = output.output.clone().argmax(1).flatten::<1>(0, 1);
-        let right: Tensor<1, burn::tensor::Bool> = predicted.equal(output.targets.clone());
-        let right = right.int().sum().into_scalar::<i64>() as usize;
+        let (output, right) = self.probe.watched(false, || {
+            let output = self.classify(batch);
+            let predicted = output.output.clone().argmax(1).flatten::<1>(0, 1);
+            let right: Tensor<1, burn::tensor::Bool> = predicted.equal(output.targets.clone());
+            let right = right.int().sum().into_scalar::<i64>() as usize;
+            (output, right)
+        });
         let predictions = output.targets.dims()[0];
         self.probe.lock().valid.push((right, predictions));
         output

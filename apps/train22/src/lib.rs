@@ -13,8 +13,10 @@
 //! ```
 
 pub mod classifier;
+pub mod devices;
 pub mod images;
 pub mod mlp;
+pub mod run;
 pub mod text;
 pub mod trainer;
 

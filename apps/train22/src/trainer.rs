@@ -2,6 +2,7 @@
 //! burn-train's `Learner` and `SupervisedTraining`, once per checkpoint method asked for, every
 //! method from the same seed, and the table of memory, time per step and accuracy at the end.
 
+use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -9,7 +10,7 @@ use anyhow::{Context, bail, ensure};
 use app_kit::args::{Sgd, byte_size, positive};
 use app_kit::densenet::DenseNetShape;
 use app_kit::schedule;
-use app_kit::table::MethodRow;
+use app_kit::table::{MethodRow, PlanPeaks};
 
 use burn::data::dataloader::batcher::Batcher;
 use burn::data::dataloader::{DataLoader, DataLoaderBuilder};
@@ -26,7 +27,7 @@ use burn::train::metric::{AccuracyMetric, LossMetric};
 use burn::train::{
     ExecutionStrategy, Learner, MultiDeviceOptim, SupervisedTraining, TrainingStrategy,
 };
-use burn_checkpoint_22::memory::Meter;
+use burn_checkpoint_22::memory::{MemoryMeter, Meter};
 use burn_checkpoint_22::planner::{Base, Candidates, Plan, Profile, Treatment, autodiff_on};
 use burn_checkpoint_22_models::densenet::DenseNet;
 use burn_checkpoint_22_models::gpt::Gpt;
@@ -37,6 +38,7 @@ use image_data::seeds::{Purpose, derive};
 use image_data::{DataSource, Images, Splits};
 
 use crate::classifier::{Batch, Classifier, Network, Probe, Probed};
+use crate::devices::Devices;
 use crate::images::{ImageBatcher, ImageDataset};
 use crate::parameters;
 use crate::text::{Text, TokenBatcher, VOCAB};
@@ -81,12 +83,15 @@ pub struct Options {
     #[arg(long, default_value_t = 64, value_parser = positive())]
     pub batch_size: usize,
 
-    /// CPU devices to train on: with more than 1, burn-train's multi-device strategy (each
-    /// device a share of the training images and a batch of its own per step, the gradients
-    /// summed on the first, one optimizer update). Memory is then the host's, all devices'
-    /// steps together.
-    #[arg(long, default_value_t = 1, value_parser = positive())]
-    pub devices: usize,
+    /// The devices to train on, comma-separated, all of one kind: cpu (burn-flex; also flex),
+    /// wgpu (the default adapter: Mesa's lavapipe where there is no GPU) or wgpu:N (discrete
+    /// GPUs; `--features wgpu`), cuda or cuda:N (`--features cuda`); or a count, N CPU devices.
+    /// With more than one, burn-train's multi-device strategy (each device a share of the
+    /// training images and a batch of its own per step, the gradients summed on the first, one
+    /// optimizer update). The memory column is the host's on the CPU (all devices' steps
+    /// together), the first device's pools on wgpu and CUDA (bytes in use, and reserved).
+    #[arg(long, visible_alias = "device", default_value = "cpu", value_parser = Devices::parse)]
+    pub devices: Devices,
 
     /// Epochs to train.
     #[arg(long, default_value_t = 1, value_parser = positive())]
@@ -255,6 +260,17 @@ impl Options {
 
     /// Trains each method of `--checkpoint` in turn, on `meter`'s memory.
     pub fn train_all(&self, meter: &Meter) -> anyhow::Result<Vec<Trained>> {
+        let mut trained = Vec::new();
+        self.train_into(meter, &mut trained)?;
+        Ok(trained)
+    }
+
+    /// Trains each method of `--checkpoint` in turn, on `meter`'s memory, each pushed on
+    /// `trained` as it finishes: where one fails, those before it are there. A step or
+    /// validation batch that fails to allocate on the device stops the run with app-kit's
+    /// [`RanOutOfMemory`](app_kit::out_of_memory::RanOutOfMemory) under the error's context (its
+    /// [`exit_status`](app_kit::out_of_memory::exit_status) is 3).
+    pub fn train_into(&self, meter: &Meter, trained: &mut Vec<Trained>) -> anyhow::Result<()> {
         self.check()?;
         let data = match self.model {
             Model::Gpt => {
@@ -269,7 +285,7 @@ impl Options {
             )?),
         };
         // Only DenseNet-BC has batch norm.
-        if self.devices > 1
+        if self.devices.count() > 1
             && self
                 .checkpoint
                 .iter()
@@ -287,13 +303,11 @@ impl Options {
             Some(dir) => Artifacts::Kept(dir.clone()),
             None => Artifacts::Temporary(tempfile::tempdir().context("a temporary folder")?),
         };
-        self.checkpoint
-            .iter()
-            .map(|&method| {
-                let dir = artifacts.path().join(method.name());
-                self.train(method, &data, dir, meter)
-            })
-            .collect()
+        for &method in &self.checkpoint {
+            let dir = artifacts.path().join(method.name());
+            trained.push(self.train(method, &data, dir, meter)?);
+        }
+        Ok(())
     }
 
     /// Trains `method` from the run's seed through burn-train's `Learner` (its artifacts in
@@ -305,15 +319,18 @@ impl Options {
         artifact_dir: PathBuf,
         meter: &Meter,
     ) -> anyhow::Result<Trained> {
+        // On a device, the pages the method before left in the pools go back first: the bytes
+        // reserved are then this method's (a cubecl pool keeps every page it allocated).
+        meter.release();
         let batch = self.batch_size;
         let (steps, valid_items) = self.steps(data)?;
         let (train, valid) = data.loaders(batch, steps * batch, valid_items, self.seed);
         let (plan, base) = self.plan_for(method, data, meter)?;
-        let device = autodiff_on(base, Device::flex());
-        let probe = Probe::new(meter.clone());
+        let device = autodiff_on(base, self.devices.first().clone());
+        let probe = Probe::new(meter.clone()).per_epoch(steps, valid_items.div_ceil(batch));
         let mut model = Classifier::new(self.network(data, &device), method.cut(), probe.clone());
-        let planned = plan.is_some();
-        if let Some(plan) = plan {
+        let plan_peaks = plan.as_ref().map(|(_, peaks)| *peaks);
+        if let Some((plan, _)) = plan {
             model = model.with_plan(plan);
         }
         let mut training = SupervisedTraining::new(&artifact_dir, train, valid)
@@ -324,16 +341,26 @@ impl Options {
         if base == Base::Balanced {
             training = training.gradient_checkpointing();
         }
-        if self.devices > 1 {
+        if self.devices.count() > 1 {
             training = training.with_training_strategy(TrainingStrategy::Default(
                 ExecutionStrategy::MultiDevice(
-                    vec![Device::flex(); self.devices],
+                    self.devices.all().to_vec(),
                     MultiDeviceOptim::OptimMainDevice,
                 ),
             ));
         }
-        let schedule = self.schedule(steps / self.devices)?;
-        let result = training.launch(Learner::new(model, self.optimizer(), schedule));
+        let schedule = self.schedule(steps / self.devices.count())?;
+        let learner = Learner::new(model, self.optimizer(), schedule);
+        // A step that fails to allocate unwinds (`Probe`): on several devices burn-train's
+        // workers catch it and stop the training, on one it reaches here.
+        let launched = catch_unwind(AssertUnwindSafe(|| training.launch(learner)));
+        if let Some(stopped) = probe.take_failure() {
+            return Err(anyhow::Error::new(stopped).context(format!(
+                "training with --checkpoint {} stopped",
+                method.name()
+            )));
+        }
+        let result = launched.unwrap_or_else(|payload| resume_unwind(payload));
         if let Some(error) = result.error {
             bail!(
                 "training with --checkpoint {} failed: {error:?}",
@@ -342,7 +369,12 @@ impl Options {
         }
         let probed = probe.probed();
         Ok(Trained {
-            row: self.row(self.label(method, planned, base), &probed, valid_items),
+            row: self.row(
+                self.label(method, plan_peaks.is_some(), base),
+                plan_peaks,
+                &probed,
+                valid_items,
+            ),
             parameters: parameters(result.model.model()),
             step_peaks: probed.step_peaks,
         })
@@ -356,11 +388,11 @@ impl Options {
             Some(limit) => (limit * batch).min(data.train_len()),
             None => data.train_len(),
         };
-        let steps = train_items / batch / self.devices * self.devices;
+        let devices = self.devices.count();
+        let steps = train_items / batch / devices * devices;
         if steps == 0 {
             bail!(
-                "--batch-size {batch} on {} device(s): more than the {} training {}",
-                self.devices,
+                "--batch-size {batch} on {devices} device(s): more than the {} training {}",
                 data.train_len(),
                 data.items()
             );
@@ -405,14 +437,15 @@ impl Options {
         method: Method,
         data: &Data,
         meter: &Meter,
-    ) -> anyhow::Result<(Option<Plan>, Base)> {
+    ) -> anyhow::Result<(Option<(Plan, PlanPeaks)>, Base)> {
         if method != Method::Regions {
             return Ok((None, method.base()));
         }
         // A copy of its own per base (batch norm's running statistics included): the profiled
         // steps leave the trained model as it was.
+        let inner = self.devices.first();
         let copy = |base: Base| {
-            let device = autodiff_on(base, Device::flex());
+            let device = autodiff_on(base, inner.clone());
             let network = self.network(data, &device);
             let copy = Classifier::new(network, Cut::Regions, Probe::new(meter.clone()));
             (copy, data.first(self.batch_size, &device))
@@ -453,8 +486,14 @@ impl Options {
 
     /// The table's row of a method whose steps `probed` measured: the median step and its
     /// peak (the first step, which also meets every shape for the first time, left out when
-    /// there are more), the last validation's accuracy.
-    fn row(&self, method: String, probed: &Probed, valid_items: usize) -> MethodRow {
+    /// there are more), the last validation's accuracy; a planned method's plan peaks.
+    fn row(
+        &self,
+        method: String,
+        plan_peaks: Option<PlanPeaks>,
+        probed: &Probed,
+        valid_items: usize,
+    ) -> MethodRow {
         let batch = self.batch_size;
         // The last validation's batches: burn-train validates after every epoch.
         let valid_batches = valid_items.div_ceil(batch);
@@ -469,12 +508,14 @@ impl Options {
             .collect();
         times.sort_by(f64::total_cmp);
         let peak = probed.step_peaks[skip..].iter().copied().max().unwrap_or(0);
+        let reserved = probed.step_reserved.iter().skip(skip).copied().max();
         MethodRow {
             method,
-            devices: self.devices,
+            devices: self.devices.count(),
             batch,
             peak_step_bytes: peak as usize,
-            reserved_bytes: None,
+            reserved_bytes: reserved.map(|bytes| bytes as usize),
+            plan_peaks,
             median_step_seconds: times.get(times.len() / 2).copied().unwrap_or(0.0),
             valid_accuracy: right as f64 / seen.max(1) as f64,
         }
@@ -490,7 +531,7 @@ impl Options {
         method_base: Base,
         copy: impl Fn(Base) -> (Classifier, Batch),
         meter: &Meter,
-    ) -> anyhow::Result<(Option<Plan>, Base)> {
+    ) -> anyhow::Result<(Option<(Plan, PlanPeaks)>, Base)> {
         if !self.memory_report && self.memory_budget.is_none() {
             return Ok((None, method_base));
         }
@@ -525,7 +566,11 @@ impl Options {
             fitted.plan,
             mib(fitted.measured_peak_bytes as usize)
         );
-        Ok((Some(fitted.plan), chosen.profile.base))
+        let peaks = PlanPeaks {
+            predicted_bytes: fitted.plan.predicted_peak_bytes,
+            checked_bytes: fitted.measured_peak_bytes,
+        };
+        Ok((Some((fitted.plan, peaks)), chosen.profile.base))
     }
 
     /// The reference's schedule as burn-train's scheduler: one constant rate per stretch of

@@ -54,7 +54,7 @@ pub struct OutOfMemory {
     /// The thread that raised the allocation failure (cubecl's device thread, by its name), and
     /// its message.
     pub thread: String,
-    /// The backend's message for the allocation (its first line).
+    /// The backend's message for the allocation: the line of the panic's message that says it.
     pub message: String,
     /// The message the step's own panic carried (its first line): the original error.
     pub step_message: String,
@@ -85,11 +85,16 @@ impl OutOfMemory {
     }
 }
 
-/// What a panic's message says of an allocation that failed: that it failed, and the bytes it
-/// asked for where it says them.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// What a panic's message says of an allocation that failed: that it failed, the bytes it
+/// asked for where it says them, and the line that says so.
+#[derive(Clone, Debug, PartialEq, Eq)]
 struct AllocationFailed {
     requested_bytes: Option<u64>,
+    /// The message's line that reports the failure, trimmed: its first line where the backend
+    /// says it there (cubecl's device thread on Burn 0.21), a cause further down where the
+    /// failure reaches the step as the cause of a failed read (cubecl 0.11, Burn 0.22: "Error
+    /// while reading data … Caused by: … can't allocate buffer of size: N").
+    line: String,
 }
 
 impl AllocationFailed {
@@ -103,22 +108,26 @@ impl AllocationFailed {
             "out of device memory allocating ",
         ];
         for sign in SIZED {
-            if let Some(at) = message.find(sign) {
-                let digits: String = message[at + sign.len()..]
+            if let Some(line) = message.lines().find(|line| line.contains(sign)) {
+                let at = line.find(sign).expect("the line has it") + sign.len();
+                let digits: String = line[at..]
                     .chars()
                     .take_while(char::is_ascii_digit)
                     .collect();
                 return Some(AllocationFailed {
                     requested_bytes: digits.parse().ok(),
+                    line: line.trim().to_string(),
                 });
             }
         }
-        let lower = message.to_lowercase();
-        (lower.contains("out of memory") || lower.contains("out_of_memory")).then_some(
-            AllocationFailed {
-                requested_bytes: None,
-            },
-        )
+        let unsized_line = message.lines().find(|line| {
+            let lower = line.to_lowercase();
+            lower.contains("out of memory") || lower.contains("out_of_memory")
+        })?;
+        Some(AllocationFailed {
+            requested_bytes: None,
+            line: unsized_line.trim().to_string(),
+        })
     }
 }
 
@@ -305,7 +314,7 @@ impl Watch {
                     let thread = std::thread::current();
                     lock(&SEEN).push(Seen {
                         thread: thread.name().unwrap_or("(an unnamed thread)").to_string(),
-                        message: first_line(&message),
+                        message: failed.line,
                         requested_bytes: failed.requested_bytes,
                     });
                 }
@@ -397,6 +406,12 @@ mod tests {
     #[test]
     fn a_backends_message_says_whether_an_allocation_failed_and_its_size() {
         let failed = |message| AllocationFailed::in_message(message).map(|f| f.requested_bytes);
+        // Burn 0.22 (cubecl 0.11): the failure reaches the step as the cause of a read.
+        let read = "Error while reading data: use `try_into_data` instead\nCaused by:\n  An IO \
+                    error happened\nCaused by:\n  can't allocate buffer of size: 196608\n";
+        let seen = AllocationFailed::in_message(read).expect("an allocation failure");
+        assert_eq!(seen.requested_bytes, Some(196608));
+        assert_eq!(seen.line, "can't allocate buffer of size: 196608");
         assert_eq!(
             failed("can't allocate buffer of size: 4194304"),
             Some(Some(4194304))

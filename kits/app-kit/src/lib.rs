@@ -1,14 +1,14 @@
-//! What the benchmarks, trainers and tests of both burn-checkpoint crates share, with no Burn in
-//! it (as `burn-checkpoint-core` is to the libraries): [`figure`] writes a chart as SVG and PNG,
+//! What the benchmarks, trainers and tests of both burn-checkpoint crates share, with no Burn in it
+//! (as `burn-checkpoint-core` is to the libraries): [`figure`] writes a chart as SVG and PNG,
 //! [`output`] a table and its rows as JSON, [`table`] the trainers' table of methods and
-//! [`schedule`] their learning rates, [`args`] their argument parsers, [`method`] the names of
-//! the ways to train (one table for every app), [`gpt`] and [`densenet`] the models' shapes as
-//! flags, [`tape`] the autodiff backend a method trains on, [`sweep`] runs the budget planner over
-//! a range of budgets against hand-made cuts, every step measured with the
-//! [`Meter`](burn_checkpoint_core::memory::Meter) it is given (host or device), [`agreement`]
-//! says how closely a step with regions must agree with plain autodiff's on a backend (the
-//! gradient tests of both crates), and [`vulkan`] whether their wgpu tests have an adapter, and
-//! the device for one test at a time.
+//! [`schedule`] their learning rates, [`args`] their argument parsers, [`method`] the names of the
+//! ways to train (one table for every app), [`devices`] the `--devices` both trainers take, [`gpt`]
+//! and [`densenet`] the models' shapes as flags, [`tape`] the autodiff backend a method trains on,
+//! [`sweep`] runs the budget planner over a range of budgets against hand-made cuts, every step
+//! measured with the [`Meter`](burn_checkpoint_core::memory::Meter) it is given (host or device),
+//! [`agreement`] says how closely a step with regions must agree with plain autodiff's on a backend
+//! (the gradient tests of both crates), and [`vulkan`] whether their wgpu tests have an adapter,
+//! and the device for one test at a time.
 //!
 //! The Burn 0.21 applications (`densenet-bc`, `gpt`) and their test support (`bench-kit`, which
 //! re-exports some of it) use it directly, as the Burn 0.22 library's wgpu tests, the networks'
@@ -17,9 +17,11 @@
 pub mod agreement;
 pub mod args;
 pub mod densenet;
+pub mod devices;
 pub mod figure;
 pub mod gpt;
 pub mod method;
+pub mod out_of_memory;
 pub mod output;
 pub mod schedule;
 pub mod sweep;

@@ -11,12 +11,12 @@ use burn::data::dataset::transform::{PartialDataset, ShuffledDataset};
 use burn::tensor::backend::Backend;
 
 use super::options::TrainOptions;
-use super::out_of_memory::RanOutOfMemory;
 use super::progress;
 use super::report::EpochReport;
 use super::runner::StepRunner;
 use crate::data::{Augmented, HostBatch, ImageBatcher, ImageDataset, Images, Splits};
 use crate::seeds::{Purpose, derive};
+use app_kit::out_of_memory::RanOutOfMemory;
 use burn_checkpoint::memory::{MemoryMeter, Meter, OutOfMemory, StepReport};
 
 /// Padding of CIFAR's random crops.

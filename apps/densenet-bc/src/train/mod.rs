@@ -4,7 +4,6 @@
 pub mod backend;
 mod epoch;
 pub mod options;
-pub mod out_of_memory;
 pub mod outputs;
 pub mod parallel;
 pub mod planning;
@@ -15,7 +14,8 @@ pub mod runner;
 pub mod save;
 
 pub use options::{DeviceSpec, TrainOptions, parse_devices};
-pub use out_of_memory::{EXIT_STATUS, RanOutOfMemory, exit_status};
+// A run stopped by a failed allocation: app-kit's, shared with train22.
+pub use app_kit::out_of_memory::{EXIT_STATUS, RanOutOfMemory, exit_status};
 pub use parallel::Parallel;
 pub use report::{EpochReport, Report};
 pub use run::run;

@@ -11,6 +11,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
+use app_kit::out_of_memory::budget_size;
 use burn::tensor::TensorData;
 use burn_checkpoint::memory::Meter;
 use burn_checkpoint::planner::{Base, Fitted, Plan, Profile, Treatment};
@@ -127,9 +128,9 @@ pub fn prepare(
 }
 
 /// What would fit after a step ran out of device memory with `room` bytes for a step
-/// ([`RanOutOfMemory::room_bytes`](super::out_of_memory::RanOutOfMemory::room_bytes)): that room
-/// as the `--memory-budget` to run with, where the method has regions to plan; or, in words, why
-/// it cannot say. Not the plan itself: the planner profiles steps, and a device that has just
+/// ([`RanOutOfMemory::room_bytes`](app_kit::out_of_memory::RanOutOfMemory::room_bytes)): that
+/// room as the `--memory-budget` to run with, where the method has regions to plan; or, in words,
+/// why it cannot say. Not the plan itself: the planner profiles steps, and a device that has just
 /// failed an allocation is not to be trusted with more (cubecl's device thread was seen spinning
 /// after one, docs/trainer.md); a run started with the flag profiles, plans and checks its plan
 /// on a real step. A data-parallel run (`devices` above 1) takes no plan: it is told what it can
@@ -163,7 +164,7 @@ pub fn suggest(options: &TrainOptions, room: Option<u64>, devices: usize) -> Str
              --memory-budget {} show the plan)",
             options.batch_size / devices,
             options.batch_size,
-            size(room)
+            budget_size(room)
         );
     }
     if !method.tape().regions() {
@@ -180,23 +181,13 @@ pub fn suggest(options: &TrainOptions, room: Option<u64>, devices: usize) -> Str
          it (it says so if no plan can: then lower --batch-size, or let --fit-batch {} find the \
          largest batch that fits)",
         budget_flag(room),
-        size(room)
+        budget_size(room)
     )
 }
 
 /// The `--memory-budget` flag for `bytes`.
 fn budget_flag(bytes: u64) -> String {
-    format!("--memory-budget {}", size(bytes))
-}
-
-/// `bytes` as the size flags take it: whole MiB, rounded down (a budget never above `bytes`),
-/// or bytes below one MiB.
-fn size(bytes: u64) -> String {
-    if bytes >= 1 << 20 {
-        format!("{}MiB", bytes >> 20)
-    } else {
-        bytes.to_string()
-    }
+    format!("--memory-budget {}", budget_size(bytes))
 }
 
 fn record(planning: &mut Planning, fitted: Fitted) {

@@ -2,7 +2,7 @@
 //! (Method | # devices | Batch | Memory | Time per step) plus accuracy, as markdown and JSON.
 
 use anyhow::Context;
-use app_kit::table::{MethodRow, markdown};
+use app_kit::table::{MethodRow, PlanPeaks, markdown};
 use burn_checkpoint::planner::{Plan, Profile};
 use serde::{Deserialize, Serialize};
 
@@ -89,6 +89,7 @@ impl Report {
             batch: self.batch_size,
             peak_step_bytes: self.peak_step_bytes,
             reserved_bytes: self.reserved_bytes,
+            plan_peaks: self.planning.as_ref().and_then(Planning::peaks),
             median_step_seconds: self.median_step_seconds,
             valid_accuracy: self.valid_accuracy,
         }])
@@ -128,4 +129,15 @@ pub struct Planning {
     pub solve_seconds: f64,
     /// The profile of `--memory-report` (at the batch size), or the extrapolated one planned from.
     pub profile: Option<Profile>,
+}
+
+impl Planning {
+    /// The table's plan column: the plan's predicted peak and its checked step's (none for a
+    /// plan read with `--plan`, which is not checked).
+    pub fn peaks(&self) -> Option<PlanPeaks> {
+        Some(PlanPeaks {
+            predicted_bytes: self.plan.as_ref()?.predicted_peak_bytes,
+            checked_bytes: self.checked_peak_bytes?,
+        })
+    }
 }

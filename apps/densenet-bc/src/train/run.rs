@@ -13,7 +13,6 @@ use burn::tensor::backend::Backend;
 use super::backend::{self, Built, OnDevices};
 use super::epoch::{EpochPlan, StepLog, watched};
 use super::options::{TrainOptions, parse_devices};
-use super::out_of_memory::RanOutOfMemory;
 use super::outputs::{ReportFile, SaveDir};
 use super::planning;
 use super::progress::{self, Console};
@@ -23,6 +22,7 @@ use super::save::{self, RunSettings, STATE_FILE, SavedState, SavedWeights};
 use crate::DenseNetConfig;
 use crate::data::{self, HostBatch, ImageBatcher, ImageDataset, Images, Splits};
 use crate::seeds::{Purpose, derive};
+use app_kit::out_of_memory::RanOutOfMemory;
 use burn_checkpoint::memory::Meter;
 
 /// Trains as `options` say, printing each epoch's line and at the end the table to `out`, and

@@ -1,8 +1,11 @@
 //! The trainer for Burn 0.22 users: `cargo run --release --manifest-path apps/train22/Cargo.toml
 //! -- --checkpoint plain,balanced,regions` (`--help` for the rest).
 
-use app_kit::table::markdown;
-use burn_checkpoint_22::memory::{CountingAllocator, MemoryMeter, Meter};
+use std::process::ExitCode;
+
+use app_kit::out_of_memory::exit_status;
+use burn_checkpoint_22::memory::CountingAllocator;
+use burn_checkpoint_22_train::run::run;
 use burn_checkpoint_22_train::trainer::Options;
 use clap::Parser;
 
@@ -10,21 +13,17 @@ use clap::Parser;
 #[global_allocator]
 static ALLOCATOR: CountingAllocator = CountingAllocator;
 
-fn main() -> anyhow::Result<()> {
+fn main() -> ExitCode {
     let options = Options::parse();
-    let meter = Meter::Host;
-    let trained = options.train_all(&meter)?;
-    let rows: Vec<_> = trained.into_iter().map(|t| t.row).collect();
-    println!("\n{}", markdown(&rows));
-    println!(
-        "memory: a training step's peak above its start (forward, loss, backward), {}; time per \
-         step: the median over the steps after the first",
-        meter.describe()
-    );
-    if let Some(path) = &options.json {
-        let json = serde_json::to_vec_pretty(&rows)?;
-        std::fs::write(path, json)
-            .map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))?;
+    let meter = options.devices.meter();
+    match run(&options, &meter, &mut std::io::stdout()) {
+        Ok(_) => ExitCode::SUCCESS,
+        Err(error) => {
+            // One message, its causes after colons: these are the user's errors, not the
+            // program's.
+            eprintln!("error: {error:#}");
+            // 3 where a step ran out of device memory, 1 for the others.
+            ExitCode::from(exit_status(&error))
+        }
     }
-    Ok(())
 }

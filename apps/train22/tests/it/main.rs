@@ -13,6 +13,9 @@ static ALLOCATOR: CountingAllocator = CountingAllocator;
 #[cfg(feature = "wgpu")]
 mod ddp;
 mod learner;
+// A run out of device memory on a capped wgpu device (`--features wgpu`).
+#[cfg(feature = "wgpu")]
+mod out_of_memory;
 mod trainer;
 
 /// Holds off every other test that takes it: the allocator counts every thread, and Flex's

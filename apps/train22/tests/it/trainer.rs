@@ -242,3 +242,59 @@ fn the_other_trainers_words_are_aliases() {
     assert_eq!(parse(&["--growth", "24"]).densenet.growth, 24);
     assert_eq!(parse(&["--growth-rate", "24"]).densenet.growth, 24);
 }
+
+/// On a wgpu device (Mesa's lavapipe in CI: `--features wgpu`): the same seed trains the same
+/// weights run after run, with and without regions; regions and plain autodiff train weights
+/// that agree within float reassociation (Burn's fusion fuses a recompute with other neighbours
+/// than its forward: app-kit's `agreement`); the memory column is the device's pools, in use and
+/// reserved.
+#[cfg(feature = "wgpu")]
+#[test]
+fn densenet_trains_on_wgpu_the_same_run_every_run() {
+    use app_kit::agreement::Agreement;
+    use burn::tensor::{Device, DeviceKind, Tensor};
+    use burn_checkpoint_22::memory::MemoryMeter;
+
+    let _alone = crate::alone();
+    let Some(_device) = app_kit::vulkan::claim(|| {
+        Tensor::<1>::zeros([1], &Device::wgpu(DeviceKind::DefaultDevice)).into_data();
+    }) else {
+        return;
+    };
+    let run = || {
+        // DenseNet-BC-10, one epoch of two steps: lavapipe runs a step in seconds.
+        let small = [
+            "--depth",
+            "10",
+            "--epochs",
+            "1",
+            "--limit",
+            "2",
+            "--valid-limit",
+            "1",
+        ];
+        let on_wgpu = ["--devices", "wgpu", "--checkpoint", "plain,regions"];
+        let options = options(&[&small[..], &on_wgpu].concat());
+        let meter = options.devices.meter();
+        assert!(meter.describe().contains("Wgpu"), "{}", meter.describe());
+        options.train_all(&meter).expect("trains on wgpu")
+    };
+    let first = run();
+    let again = run();
+    for (method, again) in first.iter().zip(&again) {
+        assert!(
+            method.parameters == again.parameters,
+            "{}: another run trained other weights",
+            method.row.method
+        );
+        let reserved = method.row.reserved_bytes.expect("a device's pools");
+        assert!(reserved >= method.row.peak_step_bytes, "{:?}", method.row);
+        assert!(method.row.peak_step_bytes > 0, "{:?}", method.row);
+    }
+    let values = |trained: &Trained| -> Vec<Vec<f32>> {
+        trained.parameters.iter().map(|(_, v)| v.clone()).collect()
+    };
+    Agreement::Reassociation
+        .check(&values(&first[1]), &values(&first[0]))
+        .expect("regions train plain autodiff's weights");
+}

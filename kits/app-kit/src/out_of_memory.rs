@@ -1,16 +1,15 @@
-//! A run that runs out of device memory: the error that stops it, and the exit status that tells
-//! it from the other errors (docs/trainer.md, "What the trainer guarantees").
+//! A run that runs out of device memory, as both trainers end it: the error that stops it
+//! ([`RanOutOfMemory`]), the exit status that tells it from the other errors ([`EXIT_STATUS`],
+//! [`exit_status`]) and the size a suggested `--memory-budget` is written in ([`budget_size`]).
 //!
-//! Every training step and validation batch runs under `burn_checkpoint`'s out-of-memory watch
-//! (the invocation's first step recorded with `StepReport::try_measure`, so a failure there says
-//! what each region held; the others under `OutOfMemory::catch`, which reads nothing while the
-//! step runs). A failure stops the run as a closed standard output does: the epochs finished are
-//! saved already, the report is written, and the run says what would fit.
+//! Each trainer runs its steps under `burn_checkpoint_core`'s out-of-memory watch
+//! ([`OutOfMemory::catch`](burn_checkpoint_core::memory::OutOfMemory::catch)) and turns a failure
+//! into a [`RanOutOfMemory`] naming where the run was; what it keeps and what it suggests are its
+//! own (docs/trainer.md, docs/burn-0.22-train.md).
 
 use std::fmt;
 
-use burn_checkpoint::memory::OutOfMemory;
-use burn_checkpoint_core::memory::mib;
+use burn_checkpoint_core::memory::{OutOfMemory, mib};
 
 /// The exit status of a run stopped by a failed allocation (1: any other error, 2: a flag
 /// error, clap's).
@@ -56,12 +55,36 @@ impl fmt::Display for RanOutOfMemory {
 
 impl std::error::Error for RanOutOfMemory {}
 
-/// The process's exit status for a run that ended with `error`.
+/// The process's exit status for a run that ended with `error`: [`EXIT_STATUS`] where a
+/// [`RanOutOfMemory`] is in its chain, 1 otherwise.
+///
+/// ```
+/// use app_kit::out_of_memory::exit_status;
+///
+/// assert_eq!(exit_status(&anyhow::anyhow!("--depth 11 is not a DenseNet-BC depth")), 1);
+/// ```
 pub fn exit_status(error: &anyhow::Error) -> u8 {
     if error.downcast_ref::<RanOutOfMemory>().is_some() {
         EXIT_STATUS
     } else {
         1
+    }
+}
+
+/// `bytes` as the trainers' size flags take it (`--memory-budget`): whole MiB, rounded down (a
+/// budget never above `bytes`), or bytes below one MiB.
+///
+/// ```
+/// use app_kit::out_of_memory::budget_size;
+///
+/// assert_eq!(budget_size((5 << 20) + 1), "5MiB");
+/// assert_eq!(budget_size(1000), "1000");
+/// ```
+pub fn budget_size(bytes: u64) -> String {
+    if bytes >= 1 << 20 {
+        format!("{}MiB", bytes >> 20)
+    } else {
+        bytes.to_string()
     }
 }
 
@@ -71,10 +94,8 @@ mod tests {
 
     #[test]
     fn only_a_failed_allocation_has_its_own_status() {
-        let plain = anyhow::anyhow!("--depth 11 is not a DenseNet-BC depth");
-        assert_eq!(exit_status(&plain), 1);
         let failure: Box<OutOfMemory> = serde_json::from_value(serde_json::json!({
-            "report": burn_checkpoint::memory::StepReport::default(),
+            "report": burn_checkpoint_core::memory::StepReport::default(),
             "at": "not recorded",
             "requested_bytes": 4194304,
             "in_use_bytes": 1048576,

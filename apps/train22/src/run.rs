@@ -1,0 +1,102 @@
+//! The `train22` command: each method of `--checkpoint` trained ([`Options::train_into`]), the
+//! table of those that finished printed and written (`--json`) whatever stopped the run, and a run
+//! stopped by a failed allocation told what the step held and what would fit.
+
+use std::io::Write;
+
+use anyhow::Context;
+use app_kit::out_of_memory::{RanOutOfMemory, budget_size};
+use app_kit::table::{MethodRow, markdown};
+use burn_checkpoint_22::memory::{MemoryMeter, Meter};
+use burn_checkpoint_core::memory::mib;
+
+use crate::trainer::Options;
+
+/// Trains `options`' methods on `meter`'s memory, writing to `out` the table of the methods
+/// that finished (and `--json` their rows) even when a later one fails; a run stopped by a step
+/// out of device memory also writes the failure's report and the `--memory-budget` that would
+/// fit. Returns the rows, or the error that stopped the run (its
+/// [`exit_status`](app_kit::out_of_memory::exit_status): 3 for a failed allocation, 1 otherwise).
+///
+/// ```no_run
+/// use burn_checkpoint_22_train::run::run;
+/// use burn_checkpoint_22_train::trainer::Options;
+/// use clap::Parser;
+///
+/// let options = Options::parse_from(["train22", "--data", "synthetic", "--limit", "2"]);
+/// let rows = run(&options, &options.devices.meter(), &mut std::io::stdout()).unwrap();
+/// assert_eq!(rows[0].method, "regions");
+/// ```
+pub fn run(
+    options: &Options,
+    meter: &Meter,
+    out: &mut dyn Write,
+) -> anyhow::Result<Vec<MethodRow>> {
+    let mut trained = Vec::new();
+    let outcome = options.train_into(meter, &mut trained);
+    let rows: Vec<MethodRow> = trained.into_iter().map(|t| t.row).collect();
+    if !rows.is_empty() {
+        writeln!(out, "\n{}", markdown(&rows))?;
+        writeln!(
+            out,
+            "memory: a training step's peak above its start (forward, loss, backward), {}; time \
+             per step: the median over the steps after the first",
+            meter.describe()
+        )?;
+    }
+    if let Some(path) = &options.json
+        && (outcome.is_ok() || !rows.is_empty())
+    {
+        let json = serde_json::to_vec_pretty(&rows)?;
+        std::fs::write(path, json).with_context(|| format!("writing {}", path.display()))?;
+    }
+    if let Err(error) = &outcome
+        && let Some(stopped) = error.downcast_ref::<RanOutOfMemory>()
+    {
+        write!(out, "{}", stopped.failure)?;
+        writeln!(out, "what would fit: {}", suggest(stopped.room_bytes()))?;
+    }
+    outcome.map(|()| rows)
+}
+
+/// What would fit after a step ran out of device memory with `room` bytes for a step
+/// ([`RanOutOfMemory::room_bytes`]): that room as the budget regions are planned for. Not the
+/// plan itself: a device that has just failed an allocation is not to be trusted with the
+/// planner's profiled steps; a run started with the flag profiles, plans and checks its plan on
+/// a real step (on several devices, the first device's step, and every device runs the plan).
+fn suggest(room: Option<u64>) -> String {
+    let Some(room) = room else {
+        return "not predicted: the meter gave no reserved bytes at the failure".to_string();
+    };
+    if room == 0 {
+        return "the step had no room: what the run holds between steps (the weights, the \
+                optimizer's state) filled what the device had reserved when it refused; lower \
+                --batch-size or the model's size, or train on a larger device"
+            .to_string();
+    }
+    format!(
+        "the step had {:.1} MiB (what the device had reserved when it refused, less what the run \
+         holds between steps); run with --checkpoint regions --memory-budget {} and the planner \
+         chooses how each region (a dense layer, a GPT block) runs to fit it (it says so if no \
+         plan can: then lower --batch-size)",
+        mib(room as usize),
+        budget_size(room)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_suggestion_is_the_room_as_a_budget() {
+        let said = suggest(Some((40 << 20) + 12345));
+        assert!(said.contains("the step had 40.0 MiB"), "{said}");
+        assert!(
+            said.contains("--checkpoint regions --memory-budget 40MiB"),
+            "{said}"
+        );
+        assert!(suggest(None).contains("not predicted"));
+        assert!(suggest(Some(0)).contains("no room"));
+    }
+}

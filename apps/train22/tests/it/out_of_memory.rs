@@ -1,0 +1,147 @@
+//! A `train22` run that runs out of device memory, on wgpu's real failure (Mesa's lavapipe in
+//! CI): a wgpu device of the test's own whose buffers are capped by wgpu's own limits
+//! (`max_buffer_size`), registered with Burn as an existing setup, so that cubecl refuses an
+//! allocation above the cap as a full device refuses one (its `BufferTooBig`: "can't allocate
+//! buffer of size: N"). The run must stop at its first step with the failure's error and exit
+//! status, print the core's report (the first step is recorded: what each region held) and the
+//! budget that would fit, and leave the user's files where they were.
+//!
+//! `cargo test --manifest-path apps/train22/Cargo.toml --features wgpu --test it out_of_memory`
+
+use app_kit::out_of_memory::{EXIT_STATUS, RanOutOfMemory, budget_size, exit_status};
+use burn::tensor::Device;
+use burn::tensor::wgpu::{WgpuSetup, wgpu};
+use burn_checkpoint_22::memory::MemoryMeter;
+use burn_checkpoint_22_train::devices::Devices;
+use burn_checkpoint_22_train::run::run;
+use burn_checkpoint_22_train::trainer::Options;
+use clap::Parser;
+
+/// Every buffer the capped device may allocate: the weights, a batch of 4 synthetic images (48
+/// KiB) and DenseNet-BC-10's first convolution's output (4 × 24 × 32 × 32 floats: 384 KiB) fit,
+/// the first dense layer's bottleneck (4 × 48 × 32 × 32 floats: 768 KiB) does not.
+const CAP: u64 = 512 << 10;
+
+/// A wgpu device on the first Vulkan adapter (lavapipe here) whose buffers are capped at
+/// [`CAP`], registered with Burn as a device of its own (`DeviceKind::Existing`): the other
+/// tests' devices are untouched by its failures. `None` where there is no Vulkan adapter.
+fn capped_device() -> Option<Device> {
+    app_kit::vulkan::runtime_dir();
+    let instance = wgpu::Instance::new(wgpu::InstanceDescriptor {
+        backends: wgpu::Backends::VULKAN,
+        ..wgpu::InstanceDescriptor::new_without_display_handle()
+    });
+    let adapter =
+        futures_lite::future::block_on(instance.request_adapter(&Default::default())).ok()?;
+    let mut limits = adapter.limits();
+    limits.max_buffer_size = CAP;
+    limits.max_storage_buffer_binding_size = CAP;
+    let (device, queue) =
+        futures_lite::future::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
+            label: Some("capped"),
+            required_features: adapter.features(),
+            required_limits: limits,
+            ..Default::default()
+        }))
+        .expect("a device with smaller limits than the adapter's");
+    let backend = adapter.get_info().backend;
+    let setup = WgpuSetup {
+        instance,
+        adapter,
+        device,
+        queue,
+        backend,
+    };
+    Some(
+        Device::wgpu_options()
+            .setup(setup)
+            .init()
+            .expect("Burn registers the capped setup"),
+    )
+}
+
+#[test]
+fn a_step_out_of_device_memory_stops_the_run_with_its_report_and_keeps_the_users_files() {
+    let _alone = crate::alone();
+    let Some(capped) = capped_device() else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "no Vulkan adapter: CI installs Mesa's lavapipe (scripts/setup)"
+        );
+        eprintln!("skipped: no Vulkan adapter");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let artifacts = dir.path().join("artifacts");
+    std::fs::create_dir(&artifacts).unwrap();
+    let mine = artifacts.join("notes.txt");
+    std::fs::write(&mine, "the user's own file").unwrap();
+    let json = dir.path().join("rows.json");
+    let mut options = Options::try_parse_from([
+        "train22",
+        "--data",
+        "synthetic",
+        "--depth",
+        "10",
+        "--batch-size",
+        "4",
+        "--limit",
+        "2",
+        "--valid-limit",
+        "1",
+        "--checkpoint",
+        "regions",
+        "--artifact-dir",
+        artifacts.to_str().unwrap(),
+        "--json",
+        json.to_str().unwrap(),
+    ])
+    .unwrap();
+    options.devices = Devices::of(vec![capped]);
+    let meter = options.devices.meter();
+    assert!(meter.reserved().is_some(), "{}", meter.describe());
+
+    let mut out = Vec::new();
+    let error = run(&options, &meter, &mut out).expect_err("a step cannot allocate on the device");
+    let printed = String::from_utf8(out).unwrap();
+    println!("{printed}\nerror: {error:#}");
+
+    assert_eq!(exit_status(&error), EXIT_STATUS, "{error:#}");
+    let stopped = error
+        .downcast_ref::<RanOutOfMemory>()
+        .expect("the failure under the run's context");
+    assert_eq!(stopped.during, "epoch 1, training step 1", "{error:#}");
+    let requested = stopped
+        .failure
+        .requested_bytes
+        .expect("cubecl names the bytes");
+    assert!(requested > CAP, "{error:#}");
+    assert!(
+        format!("{error:#}").contains("training with --checkpoint regions stopped"),
+        "{error:#}"
+    );
+    // The core's report: the failure, and (the first step is recorded) what each region held.
+    assert!(
+        printed.contains("out of memory: an allocation of"),
+        "{printed}"
+    );
+    assert!(printed.contains("held MiB"), "{printed}");
+    // What would fit: the room (reserved when it refused, less what was held before the step).
+    let room = stopped
+        .room_bytes()
+        .expect("a device's meter reads reserved bytes");
+    let suggestion = printed
+        .lines()
+        .find(|line| line.starts_with("what would fit: "))
+        .unwrap_or_else(|| panic!("no suggestion in:\n{printed}"));
+    assert!(
+        suggestion.contains(&format!("--memory-budget {}", budget_size(room))),
+        "{suggestion}"
+    );
+    // The user's files are where they were; no method finished, so no rows were written.
+    assert_eq!(
+        std::fs::read_to_string(&mine).unwrap(),
+        "the user's own file"
+    );
+    assert!(!json.exists(), "no finished method's rows to write");
+}
