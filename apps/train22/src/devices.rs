@@ -1,6 +1,12 @@
 //! The devices a run trains on: `--devices` in app-kit's words ([`DeviceSpec`], which the
 //! trainer for Burn 0.21 takes too) made Burn 0.22's `Device`s, and the meter that reads their
 //! memory.
+//!
+//! A wgpu adapter listed more than once (`wgpu,wgpu`) is that many devices of their own on it
+//! (`wgpu_device_of_its_own`): burn-train gives each worker a fork of the model on its device,
+//! and on one device the forks share every parameter's buffer, which Burn 0.22's fusion races on
+//! (measured on lavapipe, 1 run in 8 of `--devices wgpu,wgpu` with regions: "Should have handle
+//! for tensor" on the device thread). A CUDA GPU listed twice is refused for the same reason.
 
 use app_kit::devices::{DeviceSpec, parse_devices};
 use burn::tensor::Device;
@@ -10,6 +16,7 @@ use burn_checkpoint_22::memory::Meter;
 /// GPUs; the first is the one a single-device run trains on and the planner profiles on.
 ///
 /// ```
+/// use burn_checkpoint_22::memory::MemoryMeter;
 /// use burn_checkpoint_22_train::devices::Devices;
 ///
 /// let cpu = Devices::parse("cpu").unwrap();
@@ -22,13 +29,23 @@ use burn_checkpoint_22::memory::Meter;
 pub struct Devices(Vec<Device>);
 
 impl Devices {
-    /// `--devices`' list (see [`parse_devices`]); an error names a device this build has no
-    /// backend for, and the feature that adds it.
+    /// `--devices`' list (see [`parse_devices`]), a wgpu adapter listed more than once a device
+    /// of its own each time (`wgpu_device_of_its_own`, feature `wgpu`); an error names a device
+    /// this build has no backend for and the feature that adds it, or a CUDA GPU listed twice.
     pub fn parse(list: &str) -> Result<Devices, String> {
         let specs = parse_devices(list)?;
+        let listed = |spec: DeviceSpec| specs.iter().filter(|&&s| s == spec).count();
         specs
-            .into_iter()
-            .map(device_of)
+            .iter()
+            .map(|&spec| match (spec, listed(spec)) {
+                (DeviceSpec::Cuda(_), 2..) => Err(format!(
+                    "{spec} is listed more than once: burn-train's workers on one CUDA device \
+                     would share every parameter's buffer, which Burn's fusion races on; list \
+                     each GPU once (cuda:0,cuda:1)"
+                )),
+                (DeviceSpec::Wgpu(index), 2..) => own_wgpu(index),
+                _ => device_of(spec),
+            })
             .collect::<Result<_, _>>()
             .map(Devices)
     }
@@ -95,4 +112,108 @@ fn device_of(spec: DeviceSpec) -> Result<Device, String> {
             ));
         }
     })
+}
+
+/// A device of its own on the adapter `--devices`' `wgpu` (`index: None`) or `wgpu:N` names.
+#[cfg(feature = "wgpu")]
+fn own_wgpu(index: Option<usize>) -> Result<Device, String> {
+    wgpu_device_of_its_own(index, |_| {})
+}
+
+#[cfg(not(feature = "wgpu"))]
+fn own_wgpu(index: Option<usize>) -> Result<Device, String> {
+    device_of(DeviceSpec::Wgpu(index))
+}
+
+/// A wgpu device of its own, registered with Burn (`DeviceKind::Existing`), on the adapter
+/// `--devices`' `wgpu` (`index: None`: the high-performance one, as Burn's default device picks
+/// it) or `wgpu:N` (the N-th discrete GPU) names: its own queue, memory pools and fusion server,
+/// as another GPU would have; `limits` may lower the adapter's limits (a test's smaller device).
+/// The device is requested as Burn's own wgpu runtime requests one (the adapter's features and
+/// limits, memory hints for usage).
+///
+/// ```no_run
+/// use burn_checkpoint_22_train::devices::wgpu_device_of_its_own;
+///
+/// // Two workers on one GPU, each with buffers of its own.
+/// let first = wgpu_device_of_its_own(None, |_| {}).unwrap();
+/// let second = wgpu_device_of_its_own(None, |_| {}).unwrap();
+/// assert_ne!(first, second);
+/// ```
+#[cfg(feature = "wgpu")]
+pub fn wgpu_device_of_its_own(
+    index: Option<usize>,
+    limits: impl FnOnce(&mut burn::tensor::wgpu::wgpu::Limits),
+) -> Result<Device, String> {
+    use burn::tensor::wgpu::{WgpuSetup, wgpu};
+    use futures_lite::future::block_on;
+
+    let instance = wgpu::Instance::new(wgpu::InstanceDescriptor {
+        backends: wgpu::Backends::PRIMARY,
+        ..wgpu::InstanceDescriptor::new_without_display_handle()
+    });
+    let adapter = match index {
+        None => block_on(instance.request_adapter(&wgpu::RequestAdapterOptions {
+            power_preference: wgpu::PowerPreference::HighPerformance,
+            ..Default::default()
+        }))
+        .map_err(|e| format!("wgpu: no adapter ({e})"))?,
+        Some(index) => block_on(instance.enumerate_adapters(wgpu::Backends::PRIMARY))
+            .into_iter()
+            .filter(|adapter| adapter.get_info().device_type == wgpu::DeviceType::DiscreteGpu)
+            .nth(index)
+            .ok_or_else(|| format!("wgpu:{index}: no discrete GPU {index}"))?,
+    };
+    let mut required_limits = adapter.limits();
+    limits(&mut required_limits);
+    let (device, queue) = block_on(
+        adapter.request_device(&wgpu::DeviceDescriptor {
+            label: Some("burn-checkpoint-22-train"),
+            required_features: adapter
+                .features()
+                .difference(wgpu::Features::MAPPABLE_PRIMARY_BUFFERS),
+            required_limits,
+            memory_hints: wgpu::MemoryHints::MemoryUsage,
+            ..Default::default()
+        }),
+    )
+    .map_err(|e| format!("wgpu: a device on {}: {e}", adapter.get_info().name))?;
+    let backend = adapter.get_info().backend;
+    let setup = WgpuSetup {
+        instance,
+        adapter,
+        device,
+        queue,
+        backend,
+    };
+    Device::wgpu_options()
+        .setup(setup)
+        .init()
+        .map_err(|e| format!("wgpu: Burn did not take the device: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_gpu_listed_twice_or_not_built_says_what_to_write() {
+        let twice = Devices::parse("cuda:0,cuda:0").unwrap_err();
+        assert!(twice.contains("more than once"), "{twice}");
+        #[cfg(not(feature = "cuda"))]
+        assert!(
+            Devices::parse("cuda:1")
+                .unwrap_err()
+                .contains("--features cuda"),
+            "the feature that adds CUDA"
+        );
+        #[cfg(not(feature = "wgpu"))]
+        assert!(
+            Devices::parse("wgpu,wgpu")
+                .unwrap_err()
+                .contains("--features wgpu"),
+            "the feature that adds wgpu"
+        );
+        assert_eq!(Devices::parse("cpu,cpu").unwrap().count(), 2);
+    }
 }

@@ -7,8 +7,9 @@
 //! [`sweep`] runs the budget planner over a range of budgets against hand-made cuts, every step
 //! measured with the [`Meter`](burn_checkpoint_core::memory::Meter) it is given (host or device),
 //! [`agreement`] says how closely a step with regions must agree with plain autodiff's on a backend
-//! (the gradient tests of both crates), and [`vulkan`] whether their wgpu tests have an adapter,
-//! and the device for one test at a time.
+//! (the gradient tests of both crates), [`vulkan`] whether their wgpu tests have an adapter, and
+//! the device for one test at a time, [`repeats`] how often a test repeats a run that could race,
+//! and [`out_of_memory`] how both trainers end a run that ran out of device memory.
 //!
 //! The Burn 0.21 applications (`densenet-bc`, `gpt`) and their test support (`bench-kit`, which
 //! re-exports some of it) use it directly, as the Burn 0.22 library's wgpu tests, the networks'
@@ -28,3 +29,18 @@ pub mod sweep;
 pub mod table;
 pub mod tape;
 pub mod vulkan;
+
+/// How many times a test repeats a run that could race: `REPEATS` when set (`scripts/soak`
+/// sets it high), else `few`, the count CI and a contributor's `cargo test` run.
+///
+/// ```
+/// // SAFETY: no other thread of this doctest reads the environment.
+/// unsafe { std::env::remove_var("REPEATS") };
+/// assert_eq!(app_kit::repeats(2), 2);
+/// ```
+pub fn repeats(few: usize) -> usize {
+    std::env::var("REPEATS")
+        .ok()
+        .and_then(|count| count.parse().ok())
+        .unwrap_or(few)
+}

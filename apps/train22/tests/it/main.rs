@@ -12,6 +12,9 @@ static ALLOCATOR: CountingAllocator = CountingAllocator;
 // burn-train with data parallelism on two wgpu devices (`--features wgpu`).
 #[cfg(feature = "wgpu")]
 mod ddp;
+// The trainer on one and two wgpu devices (`--features wgpu`).
+#[cfg(feature = "wgpu")]
+mod devices;
 mod learner;
 // A run out of device memory on a capped wgpu device (`--features wgpu`).
 #[cfg(feature = "wgpu")]

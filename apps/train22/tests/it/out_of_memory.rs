@@ -1,6 +1,6 @@
 //! A `train22` run that runs out of device memory, on wgpu's real failure (Mesa's lavapipe in
 //! CI): a wgpu device of the test's own whose buffers are capped by wgpu's own limits
-//! (`max_buffer_size`), registered with Burn as an existing setup, so that cubecl refuses an
+//! (`max_buffer_size`; `wgpu_device_of_its_own`), so that cubecl refuses an
 //! allocation above the cap as a full device refuses one (its `BufferTooBig`: "can't allocate
 //! buffer of size: N"). The run must stop at its first step with the failure's error and exit
 //! status, print the core's report (the first step is recorded: what each region held) and the
@@ -10,9 +10,8 @@
 
 use app_kit::out_of_memory::{EXIT_STATUS, RanOutOfMemory, budget_size, exit_status};
 use burn::tensor::Device;
-use burn::tensor::wgpu::{WgpuSetup, wgpu};
 use burn_checkpoint_22::memory::MemoryMeter;
-use burn_checkpoint_22_train::devices::Devices;
+use burn_checkpoint_22_train::devices::{Devices, wgpu_device_of_its_own};
 use burn_checkpoint_22_train::run::run;
 use burn_checkpoint_22_train::trainer::Options;
 use clap::Parser;
@@ -22,42 +21,16 @@ use clap::Parser;
 /// the first dense layer's bottleneck (4 × 48 × 32 × 32 floats: 768 KiB) does not.
 const CAP: u64 = 512 << 10;
 
-/// A wgpu device on the first Vulkan adapter (lavapipe here) whose buffers are capped at
-/// [`CAP`], registered with Burn as a device of its own (`DeviceKind::Existing`): the other
-/// tests' devices are untouched by its failures. `None` where there is no Vulkan adapter.
+/// A wgpu device of its own on the default adapter (lavapipe here), its buffers capped at
+/// [`CAP`]: the other tests' devices are untouched by its failures. `None` where there is no
+/// adapter.
 fn capped_device() -> Option<Device> {
     app_kit::vulkan::runtime_dir();
-    let instance = wgpu::Instance::new(wgpu::InstanceDescriptor {
-        backends: wgpu::Backends::VULKAN,
-        ..wgpu::InstanceDescriptor::new_without_display_handle()
-    });
-    let adapter =
-        futures_lite::future::block_on(instance.request_adapter(&Default::default())).ok()?;
-    let mut limits = adapter.limits();
-    limits.max_buffer_size = CAP;
-    limits.max_storage_buffer_binding_size = CAP;
-    let (device, queue) =
-        futures_lite::future::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
-            label: Some("capped"),
-            required_features: adapter.features(),
-            required_limits: limits,
-            ..Default::default()
-        }))
-        .expect("a device with smaller limits than the adapter's");
-    let backend = adapter.get_info().backend;
-    let setup = WgpuSetup {
-        instance,
-        adapter,
-        device,
-        queue,
-        backend,
-    };
-    Some(
-        Device::wgpu_options()
-            .setup(setup)
-            .init()
-            .expect("Burn registers the capped setup"),
-    )
+    wgpu_device_of_its_own(None, |limits| {
+        limits.max_buffer_size = CAP;
+        limits.max_storage_buffer_binding_size = CAP;
+    })
+    .ok()
 }
 
 #[test]

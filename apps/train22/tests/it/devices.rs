@@ -1,0 +1,159 @@
+//! The trainer on wgpu devices (Mesa's lavapipe in CI: `--features wgpu`), DenseNet-BC-10 on
+//! synthetic images: the same seed trains the same weights run after run, with and without
+//! regions, on one device and on two; regions and plain autodiff train weights that agree within
+//! float reassociation (Burn's fusion fuses a recompute with other neighbours than its forward:
+//! app-kit's `agreement`); the memory column is the first device's pools, in use and reserved,
+//! and a budget is planned and checked there.
+//!
+//! `cargo test --manifest-path apps/train22/Cargo.toml --features wgpu --test it devices`
+
+use app_kit::agreement::Agreement;
+use burn::tensor::{Device, DeviceKind, Tensor};
+use burn_checkpoint_22::memory::MemoryMeter;
+use burn_checkpoint_22_train::devices::Devices;
+use burn_checkpoint_22_train::trainer::Trained;
+
+use crate::trainer::{options, trainable};
+
+/// DenseNet-BC-10 (a dense layer a block), one epoch of `steps` steps of 8 images, on `devices`
+/// (`--devices`' words), with the flags `extra`.
+fn train_on(devices: &str, steps: &str, extra: &[&str]) -> Vec<Trained> {
+    train_on_these(None, devices, steps, extra)
+}
+
+/// The same, on `these` devices where given (made once, so that their kernels are compiled once
+/// for several runs).
+fn train_on_these(
+    these: Option<&Devices>,
+    devices: &str,
+    steps: &str,
+    extra: &[&str],
+) -> Vec<Trained> {
+    let small = [
+        "--depth",
+        "10",
+        "--epochs",
+        "1",
+        "--limit",
+        steps,
+        "--valid-limit",
+        "1",
+        "--devices",
+        devices,
+    ];
+    let mut options = options(&[&small[..], extra].concat());
+    if let Some(these) = these {
+        options.devices = these.clone();
+    }
+    let meter = options.devices.meter();
+    assert!(meter.describe().contains("Wgpu"), "{}", meter.describe());
+    options.train_all(&meter).expect("trains on wgpu")
+}
+
+/// Every parameter's values, in order.
+fn values(parameters: &[&(String, Vec<f32>)]) -> Vec<Vec<f32>> {
+    parameters.iter().map(|(_, v)| v.clone()).collect()
+}
+
+/// The wgpu device for one test at a time (app-kit's claim: the adapter asked once a process);
+/// `None` without a Vulkan adapter (outside CI).
+fn claim() -> Option<std::sync::MutexGuard<'static, ()>> {
+    app_kit::vulkan::claim(|| {
+        Tensor::<1>::zeros([1], &Device::wgpu(DeviceKind::DefaultDevice)).into_data();
+    })
+}
+
+#[test]
+fn densenet_trains_on_wgpu_the_same_run_every_run() {
+    let _alone = crate::alone();
+    let Some(_device) = claim() else {
+        return;
+    };
+    let run = || train_on("wgpu", "2", &["--checkpoint", "plain,regions"]);
+    let first = run();
+    let again = run();
+    for (method, again) in first.iter().zip(&again) {
+        assert!(
+            method.parameters == again.parameters,
+            "{}: another run trained other weights",
+            method.row.method
+        );
+        assert_eq!(method.row.valid_accuracy, again.row.valid_accuracy);
+        let reserved = method.row.reserved_bytes.expect("a device's pools");
+        assert!(reserved >= method.row.peak_step_bytes, "{:?}", method.row);
+        assert!(method.row.peak_step_bytes > 0, "{:?}", method.row);
+    }
+    let all = |trained: &Trained| values(&trained.parameters.iter().collect::<Vec<_>>());
+    Agreement::Reassociation
+        .check(&all(&first[1]), &all(&first[0]))
+        .expect("regions train plain autodiff's weights");
+}
+
+/// `--memory-budget` on a device: both bases profiled there, the plan checked on a step there
+/// (reserved bytes, as the budget counts them on a device), and the row says the plan's
+/// predicted and checked peaks.
+#[test]
+fn a_budget_is_planned_and_checked_on_the_wgpu_device() {
+    let _alone = crate::alone();
+    let Some(_device) = claim() else {
+        return;
+    };
+    let planned = train_on(
+        "wgpu",
+        "2",
+        &["--checkpoint", "regions", "--memory-budget", "1GiB"],
+    );
+    let row = &planned[0].row;
+    assert!(
+        row.method.starts_with("regions, planned for 1024.0 MiB"),
+        "{row:?}"
+    );
+    let peaks = row.plan_peaks.expect("a planned row's peaks");
+    assert!(
+        peaks.predicted_bytes > 0 && peaks.checked_bytes > 0,
+        "{peaks:?}"
+    );
+    assert!(peaks.checked_bytes <= 1 << 30, "{peaks:?}");
+    assert!(row.reserved_bytes.is_some(), "{row:?}");
+}
+
+/// Two wgpu devices (`--devices wgpu,wgpu`: two workers on the default adapter, each its own
+/// device) through burn-train's multi-device strategy: plain autodiff trains the same weights
+/// run after run, running statistics included; regions train the same trainable weights run
+/// after run (their batch norm statistics can differ in their last bits on several devices:
+/// docs/burn-0.22-train.md), within float reassociation of plain's; `app_kit::repeats(2)` runs of
+/// each (`scripts/soak` runs more).
+#[test]
+fn two_wgpu_devices_train_the_same_run_every_run() {
+    let _alone = crate::alone();
+    let Some(_device) = claim() else {
+        return;
+    };
+    // Two devices of their own on the default adapter, made once for every run.
+    let two = Devices::parse("wgpu,wgpu").expect("two wgpu devices");
+    assert_ne!(two.all()[0], two.all()[1]);
+    let run = |method| train_on_these(Some(&two), "wgpu,wgpu", "4", &["--checkpoint", method]);
+    let plain = run("plain");
+    let regions = run("regions");
+    assert_eq!(plain[0].row.devices, 2);
+    assert_eq!(plain[0].step_peaks.len(), 4, "4 steps, 2 a device");
+    for _ in 1..app_kit::repeats(2) {
+        let again = run("plain");
+        assert!(
+            again[0].parameters == plain[0].parameters,
+            "plain: another run trained other weights"
+        );
+        assert_eq!(again[0].row.valid_accuracy, plain[0].row.valid_accuracy);
+        let again = run("regions");
+        assert!(
+            trainable(&again[0]) == trainable(&regions[0]),
+            "regions: another run trained other weights"
+        );
+    }
+    Agreement::Reassociation
+        .check(
+            &values(&trainable(&regions[0])),
+            &values(&trainable(&plain[0])),
+        )
+        .expect("regions train plain autodiff's weights");
+}
