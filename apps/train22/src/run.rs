@@ -10,7 +10,7 @@ use app_kit::table::{MethodRow, markdown};
 use burn_checkpoint_22::memory::{MemoryMeter, Meter};
 use burn_checkpoint_core::memory::mib;
 
-use crate::trainer::Options;
+use crate::trainer::{Options, PLANNING};
 
 /// Trains `options`' methods on `meter`'s memory, writing to `out` the table of the methods
 /// that finished (and `--json` their rows) even when a later one fails; a run stopped by a step
@@ -44,6 +44,23 @@ pub fn run(
             meter.describe()
         )?;
     }
+    // On a device the budget is checked on one profiled step of a copy of the model; a training
+    // run's pools can hold more (pages its steps leave behind): say so where they did.
+    for row in &rows {
+        if let (Some(budget), Some(_), Some(reserved)) =
+            (options.memory_budget, row.plan_peaks, row.reserved_bytes)
+            && reserved as u64 > budget
+        {
+            writeln!(
+                out,
+                "note: {}: the training steps' pools reached {:.1} MiB, above the budget's {:.1} \
+                 MiB that the plan's checked step kept to",
+                row.method,
+                mib(reserved),
+                mib(budget as usize)
+            )?;
+        }
+    }
     if let Some(path) = &options.json
         && (outcome.is_ok() || !rows.is_empty())
     {
@@ -54,7 +71,9 @@ pub fn run(
         && let Some(stopped) = error.downcast_ref::<RanOutOfMemory>()
     {
         write!(out, "{}", stopped.failure)?;
-        writeln!(out, "what would fit: {}", suggest(stopped.room_bytes()))?;
+        if stopped.during != PLANNING {
+            writeln!(out, "what would fit: {}", suggest(stopped.room_bytes()))?;
+        }
     }
     outcome.map(|()| rows)
 }

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use anyhow::{Context, bail, ensure};
 use app_kit::args::{Sgd, byte_size, positive};
 use app_kit::densenet::DenseNetShape;
+use app_kit::out_of_memory::RanOutOfMemory;
 use app_kit::schedule;
 use app_kit::table::{MethodRow, PlanPeaks};
 
@@ -27,7 +28,7 @@ use burn::train::metric::{AccuracyMetric, LossMetric};
 use burn::train::{
     ExecutionStrategy, Learner, MultiDeviceOptim, SupervisedTraining, TrainingStrategy,
 };
-use burn_checkpoint_22::memory::{MemoryMeter, Meter};
+use burn_checkpoint_22::memory::{MemoryMeter, Meter, OutOfMemory};
 use burn_checkpoint_22::planner::{Base, Candidates, Plan, Profile, Treatment, autodiff_on};
 use burn_checkpoint_22_models::densenet::DenseNet;
 use burn_checkpoint_22_models::gpt::Gpt;
@@ -148,8 +149,9 @@ pub struct Options {
     /// planner chooses, for each region (dense layer, block), keep or recompute at the least
     /// recompute time, from steps profiled on a copy of the model, checks the plan on a step, and
     /// every training step runs under it; an error says the smallest peak reachable if SIZE cannot
-    /// be met. SIZE is the step's peak above what it starts with (the table's Memory). Needs
-    /// regions in --checkpoint.
+    /// be met. SIZE is, on the CPU, the step's peak above what it starts with (the table's
+    /// Memory); on a device, what its pools hold during the step, the model's pages included
+    /// (the table's Reserved). Needs regions in --checkpoint.
     #[arg(long, value_name = "SIZE", value_parser = byte_size)]
     pub memory_budget: Option<u64>,
 
@@ -162,6 +164,10 @@ pub struct Options {
     #[arg(long)]
     pub json: Option<PathBuf>,
 }
+
+/// Where a run stopped by a failed allocation was when the planner's steps failed
+/// ([`RanOutOfMemory::during`]): no budget can be suggested then.
+pub const PLANNING: &str = "planning (a profiled or checked step)";
 
 /// The network the trainer trains.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -325,7 +331,19 @@ impl Options {
         let batch = self.batch_size;
         let (steps, valid_items) = self.steps(data)?;
         let (train, valid) = data.loaders(batch, steps * batch, valid_items, self.seed);
-        let (plan, base) = self.plan_for(method, data, meter)?;
+        // The planner's profiled and checked steps run on the device too: one that fails to
+        // allocate stops the run as a training step does (no budget to suggest: the planner is
+        // what failed).
+        let base_bytes = meter.in_use();
+        let (plan, base) = OutOfMemory::catch(meter.clone(), || self.plan_for(method, data, meter))
+            .map_err(|failure| {
+                let stopped = RanOutOfMemory {
+                    failure,
+                    during: PLANNING.to_string(),
+                    base_bytes,
+                };
+                anyhow::Error::new(stopped).context(format!("--checkpoint {}", method.name()))
+            })??;
         let device = autodiff_on(base, self.devices.first().clone());
         let probe = Probe::new(meter.clone()).per_epoch(steps, valid_items.div_ceil(batch));
         let mut model = Classifier::new(self.network(data, &device), method.cut(), probe.clone());
