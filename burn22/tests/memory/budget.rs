@@ -284,12 +284,14 @@ fn the_planner_fits_budgets_from_the_plain_peak_to_the_floor() {
         let json = serde_json::to_string(&plan).unwrap();
         assert_eq!(serde_json::from_str::<Plan>(&json).unwrap(), plan);
     }
+    // At the roof keeping every region fits, so the plan is predicted no slower than that: every
+    // region kept, or a treatment whose profiled step was measured faster than keeping (steps
+    // of milliseconds on a loaded machine: CI once measured save-compute-bound's 1 ms faster and
+    // the plan, rightly, took it; a timing, not a rule to assert).
     let kept = profile.plan(roof).unwrap();
     assert!(
-        kept.regions
-            .values()
-            .flatten()
-            .all(|t| *t == Some(Treatment::Keep))
+        kept.predicted_recompute_seconds <= 1e-9,
+        "a plan slower than keeping every region, where that fits: {kept}"
     );
     let middle = (floor + roof) / 2;
     let fitted = profile.fit(Meter::Host, middle, &mut step).unwrap();
