@@ -102,26 +102,28 @@ fn plans_fit_their_budgets_and_peaks_shrink_with_them() {
         assert!(r.recomputed_ops > 0 && r.recomputed_bytes > 0);
     }
 
-    // At the peak with everything kept, everything is kept.
+    // At the peak with everything kept keeping every region fits, so the plan is predicted no
+    // slower than that: every region kept, or a treatment whose profiled step was measured faster
+    // than keeping (steps of a third of a second on a loaded machine: CI once measured
+    // recompute-all's step 18 ms faster than keep's, and the plan, rightly, took it; a timing,
+    // not a rule to assert). burn22's budget test says the same.
     let all_kept = profile.plan(roof).unwrap();
-    assert_eq!(all_kept.predicted_recompute_seconds, 0.0);
     assert!(
-        all_kept
-            .counts()
-            .values()
-            .all(|c| c.keys().eq([&Treatment::Keep]))
+        all_kept.predicted_recompute_seconds <= 1e-9,
+        "a plan slower than keeping every region, where that fits: {all_kept}"
     );
 
     // Eight budgets from the peak with everything kept down to just above the floor.
     let mut last_peak = u64::MAX;
-    let mut last_time = 0.0;
+    let mut last_time = f64::NEG_INFINITY;
     for k in 0..8u64 {
         let budget = roof - (roof - floor) * k / 8;
         let plan = profile.plan(budget).unwrap();
         assert!(plan.predicted_peak_bytes <= budget);
         assert!(
             plan.predicted_recompute_seconds >= last_time,
-            "a smaller budget never costs less time"
+            "a smaller budget never costs less time: {} s after {last_time} s; {plan}",
+            plan.predicted_recompute_seconds
         );
         last_time = plan.predicted_recompute_seconds;
         let ((), report) = StepReport::measure(Meter::Host, || {
