@@ -19,6 +19,7 @@ use serde::{Deserialize, Serialize};
 use super::host::mib;
 use super::meter::MemoryMeter;
 use super::report::StepReport;
+use super::timeline::Timeline;
 
 /// A training step that failed to allocate, with the report of the step up to the failure
 /// (what [`StepReport::try_measure`] returns, boxed, instead of the backend's panic).
@@ -58,6 +59,10 @@ pub struct OutOfMemory {
     pub message: String,
     /// The message the step's own panic carried (its first line): the original error.
     pub step_message: String,
+    /// The step's timeline up to the failure, where it was recorded with one
+    /// ([`Timeline::try_measure`]); not in the failure's JSON (write it on its own).
+    #[serde(skip)]
+    pub timeline: Option<Box<Timeline>>,
 }
 
 impl OutOfMemory {
@@ -81,6 +86,7 @@ impl OutOfMemory {
             thread: seen.thread,
             message: seen.message,
             step_message,
+            timeline: None,
         })
     }
 }

@@ -1,13 +1,11 @@
 //! One step's peak, measured with a [`Meter`]: on the host the allocator's own peak; on a device
 //! a thread sampling the memory manager's counts, since it keeps no peak of its own.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use super::device::{DeviceMemory, Usage};
+use super::device::DeviceMemory;
 use super::meter::{MemoryMeter, Meter};
+use super::sampler::Sampler;
 
 /// How often a device's counts are sampled while a step runs.
 const PERIOD: Duration = Duration::from_micros(100);
@@ -53,7 +51,12 @@ impl<D: DeviceMemory> Meter<D> {
         self.reset_peak();
         let sampler = match self {
             Meter::Host => None,
-            Meter::Device(device) => Some(Sampler::start(device.reader())),
+            Meter::Device(device) => Some(Sampler::start(
+                device.reader(),
+                PERIOD,
+                None,
+                Instant::now(),
+            )),
         };
         Measure {
             meter: self.clone(),
@@ -98,7 +101,7 @@ impl<D: DeviceMemory> Measure<D> {
     pub fn finish(mut self) -> Peak {
         self.meter.settle();
         if let Some(sampler) = self.sampler.take() {
-            let usage = sampler.finish();
+            let usage = sampler.finish().peak;
             return Peak {
                 in_use: usage.in_use.saturating_sub(self.base),
                 reserved: Some(usage.reserved),
@@ -109,58 +112,5 @@ impl<D: DeviceMemory> Measure<D> {
             in_use: peak.saturating_sub(self.base),
             reserved: None,
         }
-    }
-}
-
-/// The most bytes in use and reserved, sampled from a background thread. A sample falls between
-/// two of the device's commands, so a peak shorter than the period can be missed: the figures
-/// are lower bounds, exact for peaks that last a kernel or more.
-struct Sampler {
-    stop: Arc<AtomicBool>,
-    /// Gives the peaks seen, the last sample taken after the stop.
-    thread: Option<JoinHandle<Usage>>,
-}
-
-impl Sampler {
-    fn start(read: impl Fn() -> Usage + Send + 'static) -> Self {
-        let stop = Arc::new(AtomicBool::new(false));
-        let thread = {
-            let stop = stop.clone();
-            std::thread::spawn(move || {
-                let mut peak = Usage::default();
-                loop {
-                    // Read once more after the stop: what the step ends with counts too.
-                    let stopped = stop.load(Ordering::Relaxed);
-                    let now = read();
-                    peak.in_use = peak.in_use.max(now.in_use);
-                    peak.reserved = peak.reserved.max(now.reserved);
-                    if stopped {
-                        return peak;
-                    }
-                    std::thread::sleep(PERIOD);
-                }
-            })
-        };
-        Sampler {
-            stop,
-            thread: Some(thread),
-        }
-    }
-
-    /// Stops sampling; the peaks seen since the start (absolute, not above it).
-    fn finish(mut self) -> Usage {
-        self.stop_thread().unwrap_or_default()
-    }
-
-    fn stop_thread(&mut self) -> Option<Usage> {
-        self.stop.store(true, Ordering::Relaxed);
-        // A reader that panicked has nothing to give: the peaks are then unknown, read as 0.
-        self.thread.take().and_then(|thread| thread.join().ok())
-    }
-}
-
-impl Drop for Sampler {
-    fn drop(&mut self) {
-        self.stop_thread();
     }
 }

@@ -1,8 +1,11 @@
 //! Where a measured step's bytes are read: [`MemoryMeter`], the counting allocator's
 //! [`HostMeter`], and [`Meter`], the host or a device of a Burn crate ([`DeviceMemory`]).
 
-use super::device::DeviceMemory;
+use super::device::{DeviceMemory, Usage};
 use super::host;
+
+/// Reads a meter's bytes from another thread: what a timeline's sampler calls.
+pub type Reader = Box<dyn Fn() -> Usage + Send + 'static>;
 
 /// Where the memory of a measured step is read: the recording reads it at every region event.
 ///
@@ -51,6 +54,13 @@ pub trait MemoryMeter: Send + 'static {
     /// What the figures are, for reports.
     fn describe(&self) -> String;
 
+    /// Reads the bytes in use (and reserved, on a device) from another thread, for a
+    /// [`Timeline`](super::Timeline)'s sampler while the step runs; `None` (the default) where
+    /// the meter has no such reader: the timeline then has the region events' readings only.
+    fn reader(&self) -> Option<Reader> {
+        None
+    }
+
     /// The memory there is in bytes, where it is known: a device's, as its backend says it
     /// ([`DeviceMemory::capacity`]); `None` on the host (whose limit is the process's, not a
     /// device's) and where the backend does not say.
@@ -83,6 +93,13 @@ impl MemoryMeter for HostMeter {
 
     fn describe(&self) -> String {
         "host bytes allocated (counting allocator), exact peak".to_string()
+    }
+
+    fn reader(&self) -> Option<Reader> {
+        Some(Box::new(|| Usage {
+            in_use: host::allocated() as u64,
+            reserved: 0,
+        }))
     }
 }
 
@@ -198,6 +215,13 @@ impl<D: DeviceMemory> MemoryMeter for Meter<D> {
         match self {
             Meter::Host => None,
             Meter::Device(device) => device.capacity(),
+        }
+    }
+
+    fn reader(&self) -> Option<Reader> {
+        match self {
+            Meter::Host => HostMeter.reader(),
+            Meter::Device(device) => Some(Box::new(device.reader())),
         }
     }
 

@@ -30,6 +30,8 @@ mod meter;
 mod offloaded;
 pub mod recording;
 mod report;
+mod sampler;
+mod timeline;
 
 pub use device::{DeviceMemory, Usage};
 #[cfg(test)]
@@ -37,7 +39,11 @@ pub(crate) use failure::one_failing_test_at_a_time;
 pub use failure::{OutOfMemory, panic_message};
 pub use host::{CountingAllocator, mib};
 pub use measure::{Measure, Peak};
-pub use meter::{HostMeter, MemoryMeter, Meter};
+pub use meter::{HostMeter, MemoryMeter, Meter, Reader};
 pub use offloaded::{OffloadedBytes, host_copy_dropped, host_copy_made};
 pub use report::{NameTotals, RegionRecord, StepReport};
 pub(crate) use report::{mib_signed, shorten};
+pub use timeline::{
+    AtPeak, Holding, Live, MAX_POINTS, PeakDifference, Phase, Point, Schema, Span, TIMELINE_SCHEMA,
+    Timeline,
+};

@@ -1,10 +1,38 @@
 //! How many bytes regions hold in host memory (offload), over every thread: each Burn crate's
 //! offload counts its host copies here, and the recording reads it.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Instant;
 
 static NOW: AtomicUsize = AtomicUsize::new(0);
 static PEAK: AtomicUsize = AtomicUsize::new(0);
+/// Whether copies are logged (a timeline is being recorded), and the log: when each copy was
+/// made (bytes, positive) or dropped (negative), from whichever thread.
+static LOGGING: AtomicBool = AtomicBool::new(false);
+static COPIES: Mutex<Vec<(Instant, i64)>> = Mutex::new(Vec::new());
+
+fn log(bytes: i64) {
+    if LOGGING.load(Ordering::Relaxed) {
+        COPIES
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push((Instant::now(), bytes));
+    }
+}
+
+/// Starts (emptying the log) or stops logging copies.
+pub(crate) fn log_copies(on: bool) {
+    if on {
+        COPIES.lock().unwrap_or_else(|e| e.into_inner()).clear();
+    }
+    LOGGING.store(on, Ordering::Relaxed);
+}
+
+/// The copies logged since [`log_copies`] turned logging on, taken.
+pub(crate) fn take_copies() -> Vec<(Instant, i64)> {
+    std::mem::take(&mut *COPIES.lock().unwrap_or_else(|e| e.into_inner()))
+}
 
 /// Bytes of region operands held in host memory by regions that offload, over every thread:
 /// now, and at most since the last [`OffloadedBytes::reset_peak`]. What the memory report's
@@ -61,9 +89,11 @@ pub(crate) fn reset_offloaded_peak() {
 pub fn host_copy_made(bytes: usize) {
     let now = NOW.fetch_add(bytes, Ordering::Relaxed) + bytes;
     PEAK.fetch_max(now, Ordering::Relaxed);
+    log(bytes as i64);
 }
 
 /// A host copy of `bytes` was dropped (for the Burn crates' offload).
 pub fn host_copy_dropped(bytes: usize) {
     NOW.fetch_sub(bytes, Ordering::Relaxed);
+    log(-(bytes as i64));
 }

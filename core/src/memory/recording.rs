@@ -3,16 +3,23 @@
 //! opens and closes, backward recomputes for a region, an op outside regions makes a tensor).
 //!
 //! Off, every hook is one read of a thread-local flag: nothing is measured in the hot path.
+//!
+//! A [`Timeline`] is recorded by the same hooks and reads: each read of the meter is a point
+//! (its high the meter's peak since the read before), the hooks' times are the regions' spans,
+//! and a sampler thread reads the meter between them.
 
 use std::cell::{Cell, RefCell};
 use std::fmt;
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
+use super::device::Usage;
 use super::failure::{AfterFailure, OutOfMemory, Watch, outcome_message, read_after_failure};
 use super::meter::MemoryMeter;
 use super::offloaded as offload;
 use super::report::{RegionRecord, StepReport};
+use super::sampler::Sampler;
+use super::timeline::{self, AtPeak, Holding, Live, MAX_POINTS, Phase, Point, Span, Timeline};
 use crate::op_kind::OpKind;
 use crate::treatment::Treatment;
 
@@ -20,6 +27,9 @@ thread_local! {
     static ON: Cell<bool> = const { Cell::new(false) };
     static RECORDING: RefCell<Option<Recording>> = const { RefCell::new(None) };
 }
+
+/// How often a timeline's sampler reads the meter between the region events.
+const SAMPLING: Duration = Duration::from_micros(200);
 
 struct Recording {
     meter: Box<dyn MemoryMeter>,
@@ -47,18 +57,70 @@ struct Recording {
     window: Option<usize>,
     /// The highest peak read outside the windows (absolute bytes).
     outside_windows: u64,
+    /// The most bytes in use read since the open top-level region opened (absolute).
+    open_high: u64,
+    /// The timeline recorded with the report, if asked for.
+    timeline: Option<Drawn>,
+}
+
+/// What a timeline's recording keeps besides the report.
+struct Drawn {
+    /// Each read of the meter (the sampler's readings join them at the end).
+    points: Vec<Point>,
+    spans: Vec<Span>,
+    sampler: Option<Sampler>,
+    /// The open region's forward span; the open window's span, with the bytes in use when it
+    /// opened; the last recompute's span and its region's slot.
+    open_span: Option<usize>,
+    window_span: Option<(usize, u64)>,
+    recompute_span: Option<(usize, usize)>,
+    /// When backward was first seen (the first recompute), in seconds.
+    backward_at: Option<f64>,
+    /// Where the step was at its highest read so far, to say what was live then.
+    peak: PeakPlace,
+}
+
+/// Where the step was when a read saw a new peak: what [`Drawn::at_peak`] needs.
+#[derive(Clone, Copy, Debug, Default)]
+struct PeakPlace {
+    seconds: f64,
+    /// Region instances whose forward had closed by then (the first ones: slots are in order).
+    closed: usize,
+    /// The region whose forward was running (its slot, the bytes in use when it opened).
+    forward: Option<(usize, u64)>,
+    /// The region whose backward window was open (its slot, the bytes when it opened).
+    window: Option<(usize, u64)>,
 }
 
 impl Recording {
     /// Settles the meter (one device sync) and reads it: the bytes in use and the meter's peak
-    /// (at least those in use); the most bytes reserved is kept.
+    /// since the read before (at least those in use); the most bytes reserved is kept. A
+    /// timeline gets the read as a point.
     fn read(&mut self) -> (u64, u64) {
         self.meter.settle();
-        if let Some(now) = self.meter.reserved() {
+        let reserved = self.meter.reserved();
+        if let Some(now) = reserved {
             self.reserved = Some(self.reserved.map_or(now, |seen| seen.max(now)));
         }
         let in_use = self.meter.in_use();
-        (in_use, self.meter.peak().unwrap_or(in_use).max(in_use))
+        let high = self.meter.peak().unwrap_or(in_use).max(in_use);
+        // Each read's peak is the interval's since the read before: the next starts here.
+        self.meter.reset_peak();
+        self.open_high = self.open_high.max(high);
+        let (start, seconds) = (self.start_bytes as i64, self.seconds());
+        if let Some(drawn) = &mut self.timeline {
+            drawn.points.push(Point {
+                seconds,
+                in_use: in_use as i64 - start,
+                high: high as i64 - start,
+                reserved,
+            });
+        }
+        (in_use, high)
+    }
+
+    fn seconds(&self) -> f64 {
+        self.start.elapsed().as_secs_f64()
     }
 
     /// Reads the meter; if the peak rose since the last event, it rose where the step was.
@@ -82,6 +144,18 @@ impl Recording {
         if peak > self.peak {
             self.peak = peak;
             self.report.peak_at = std::mem::replace(&mut self.now, next);
+            let place = PeakPlace {
+                seconds: self.seconds(),
+                closed: self.last_closed.map_or(0, |slot| slot + 1),
+                forward: self.open.map(|(slot, opened, _)| (slot, opened)),
+                window: self.timeline.as_ref().and_then(|drawn| {
+                    let (_, opened) = drawn.window_span?;
+                    Some((self.window?, opened))
+                }),
+            };
+            if let Some(drawn) = &mut self.timeline {
+                drawn.peak = place;
+            }
         } else {
             self.now = next;
         }
@@ -131,7 +205,8 @@ impl StepReport {
     /// assert!(report.regions.is_empty());
     /// ```
     pub fn measure<R>(meter: impl MemoryMeter, step: impl FnOnce() -> R) -> (R, StepReport) {
-        record(Box::new(meter), step)
+        let (result, report, _) = record(Box::new(meter), false, step);
+        (result, report)
     }
 
     /// [`StepReport::measure`] for a step that may run out of memory: where an allocation fails
@@ -169,20 +244,73 @@ impl StepReport {
         meter: impl MemoryMeter,
         step: impl FnOnce() -> R,
     ) -> Result<(R, StepReport), Box<OutOfMemory>> {
-        record_or_out_of_memory(Box::new(meter), step)
+        record_or_out_of_memory(Box::new(meter), false, step)
+            .map(|(result, report, _)| (result, report))
     }
 }
 
-/// Records the step `f` runs on this thread, measured with `meter`; nested calls record into
-/// the outermost.
-fn record<R>(meter: Box<dyn MemoryMeter>, f: impl FnOnce() -> R) -> (R, StepReport) {
-    let Some(off) = start(meter) else {
-        return (f(), StepReport::default());
+impl Timeline {
+    /// Runs `step` on this thread as [`StepReport::measure`] does and records its timeline with
+    /// its report ([`Timeline::report`]): every read of the meter at a region event is a point,
+    /// a thread reads the meter between them every 200 µs (the counting allocator on the host,
+    /// the device's counts on a device), the region hooks' times are the spans, and what was
+    /// live at the peak is kept. Nested in another measurement, it records into the outermost
+    /// and returns an empty timeline.
+    ///
+    /// What it costs beyond the report: a point per read, a span per region phase, and the
+    /// sampling thread (benches/timeline.rs measures the step's time with it against without).
+    ///
+    /// ```
+    /// use burn_checkpoint_core::memory::{CountingAllocator, HostMeter, Timeline};
+    ///
+    /// #[global_allocator]
+    /// static ALLOCATOR: CountingAllocator = CountingAllocator;
+    ///
+    /// let (_, timeline) = Timeline::measure(HostMeter, || {
+    ///     let big = vec![1u8; 4 << 20];
+    ///     std::thread::sleep(std::time::Duration::from_millis(5));
+    ///     big.len()
+    /// });
+    /// assert!(timeline.highest() >= 4 << 20);
+    /// assert!(timeline.points.len() > 2, "the sampler read between the start and the end");
+    /// ```
+    pub fn measure<R>(meter: impl MemoryMeter, step: impl FnOnce() -> R) -> (R, Timeline) {
+        let (result, _, timeline) = record(Box::new(meter), true, step);
+        (result, timeline.unwrap_or_default())
+    }
+
+    /// [`Timeline::measure`] for a step that may run out of memory, as
+    /// [`StepReport::try_measure`]: the failure carries the timeline up to it
+    /// ([`OutOfMemory::timeline`]).
+    ///
+    /// ```
+    /// use burn_checkpoint_core::memory::{HostMeter, Timeline};
+    ///
+    /// let (sum, _) = Timeline::try_measure(HostMeter, || 2 + 2).expect("no failure");
+    /// assert_eq!(sum, 4);
+    /// ```
+    pub fn try_measure<R>(
+        meter: impl MemoryMeter,
+        step: impl FnOnce() -> R,
+    ) -> Result<(R, Timeline), Box<OutOfMemory>> {
+        record_or_out_of_memory(Box::new(meter), true, step)
+            .map(|(result, _, timeline)| (result, timeline.unwrap_or_default()))
+    }
+}
+
+/// What a recording gives: the step's result, its report, its timeline if asked for.
+type Recorded<R> = (R, StepReport, Option<Timeline>);
+
+/// Records the step `f` runs on this thread, measured with `meter`, with its timeline if
+/// `timeline`; nested calls record into the outermost.
+fn record<R>(meter: Box<dyn MemoryMeter>, timeline: bool, f: impl FnOnce() -> R) -> Recorded<R> {
+    let Some(off) = start(meter, timeline) else {
+        return (f(), StepReport::default(), None);
     };
     let result = f();
-    let report = finish(true);
+    let (report, timeline) = finish(true);
     drop(off);
-    (result, report)
+    (result, report, timeline)
 }
 
 /// Turns the recording off on every exit path, panics included.
@@ -191,18 +319,38 @@ struct Off;
 impl Drop for Off {
     fn drop(&mut self) {
         ON.with(|on| on.set(false));
+        offload::log_copies(false);
         RECORDING.with(|recording| recording.borrow_mut().take());
     }
 }
 
-/// Starts recording with `meter`; `None` inside a recording already.
-fn start(meter: Box<dyn MemoryMeter>) -> Option<Off> {
+/// Starts recording with `meter` (a timeline too, if `timeline`); `None` inside a recording
+/// already.
+fn start(meter: Box<dyn MemoryMeter>, timeline: bool) -> Option<Off> {
     if ON.with(Cell::get) {
         return None;
     }
     // On a device, the step's reserved peak is its own, not what earlier steps left in pools.
     meter.release();
     meter.settle();
+    // The timeline's room and sampler before the step's start is read: what they allocate is
+    // not the step's.
+    let began = Instant::now();
+    let drawn = timeline.then(|| {
+        offload::log_copies(true);
+        Drawn {
+            points: Vec::with_capacity(256),
+            spans: Vec::with_capacity(256),
+            sampler: meter
+                .reader()
+                .map(|read| Sampler::start(read, SAMPLING, Some(2 * MAX_POINTS), began)),
+            open_span: None,
+            window_span: None,
+            recompute_span: None,
+            backward_at: None,
+            peak: PeakPlace::default(),
+        }
+    });
     meter.reset_peak();
     offload::reset_offloaded_peak();
     let start_bytes = meter.in_use();
@@ -216,7 +364,7 @@ fn start(meter: Box<dyn MemoryMeter>) -> Option<Off> {
             },
             meter,
             start_bytes,
-            start: Instant::now(),
+            start: began,
             open: None,
             offloaded_at_start: offload::offloaded_bytes(),
             offloaded_at_open: 0,
@@ -228,6 +376,8 @@ fn start(meter: Box<dyn MemoryMeter>) -> Option<Off> {
             backward: false,
             window: None,
             outside_windows: start_bytes,
+            open_high: start_bytes,
+            timeline: drawn,
         })
     });
     ON.with(|on| on.set(true));
@@ -252,6 +402,18 @@ fn at_failure() -> AtFailure {
                 region.forward_seconds = opened.elapsed().as_secs_f64();
             }
             recording.peak = recording.peak.max(now);
+            let (seconds, above) = (
+                recording.seconds(),
+                now as i64 - recording.start_bytes as i64,
+            );
+            if let Some(drawn) = &mut recording.timeline {
+                drawn.points.push(Point {
+                    seconds,
+                    in_use: above,
+                    high: above,
+                    reserved: read.reserved,
+                });
+            }
         }
         AtFailure {
             at: recording.now.clone(),
@@ -261,10 +423,16 @@ fn at_failure() -> AtFailure {
     .expect("recording until `Off` drops")
 }
 
-/// The report of the step recorded so far; `settled`: the step finished, and the meter is
-/// settled (a device synced) and read at its end.
-fn finish(settled: bool) -> StepReport {
+/// The report (and timeline, if recorded) of the step recorded so far; `settled`: the step
+/// finished, and the meter is settled (a device synced) and read at its end.
+fn finish(settled: bool) -> (StepReport, Option<Timeline>) {
     with(|recording| {
+        // The sampler stops before the last read, whose high covers what came after it.
+        let sampled = recording
+            .timeline
+            .as_mut()
+            .and_then(|drawn| drawn.sampler.take())
+            .map(Sampler::finish);
         if settled {
             recording.event("the end".to_string());
         }
@@ -282,32 +450,140 @@ fn finish(settled: bool) -> StepReport {
         report.seconds = recording.start.elapsed().as_secs_f64();
         report.offloaded_peak_bytes =
             offload::offloaded_peak().saturating_sub(recording.offloaded_at_start) as u64;
-        // The regions reset the meter's peak to measure their own: give the step's back to
+        // The reads reset the meter's peak to measure each interval: give the step's back to
         // whoever measures around this one.
         recording.meter.raise_peak(recording.peak);
-        report
+        let timeline = recording.timeline.take().map(|drawn| {
+            let samples = sampled.map(|sampled| sampled.series).unwrap_or_default();
+            drawn.finish(&report, samples, recording.start, recording.start_bytes)
+        });
+        (report, timeline)
     })
     .expect("recording until `Off` drops")
+}
+
+impl Drawn {
+    /// The timeline of the step `report` reported: the reads' points with the sampler's
+    /// `samples` (bounded), the spans closed at the end, the step's phases and the copies
+    /// logged, and what was live at the peak.
+    fn finish(
+        mut self,
+        report: &StepReport,
+        samples: Vec<(f64, Usage)>,
+        began: Instant,
+        start_bytes: u64,
+    ) -> Timeline {
+        let end = began.elapsed().as_secs_f64();
+        for span in [self.open_span, self.window_span.map(|(span, _)| span)]
+            .into_iter()
+            .flatten()
+        {
+            self.spans[span].end = end;
+        }
+        let step = |phase, start, end| Span {
+            phase,
+            region: None,
+            index: None,
+            start,
+            end,
+            bytes: 0,
+        };
+        // The step's phases, known where a recompute marked backward's start.
+        if let Some(backward) = self.backward_at {
+            self.spans.push(step(Phase::Forward, 0.0, backward));
+            self.spans.push(step(Phase::Backward, backward, end));
+        }
+        for (at, bytes) in offload::take_copies() {
+            let Some(since) = at.checked_duration_since(began) else {
+                continue;
+            };
+            let phase = match bytes > 0 {
+                true => Phase::OffloadOut,
+                false => Phase::OffloadBack,
+            };
+            let seconds = since.as_secs_f64();
+            self.spans.push(Span {
+                bytes: bytes.unsigned_abs(),
+                ..step(phase, seconds, seconds)
+            });
+        }
+        self.spans.sort_by(|a, b| a.start.total_cmp(&b.start));
+        let start = start_bytes as i64;
+        let device = report.reserved_peak_bytes.is_some();
+        self.points
+            .extend(samples.into_iter().map(|(seconds, usage)| Point {
+                seconds,
+                in_use: usage.in_use as i64 - start,
+                high: usage.in_use as i64 - start,
+                reserved: device.then_some(usage.reserved),
+            }));
+        self.points.sort_by(|a, b| a.seconds.total_cmp(&b.seconds));
+        timeline::bound(&mut self.points, MAX_POINTS);
+        Timeline {
+            report: report.clone(),
+            points: self.points,
+            spans: self.spans,
+            at_peak: at_peak(report, self.peak, start),
+            ..Timeline::default()
+        }
+    }
+}
+
+/// What was live at the step's peak, seen at `place`: each region instance's share by where
+/// the step was (a region's forward running, a backward window open, which regions had closed
+/// and which backward had passed), and the rest outside regions.
+fn at_peak(report: &StepReport, place: PeakPlace, start_bytes: i64) -> AtPeak {
+    let peak = report.peak_bytes as i64;
+    // Bytes above the start from an absolute reading.
+    let above = |bytes: u64| bytes as i64 - start_bytes;
+    let mut regions = Vec::new();
+    for (slot, record) in report.regions.iter().enumerate() {
+        let (holding, bytes) = match (place.forward, place.window) {
+            (Some((open, opened)), _) if open == slot => (Holding::Forward, peak - above(opened)),
+            _ if slot >= place.closed => continue,
+            // Backward runs the regions in reverse: those after the open window are done.
+            (_, Some((window, _))) if slot > window => continue,
+            (_, Some((window, opened))) if slot == window => {
+                (Holding::Recompute, record.held_bytes + peak - above(opened))
+            }
+            _ => (Holding::Stored, record.held_bytes),
+        };
+        regions.push(Live {
+            region: record.name.clone(),
+            index: record.index,
+            holding,
+            bytes,
+        });
+    }
+    let outside = peak - regions.iter().map(|live| live.bytes).sum::<i64>();
+    AtPeak {
+        seconds: place.seconds,
+        bytes: peak,
+        at: report.peak_at.clone(),
+        regions,
+        outside,
+    }
 }
 
 /// [`StepReport::try_measure`]: `record`, with the step's panic caught and, when an allocation
 /// failed while it ran, turned into the report so far.
 fn record_or_out_of_memory<R>(
     meter: Box<dyn MemoryMeter>,
+    timeline: bool,
     f: impl FnOnce() -> R,
-) -> Result<(R, StepReport), Box<OutOfMemory>> {
+) -> Result<Recorded<R>, Box<OutOfMemory>> {
     let watch = Watch::start();
-    let Some(off) = start(meter) else {
+    let Some(off) = start(meter, timeline) else {
         // Nested: the outermost measurement catches.
-        return Ok((f(), StepReport::default()));
+        return Ok((f(), StepReport::default(), None));
     };
     let outcome = catch_unwind(AssertUnwindSafe(f));
     let Some(seen) = watch.first_seen() else {
         return match outcome {
             Ok(result) => {
-                let report = finish(true);
+                let (report, timeline) = finish(true);
                 drop(off);
-                Ok((result, report))
+                Ok((result, report, timeline))
             }
             Err(payload) => {
                 drop(off);
@@ -319,9 +595,11 @@ fn record_or_out_of_memory<R>(
     // Failed, or returned results computed without the buffer.
     let step_message = outcome_message(&outcome);
     let at = at_failure();
-    let report = finish(false);
+    let (report, timeline) = finish(false);
     drop(off);
-    Err(OutOfMemory::of(report, at.at, seen, at.read, step_message))
+    let mut failure = OutOfMemory::of(report, at.at, seen, at.read, step_message);
+    failure.timeline = timeline.map(Box::new);
+    Err(failure)
 }
 
 fn with<T>(f: impl FnOnce(&mut Recording) -> T) -> Option<T> {
@@ -350,29 +628,51 @@ pub fn top_level_opened(name: &dyn fmt::Display, index: u64, treatment: Option<T
         }
         recording.event_at(label, peak);
         recording.open = Some((slot, in_use, Instant::now()));
+        recording.open_high = in_use;
         recording.offloaded_at_open = offload::offloaded_bytes();
-        // The peak inside the region, from here.
-        recording.meter.reset_peak();
+        let seconds = recording.seconds();
+        let record = &recording.report.regions[slot];
+        let span = Span {
+            phase: Phase::RegionForward,
+            region: Some(record.name.clone()),
+            index: Some(record.index),
+            start: seconds,
+            end: seconds,
+            bytes: 0,
+        };
+        if let Some(drawn) = &mut recording.timeline {
+            drawn.open_span = Some(drawn.spans.len());
+            drawn.spans.push(span);
+        }
     });
 }
 
 /// The open top-level region closes.
 pub fn top_level_closed() {
     with(|recording| {
-        let Some((slot, opened_bytes, opened)) = recording.open.take() else {
+        let Some((slot, opened_bytes, opened)) = recording.open else {
             return;
         };
         let (in_use, peak) = recording.read();
+        // The peak read now fell inside the region: it is open for the event.
+        let label = format!("forward, after {}", recording.id(slot));
+        recording.event_at(label, peak);
+        recording.open = None;
+        let forward_peak = recording.open_high;
         let region = &mut recording.report.regions[slot];
         region.held_bytes = in_use as i64 - opened_bytes as i64;
-        region.forward_peak_bytes = peak.saturating_sub(opened_bytes);
+        region.forward_peak_bytes = forward_peak.saturating_sub(opened_bytes);
         region.forward_seconds = opened.elapsed().as_secs_f64();
         region.offloaded_bytes =
             offload::offloaded_bytes().saturating_sub(recording.offloaded_at_open) as u64;
         recording.last_closed = Some(slot);
         recording.closed_bytes = in_use;
-        let label = format!("forward, after {}", recording.id(slot));
-        recording.event_at(label, peak);
+        let seconds = recording.seconds();
+        if let Some(drawn) = &mut recording.timeline
+            && let Some(span) = drawn.open_span.take()
+        {
+            drawn.spans[span].end = seconds;
+        }
     });
 }
 
@@ -400,10 +700,34 @@ pub fn recompute<T>(slot: usize, f: impl FnOnce() -> T, bytes: impl FnOnce(&T) -
             recording.backward = true;
         }
         recording.event_at(label, peak);
-        if recording.window != Some(slot) {
-            // The peak read so far is the previous window's: this region's window starts here.
-            recording.window = Some(slot);
-            recording.meter.reset_peak();
+        // The peak read so far was the previous window's: this region's window starts here.
+        let opens = recording.window != Some(slot);
+        recording.window = Some(slot);
+        let seconds = recording.seconds();
+        let record = &recording.report.regions[slot];
+        let span = |phase| Span {
+            phase,
+            region: Some(record.name.clone()),
+            index: Some(record.index),
+            start: seconds,
+            end: seconds,
+            bytes: 0,
+        };
+        let (window, recompute) = (span(Phase::RegionBackward), span(Phase::Recompute));
+        if let Some(drawn) = &mut recording.timeline {
+            drawn.backward_at.get_or_insert(seconds);
+            if opens {
+                if let Some((previous, _)) = drawn.window_span {
+                    drawn.spans[previous].end = seconds;
+                }
+                drawn.window_span = Some((drawn.spans.len(), in_use));
+                drawn.spans.push(window);
+            }
+            // Recomputes of one instance in a row (an op's each on Burn 0.21) are one span.
+            if drawn.recompute_span.is_none_or(|(of, _)| of != slot) {
+                drawn.recompute_span = Some((slot, drawn.spans.len()));
+                drawn.spans.push(recompute);
+            }
         }
     });
     let started = Instant::now();
@@ -424,6 +748,12 @@ pub fn recompute<T>(slot: usize, f: impl FnOnce() -> T, bytes: impl FnOnce(&T) -
         let label = format!("backward, after recomputing {}", recording.id(slot));
         if let Some((_, peak)) = read {
             recording.event_at(label, peak);
+        }
+        let seconds = recording.seconds();
+        if let Some(drawn) = &mut recording.timeline
+            && let Some((_, span)) = drawn.recompute_span
+        {
+            drawn.spans[span].end = seconds;
         }
     });
     output
@@ -524,6 +854,137 @@ mod tests {
         assert_eq!(windows, [50, 55]);
     }
 
+    /// A chain of three regions, forward then backward in reverse, as a timeline: the highest
+    /// point is the report's peak, the spans nest and order as the step ran, and what was live
+    /// at the peak sums to it.
+    #[test]
+    fn a_timeline_orders_the_regions_phases_and_says_what_the_peak_held() {
+        let _alone = alone();
+        set(0);
+        PEAK.store(0, Ordering::Relaxed);
+        let ((), timeline) = Timeline::measure(Hand, || {
+            // Forward: each region holds 10 bytes and peaks 5 above that inside.
+            for index in 0..3u64 {
+                top_level_opened(&"block", index, None);
+                set(10 * index + 15);
+                set(10 * (index + 1));
+                top_level_closed();
+            }
+            set(40);
+            // Backward: block#2, #1, #0 recompute (two ops each); block#1's peaks at 70.
+            for (slot, high) in [(2usize, 50u64), (1, 70), (0, 45)] {
+                recompute(slot, || set(high), |_| 1);
+                recompute(slot, || set(high - 5), |_| 1);
+                set(10 * slot as u64);
+            }
+        });
+        let report = &timeline.report;
+        assert_eq!(report.peak_bytes, 70);
+        assert_eq!(
+            timeline.highest(),
+            70,
+            "the highest point is the report's peak"
+        );
+        assert!(
+            timeline
+                .points
+                .windows(2)
+                .all(|w| w[0].seconds <= w[1].seconds)
+        );
+
+        let of = |phase: Phase| -> Vec<&Span> {
+            timeline.spans.iter().filter(|s| s.phase == phase).collect()
+        };
+        let labels = |spans: &[&Span]| spans.iter().map(|s| s.label()).collect::<Vec<_>>();
+        let forwards = of(Phase::RegionForward);
+        let recomputes = of(Phase::Recompute);
+        let windows = of(Phase::RegionBackward);
+        assert_eq!(labels(&forwards), ["block#0", "block#1", "block#2"]);
+        assert_eq!(
+            labels(&recomputes),
+            ["block#2", "block#1", "block#0"],
+            "one span each"
+        );
+        assert_eq!(labels(&windows), ["block#2", "block#1", "block#0"]);
+        for pair in forwards.windows(2) {
+            assert!(pair[0].end <= pair[1].start, "forwards in order: {pair:?}");
+        }
+        for (recompute, window) in recomputes.iter().zip(&windows) {
+            assert!(window.start <= recompute.start && recompute.end <= window.end);
+        }
+        let (step_forward, step_backward) = (of(Phase::Forward), of(Phase::Backward));
+        assert_eq!((step_forward.len(), step_backward.len()), (1, 1));
+        assert!(forwards.iter().all(|s| s.end <= step_forward[0].end));
+        assert_eq!(step_backward[0].start, windows[0].start);
+
+        // At the peak block#1 recomputed: block#0 still stored, block#2 done.
+        let at_peak = &timeline.at_peak;
+        assert_eq!(at_peak.bytes, 70);
+        assert_eq!(at_peak.at, "backward, recomputing block#1");
+        let live: Vec<(String, Holding, i64)> = at_peak
+            .regions
+            .iter()
+            .map(|l| (format!("{}#{}", l.region, l.index), l.holding, l.bytes))
+            .collect();
+        // block#1's window opened at 20 bytes (block#2's backward done): it holds its 10 and
+        // the 50 its recompute made.
+        assert_eq!(
+            live,
+            [
+                ("block#0".into(), Holding::Stored, 10),
+                ("block#1".into(), Holding::Recompute, 60),
+            ]
+        );
+        assert_eq!(at_peak.outside, 0);
+        let parts: i64 = at_peak.regions.iter().map(|l| l.bytes).sum::<i64>() + at_peak.outside;
+        assert_eq!(parts, at_peak.bytes);
+
+        // The JSON round-trips.
+        let json = serde_json::to_string(&timeline).unwrap();
+        assert_eq!(serde_json::from_str::<Timeline>(&json).unwrap(), timeline);
+    }
+
+    #[test]
+    fn a_forward_peak_is_the_open_regions_and_a_long_step_stays_bounded() {
+        let _alone = alone();
+        set(0);
+        PEAK.store(0, Ordering::Relaxed);
+        let ((), timeline) = Timeline::measure(Hand, || {
+            for index in 0..(2 * MAX_POINTS as u64) {
+                top_level_opened(&"cell", index, None);
+                // cell#100 peaks at 10 000 inside its forward; each holds 1 byte.
+                set(if index == 100 { 10_000 } else { index + 2 });
+                set(index + 1);
+                top_level_closed();
+            }
+        });
+        assert!(
+            timeline.points.len() <= MAX_POINTS,
+            "{}",
+            timeline.points.len()
+        );
+        assert_eq!(timeline.highest(), 10_000);
+        assert_eq!(timeline.report.peak_bytes, 10_000);
+        let at_peak = &timeline.at_peak;
+        assert_eq!(
+            at_peak.regions.len(),
+            101,
+            "cell#0..#99 stored, cell#100 running"
+        );
+        let open = at_peak.regions.last().unwrap();
+        assert_eq!(
+            (open.index, open.holding, open.bytes),
+            (100, Holding::Forward, 9_900)
+        );
+        assert!(
+            at_peak.regions[..100]
+                .iter()
+                .all(|l| l.holding == Holding::Stored)
+        );
+        let parts: i64 = at_peak.regions.iter().map(|l| l.bytes).sum::<i64>() + at_peak.outside;
+        assert_eq!(parts, 10_000);
+    }
+
     /// cubecl's failure, as docs/gpu.md measured it on wgpu: the device thread panics naming the
     /// bytes, the step's thread fails later with a message that does not say memory. (The same
     /// on a real device: kits/bench-kit/tests/allocation_failure.rs.)
@@ -558,6 +1019,22 @@ mod tests {
         assert_eq!(held, [10, 15]);
         assert_eq!(failure.report.peak_bytes, 25);
         assert!(!on(), "the recording is off again");
+
+        // With a timeline, the failure carries it up to the failure.
+        set(0);
+        let failure = Timeline::try_measure(Hand, || {
+            top_level_opened(&"r", 0, None);
+            set(30);
+            fail_on_the_device_thread("can't allocate buffer of size: 4096");
+            panic!("CallError");
+        })
+        .expect_err("an out-of-memory failure");
+        let timeline = failure
+            .timeline
+            .as_ref()
+            .expect("the timeline up to the failure");
+        assert_eq!(timeline.highest(), 30);
+        assert_eq!(timeline.spans[0].label(), "r#0");
 
         // Another panic is resumed as it was, and the next step measures as before.
         let other = std::panic::catch_unwind(|| {

@@ -25,30 +25,53 @@ pub trait Figure {
 /// DejaVu Sans; without it (Debian: `fonts-dejavu-core`, installed by `scripts/setup`) the error
 /// says what to install.
 pub fn write(figure: &impl Figure, stem: &Path) -> Result<(), String> {
-    let font = FONT_PATHS
-        .iter()
-        .find_map(|path| std::fs::read(path).ok())
-        .ok_or_else(|| {
-            format!(
-                "no plot: DejaVu Sans not found at {} (Debian: apt-get install fonts-dejavu-core)",
-                FONT_PATHS.join(", ")
-            )
-        })?;
-    // plotters keeps registered fonts for the whole program.
-    plotters::style::register_font("sans-serif", FontStyle::Normal, Box::leak(font.into()))
-        .map_err(|_| "DejaVu Sans is not a font plotters can read".to_string())?;
-    let svg = stem.with_extension("svg");
-    draw_on(
-        &SVGBackend::new(&svg, (960, 600)).into_drawing_area(),
-        figure,
-    )
-    .map_err(|e| format!("cannot draw {}: {e}", svg.display()))?;
-    let png = stem.with_extension("png");
-    draw_on(
-        &BitMapBackend::new(&png, (960, 600)).into_drawing_area(),
-        figure,
-    )
-    .map_err(|e| format!("cannot draw {}: {e}", png.display()))
+    write_to(figure, &stem.with_extension("svg"))?;
+    write_to(figure, &stem.with_extension("png"))
+}
+
+/// Writes the figure to `path` (960×600), as SVG or PNG by its extension (`.svg`, `.png`); the
+/// font as [`write`] says.
+pub fn write_to(figure: &impl Figure, path: &Path) -> Result<(), String> {
+    register_font()?;
+    let drawn = match path.extension().and_then(|e| e.to_str()) {
+        Some("svg") => draw_on(
+            &SVGBackend::new(path, (960, 600)).into_drawing_area(),
+            figure,
+        ),
+        Some("png") => draw_on(
+            &BitMapBackend::new(path, (960, 600)).into_drawing_area(),
+            figure,
+        ),
+        _ => {
+            return Err(format!(
+                "cannot draw {}: a figure is written as .svg or .png",
+                path.display()
+            ));
+        }
+    };
+    drawn.map_err(|e| format!("cannot draw {}: {e}", path.display()))
+}
+
+/// Sets the family `sans-serif` to DejaVu Sans, once for the program (plotters keeps registered
+/// fonts for its whole run).
+fn register_font() -> Result<(), String> {
+    static REGISTERED: std::sync::OnceLock<Result<(), String>> = std::sync::OnceLock::new();
+    REGISTERED
+        .get_or_init(|| {
+            let font = FONT_PATHS
+                .iter()
+                .find_map(|path| std::fs::read(path).ok())
+                .ok_or_else(|| {
+                    format!(
+                        "no plot: DejaVu Sans not found at {} (Debian: apt-get install \
+                         fonts-dejavu-core)",
+                        FONT_PATHS.join(", ")
+                    )
+                })?;
+            plotters::style::register_font("sans-serif", FontStyle::Normal, Box::leak(font.into()))
+                .map_err(|_| "DejaVu Sans is not a font plotters can read".to_string())
+        })
+        .clone()
 }
 
 fn draw_on<DB: DrawingBackend>(

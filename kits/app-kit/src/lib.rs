@@ -9,7 +9,9 @@
 //! [`agreement`] says how closely a step with regions must agree with plain autodiff's on a backend
 //! (the gradient tests of both crates), [`vulkan`] whether their wgpu tests have an adapter, and
 //! the device for one test at a time, [`repeats`] how often a test repeats a run that could race,
-//! and [`out_of_memory`] how both trainers end a run that ran out of device memory.
+//! [`out_of_memory`] how both trainers end a run that ran out of device memory, and [`timeline`]
+//! a step's memory timeline as a picture (several runs overlaid) and a file, with the trainers'
+//! `--memory-timeline` flags.
 //!
 //! The Burn 0.21 applications (`densenet-bc`, `gpt`) and their test support (`bench-kit`, which
 //! re-exports some of it) use it directly, as the Burn 0.22 library's wgpu tests, the networks'
@@ -28,6 +30,7 @@ pub mod schedule;
 pub mod sweep;
 pub mod table;
 pub mod tape;
+pub mod timeline;
 pub mod vulkan;
 
 /// How many times a test repeats a run that could race: `REPEATS` when set (`scripts/soak`
