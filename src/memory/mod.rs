@@ -52,14 +52,44 @@
 //! println!("{report}"); // a table; `serde_json::to_string(&report)` for JSON
 //! ```
 //!
+//! A [`Timeline`] records the same step over time with its report (the same hooks): the bytes
+//! in use from start to end, each region instance's forward, recompute and backward as spans, and
+//! what was live at the peak, by region; two timelines compare their peaks by region
+//! ([`Timeline::compare`]). The trainers draw them (`--memory-timeline step.svg`;
+//! docs/memory-timeline.md):
+//!
+//! ```
+//! use burn::backend::{Autodiff, NdArray};
+//! use burn::tensor::{Tensor, activation::relu};
+//! use burn_checkpoint::memory::{Meter, Phase, Timeline};
+//! use burn_checkpoint::{Checkpointed, Region};
+//!
+//! type B = Checkpointed<Autodiff<NdArray>>;
+//! let device = Default::default();
+//! let w = Tensor::<B, 2>::ones([16, 16], &device).require_grad();
+//! let x = Tensor::<B, 2>::ones([8, 16], &device);
+//!
+//! let (_, timeline) = Timeline::measure(Meter::Host, || {
+//!     let mut h = x.clone();
+//!     for _ in 0..3 {
+//!         h = Region::named("block").run(|| relu(h.clone().matmul(w.clone())));
+//!     }
+//!     h.sum().backward()
+//! });
+//! assert_eq!(timeline.highest(), timeline.report.peak_bytes as i64);
+//! let recomputes = timeline.spans.iter().filter(|s| s.phase == Phase::Recompute);
+//! let order: Vec<String> = recomputes.map(|s| s.label()).collect();
+//! assert_eq!(order, ["block#2", "block#1", "block#0"], "backward runs them in reverse");
+//! ```
+//!
 //! On cubecl devices (features `cuda`, `wgpu`), `Meter::device(device)` reads cubecl's count of
 //! device bytes in use and reserved; a [`Measure`] samples their peaks.
 
 mod device;
 
 pub use burn_checkpoint_core::memory::{
-    CountingAllocator, MemoryMeter, NameTotals, OffloadedBytes, OutOfMemory, Peak, RegionRecord,
-    StepReport,
+    AtPeak, CountingAllocator, Holding, Live, MemoryMeter, NameTotals, OffloadedBytes, OutOfMemory,
+    Peak, PeakDifference, Phase, Point, RegionRecord, Span, StepReport, Timeline,
 };
 pub use device::MeteredDevice;
 

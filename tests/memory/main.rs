@@ -14,4 +14,5 @@ mod memory;
 mod offload;
 mod policy_memory;
 mod sequential;
+mod timeline;
 mod walk_memory;

@@ -59,6 +59,8 @@ struct Recording {
     outside_windows: u64,
     /// The most bytes in use read since the open top-level region opened (absolute).
     open_high: u64,
+    /// When the meter was read last, and the time before (seconds since the start).
+    read_at: (f64, f64),
     /// The timeline recorded with the report, if asked for.
     timeline: Option<Drawn>,
 }
@@ -83,7 +85,9 @@ struct Drawn {
 /// Where the step was when a read saw a new peak: what [`Drawn::at_peak`] needs.
 #[derive(Clone, Copy, Debug, Default)]
 struct PeakPlace {
+    /// The read that saw the peak, and the read before it: the peak fell between them.
     seconds: f64,
+    after: f64,
     /// Region instances whose forward had closed by then (the first ones: slots are in order).
     closed: usize,
     /// The region whose forward was running (its slot, the bytes in use when it opened).
@@ -108,6 +112,7 @@ impl Recording {
         self.meter.reset_peak();
         self.open_high = self.open_high.max(high);
         let (start, seconds) = (self.start_bytes as i64, self.seconds());
+        self.read_at = (self.read_at.1, seconds);
         if let Some(drawn) = &mut self.timeline {
             drawn.points.push(Point {
                 seconds,
@@ -145,7 +150,8 @@ impl Recording {
             self.peak = peak;
             self.report.peak_at = std::mem::replace(&mut self.now, next);
             let place = PeakPlace {
-                seconds: self.seconds(),
+                seconds: self.read_at.1,
+                after: self.read_at.0,
                 closed: self.last_closed.map_or(0, |slot| slot + 1),
                 forward: self.open.map(|(slot, opened, _)| (slot, opened)),
                 window: self.timeline.as_ref().and_then(|drawn| {
@@ -377,6 +383,7 @@ fn start(meter: Box<dyn MemoryMeter>, timeline: bool) -> Option<Off> {
             window: None,
             outside_windows: start_bytes,
             open_high: start_bytes,
+            read_at: (0.0, 0.0),
             timeline: drawn,
         })
     });
@@ -510,6 +517,13 @@ impl Drawn {
         self.spans.sort_by(|a, b| a.start.total_cmp(&b.start));
         let start = start_bytes as i64;
         let device = report.reserved_peak_bytes.is_some();
+        // When the peak was: the sampler's highest reading between the read that saw it and
+        // the read before, if it read there.
+        let peak_seconds = samples
+            .iter()
+            .filter(|(seconds, _)| (self.peak.after..=self.peak.seconds).contains(seconds))
+            .max_by_key(|(_, usage)| usage.in_use)
+            .map_or(self.peak.seconds, |(seconds, _)| *seconds);
         self.points
             .extend(samples.into_iter().map(|(seconds, usage)| Point {
                 seconds,
@@ -523,7 +537,10 @@ impl Drawn {
             report: report.clone(),
             points: self.points,
             spans: self.spans,
-            at_peak: at_peak(report, self.peak, start),
+            at_peak: AtPeak {
+                seconds: peak_seconds,
+                ..at_peak(report, self.peak, start)
+            },
             ..Timeline::default()
         }
     }
@@ -544,7 +561,7 @@ fn at_peak(report: &StepReport, place: PeakPlace, start_bytes: i64) -> AtPeak {
             // Backward runs the regions in reverse: those after the open window are done.
             (_, Some((window, _))) if slot > window => continue,
             (_, Some((window, opened))) if slot == window => {
-                (Holding::Recompute, record.held_bytes + peak - above(opened))
+                (Holding::Backward, record.held_bytes + peak - above(opened))
             }
             _ => (Holding::Stored, record.held_bytes),
         };
@@ -932,7 +949,7 @@ mod tests {
             live,
             [
                 ("block#0".into(), Holding::Stored, 10),
-                ("block#1".into(), Holding::Recompute, 60),
+                ("block#1".into(), Holding::Backward, 60),
             ]
         );
         assert_eq!(at_peak.outside, 0);

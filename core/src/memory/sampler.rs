@@ -47,6 +47,10 @@ impl Sampler {
             let stop = stop.clone();
             std::thread::spawn(move || {
                 let mut peak = Usage::default();
+                // Each kept reading stands for `stride` readings (the highest of them), doubled
+                // at each halving, so that early and late readings are as dense.
+                let (mut stride, mut taken) = (1usize, 0usize);
+                let mut highest: Option<Sample> = None;
                 loop {
                     // Read once more after the stop: what the step ends with counts too.
                     let stopped = stop.load(Ordering::Relaxed);
@@ -54,10 +58,21 @@ impl Sampler {
                     peak.in_use = peak.in_use.max(now.in_use);
                     peak.reserved = peak.reserved.max(now.reserved);
                     if let Some(room) = room {
-                        if kept.len() == room {
-                            halve(&mut kept);
+                        let reading = (since.elapsed().as_secs_f64(), now);
+                        if highest.is_none_or(|(_, h)| now.in_use > h.in_use) {
+                            highest = Some(reading);
                         }
-                        kept.push((since.elapsed().as_secs_f64(), now));
+                        taken += 1;
+                        if taken == stride || stopped {
+                            if kept.len() == room {
+                                halve(&mut kept);
+                                stride *= 2;
+                            }
+                            // The highest reading of the stride, at the stride's last time.
+                            let (_, usage) = highest.take().unwrap_or(reading);
+                            kept.push((reading.0, usage));
+                            taken = 0;
+                        }
                     }
                     if stopped {
                         return Sampled { peak, series: kept };

@@ -160,8 +160,9 @@ impl Span {
 /// The shares and `outside` sum to `bytes`.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct AtPeak {
-    /// Seconds since the step began: the read that saw the peak (the peak itself fell since the
-    /// read before).
+    /// Seconds since the step began: when the sampler read the most bytes between the read
+    /// that saw the peak and the read before (the allocator's peak falls between them), or that
+    /// read's time where the sampler did not read there.
     pub seconds: f64,
     /// The peak, above the step's start ([`StepReport::peak_bytes`]).
     pub bytes: i64,
@@ -196,9 +197,10 @@ pub enum Holding {
     Stored,
     /// It was running its forward: what it had made since it opened.
     Forward,
-    /// Backward was recomputing it: what it stored, and what its recompute and backward had
-    /// made since its window opened.
-    Recompute,
+    /// Backward was in its window (its recompute, then its backward, until the next region's
+    /// recompute): what it stored, and what the step had made since the window opened (the
+    /// recomputed activations, and the gradients its backward makes).
+    Backward,
 }
 
 /// Two steps' peaks side by side ([`Timeline::compare`]): the difference, and where it comes

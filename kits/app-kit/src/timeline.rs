@@ -133,7 +133,7 @@ fn colour(n: usize) -> RGBColor {
 
 impl Figure for Overlay {
     /// Above, bytes in use over the step (MiB above its start), a line a run, reserved dashed
-    /// where the runs were on a device, each peak marked; below, a lane per region name, each
+    /// where the runs were on a device, each peak a dot; below, a lane per region name, each
     /// run's phases in it (forward light, recompute dark, backward window outlined), the step's
     /// backward shaded; the peak differences under the title.
     fn draw<DB: DrawingBackend>(&self, area: &DrawingArea<DB, Shift>) -> Result<(), Box<dyn Error>>
@@ -189,10 +189,12 @@ impl Figure for Overlay {
         for (n, run) in self.runs.iter().enumerate() {
             let colour = colour(n);
             let timeline = &run.timeline;
+            // The bytes read; the peak (the allocator's exact one on the host, which can fall
+            // between two readings) is the dot.
             let line: Vec<(f64, f64)> = timeline
                 .points
                 .iter()
-                .map(|p| (p.seconds, mib(p.high.max(0) as usize)))
+                .map(|p| (p.seconds, mib(p.in_use.max(0) as usize)))
                 .collect();
             let at_peak = &timeline.at_peak;
             let held: String = at_peak
@@ -340,12 +342,47 @@ pub struct TimelineArgs {
     /// caches and pools; the default 2 is one step after)
     #[arg(long, value_name = "N", default_value_t = 2, value_parser = crate::args::positive())]
     pub timeline_step: usize,
+    /// Draw the runs of an earlier `--memory-timeline` JSON file first, this run's over them
+    /// (the same step of another method or trainer: one picture for runs made apart); may be
+    /// given several times
+    #[arg(long, value_name = "FILE.json", requires = "memory_timeline")]
+    pub timeline_overlay: Vec<PathBuf>,
 }
 
 impl TimelineArgs {
     /// The training step to record (counted from 1), if a timeline was asked for.
     pub fn step(&self) -> Option<usize> {
         self.memory_timeline.as_ref().map(|_| self.timeline_step)
+    }
+
+    /// Writes `runs` (this run's, labelled by method) to `--memory-timeline`, after the runs of
+    /// every `--timeline-overlay` file, titled `title`; the path written, or `None` where no
+    /// timeline was asked for. A run without a recorded step (it stopped before) is left out.
+    pub fn write(&self, title: &str, runs: Vec<Run>) -> Result<Option<PathBuf>, String> {
+        let Some(path) = &self.memory_timeline else {
+            return Ok(None);
+        };
+        let mut overlay = Overlay {
+            title: format!(
+                "{title}: the memory of training step {}",
+                self.timeline_step
+            ),
+            runs: Vec::new(),
+        };
+        for earlier in &self.timeline_overlay {
+            let text = std::fs::read_to_string(earlier)
+                .map_err(|e| format!("--timeline-overlay {}: {e}", earlier.display()))?;
+            let read: Overlay = serde_json::from_str(&text).map_err(|e| {
+                format!(
+                    "--timeline-overlay {}: not a --memory-timeline JSON file: {e}",
+                    earlier.display()
+                )
+            })?;
+            overlay.runs.extend(read.runs);
+        }
+        overlay.runs.extend(runs);
+        overlay.write(path)?;
+        Ok(Some(path.clone()))
     }
 }
 

@@ -17,7 +17,7 @@ use super::runner::StepRunner;
 use crate::data::{Augmented, HostBatch, ImageBatcher, ImageDataset, Images, Splits};
 use crate::seeds::{Purpose, derive};
 use app_kit::out_of_memory::RanOutOfMemory;
-use burn_checkpoint::memory::{MemoryMeter, Meter, OutOfMemory, StepReport};
+use burn_checkpoint::memory::{MemoryMeter, Meter, OutOfMemory, StepReport, Timeline};
 
 /// Padding of CIFAR's random crops.
 const CROP_PADDING: usize = 4;
@@ -32,6 +32,8 @@ pub(super) struct StepLog {
     pub(super) peaks: Vec<usize>,
     /// On a device, the most bytes reserved in any step.
     pub(super) reserved: Option<usize>,
+    /// The timeline of `--timeline-step`, once it ran.
+    pub(super) timeline: Option<Timeline>,
 }
 
 impl StepLog {
@@ -102,9 +104,25 @@ impl<I: Backend> EpochPlan<'_, I> {
             // too large) says what each region held. The others are only watched, and so is a
             // data-parallel step: its regions run on the workers' threads, which the recording
             // (this thread's) does not see.
-            let record = log.times.is_empty() && runner.device_count() == 1;
+            // With --memory-timeline, the first step and --timeline-step are drawn (a failure
+            // in either carries the timeline up to it).
+            let number = log.times.len() + 1;
+            let one_device = runner.device_count() == 1;
+            let drawn = options
+                .timeline
+                .step()
+                .filter(|&n| one_device && (number == 1 || number == n));
+            let mut timeline = None;
+            let record = match (drawn, one_device && number == 1) {
+                (Some(_), _) => Record::Timeline(&mut timeline),
+                (None, true) => Record::Report,
+                (None, false) => Record::Watch,
+            };
             let step = watched(meter, record, during, || runner.train_step(&batch, lr))
                 .inspect_err(|_| bar.abandon())?;
+            if drawn == Some(number) {
+                log.timeline = timeline;
+            }
             let time = start.elapsed();
             if !step.loss.is_finite() {
                 bar.abandon();
@@ -189,7 +207,7 @@ fn validate<I: Backend>(
     let (mut loss, mut correct, mut images) = (0.0, 0, 0);
     for (index, batch) in valid.iter().enumerate() {
         let during = format!("epoch {}, validation batch {}", epoch + 1, index + 1);
-        let out = watched(meter, false, during, || runner.evaluate(&batch))
+        let out = watched(meter, Record::Watch, during, || runner.evaluate(&batch))
             .inspect_err(|_| bar.abandon())?;
         loss += out.loss_sum;
         correct += out.correct;
@@ -200,19 +218,32 @@ fn validate<I: Backend>(
     Ok((loss, correct, images))
 }
 
-/// Runs `f` (a step or a validation batch) watching for a failed allocation, recorded or not;
-/// a failure becomes a [`RanOutOfMemory`] error naming `during`.
+/// How [`watched`] runs its step.
+pub(super) enum Record<'a> {
+    /// Watched for a failed allocation only.
+    Watch,
+    /// Recorded region by region (a failure says what each region held).
+    Report,
+    /// Recorded with its timeline, put in the slot (a failure carries it).
+    Timeline(&'a mut Option<Timeline>),
+}
+
+/// Runs `f` (a step or a validation batch) watching for a failed allocation, recorded as
+/// `record` says; a failure becomes a [`RanOutOfMemory`] error naming `during`.
 pub(super) fn watched<T>(
     meter: &Meter,
-    record: bool,
+    record: Record,
     during: String,
     f: impl FnOnce() -> anyhow::Result<T>,
 ) -> anyhow::Result<T> {
     let base_bytes = meter.in_use();
-    let outcome = if record {
-        StepReport::try_measure(meter.clone(), f).map(|(result, _)| result)
-    } else {
-        OutOfMemory::catch(meter.clone(), f)
+    let outcome = match record {
+        Record::Watch => OutOfMemory::catch(meter.clone(), f),
+        Record::Report => StepReport::try_measure(meter.clone(), f).map(|(result, _)| result),
+        Record::Timeline(slot) => Timeline::try_measure(meter.clone(), f).map(|(result, drawn)| {
+            *slot = Some(drawn);
+            result
+        }),
     };
     outcome.map_err(|failure| {
         anyhow::Error::new(RanOutOfMemory {

@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use app_kit::args::{Sgd, byte_size, positive};
 use app_kit::densenet::DenseNetShape;
+use app_kit::timeline::TimelineArgs;
 use burn_checkpoint_parallel::NodeArgs;
 use clap::Parser;
 
@@ -136,6 +137,11 @@ pub struct TrainOptions {
     /// nodes' devices.
     #[command(flatten)]
     pub cluster: NodeArgs,
+
+    /// A training step's memory over time: `--memory-timeline FILE` (`.svg`, `.png`, `.json`),
+    /// `--timeline-step N`, `--timeline-overlay FILE.json` (an earlier method's run drawn too).
+    #[command(flatten)]
+    pub timeline: TimelineArgs,
 }
 
 impl TrainOptions {

@@ -11,7 +11,7 @@ use burn::data::dataset::transform::{PartialDataset, ShuffledDataset};
 use burn::tensor::backend::Backend;
 
 use super::backend::{self, Built, OnDevices};
-use super::epoch::{EpochPlan, StepLog, watched};
+use super::epoch::{EpochPlan, Record, StepLog, watched};
 use super::options::{TrainOptions, parse_devices};
 use super::outputs::{ReportFile, SaveDir};
 use super::planning;
@@ -23,7 +23,8 @@ use crate::DenseNetConfig;
 use crate::data::{self, HostBatch, ImageBatcher, ImageDataset, Images, Splits};
 use crate::seeds::{Purpose, derive};
 use app_kit::out_of_memory::RanOutOfMemory;
-use burn_checkpoint::memory::Meter;
+use app_kit::timeline::Run;
+use burn_checkpoint::memory::{Meter, Timeline};
 
 /// Trains as `options` say, printing each epoch's line and at the end the table to `out`, and
 /// returns the report (also written to `--report`).
@@ -275,7 +276,7 @@ fn prepare<I: Backend>(
             // The profiled steps run on the device too: one that fails to allocate stops the
             // run as a training step's failure does (without a suggestion: it is the planner's).
             let during = "a step the planner profiled (on a copy of the model)".to_string();
-            watched(meter, false, during, || {
+            watched(meter, Record::Watch, during, || {
                 planning::prepare(
                     options,
                     built.runner.as_mut(),
@@ -377,6 +378,7 @@ fn train_epochs<I: Backend>(
         meter,
     };
     let mut stopped = None;
+    let mut failed_timeline = None;
     for epoch in first..last {
         let report = match plan.train(runner, epoch, &mut log) {
             Ok(report) => report,
@@ -384,6 +386,11 @@ fn train_epochs<I: Backend>(
                 let Some(failure) = error.downcast_ref::<RanOutOfMemory>() else {
                     return Err(error);
                 };
+                failed_timeline = failure
+                    .failure
+                    .timeline
+                    .as_ref()
+                    .map(|timeline| (failure.during.clone(), (**timeline).clone()));
                 outputs.console.line(&failure.failure.to_string())?;
                 let suggestion =
                     planning::suggest(options, failure.room_bytes(), runner.device_count());
@@ -417,11 +424,50 @@ fn train_epochs<I: Backend>(
             break;
         }
     }
+    write_timeline(options, log.timeline.take(), failed_timeline, outputs)?;
     Ok(Trained {
         history,
         log,
         stopped,
     })
+}
+
+/// Writes `--memory-timeline`, if asked for: the timeline of `--timeline-step` (`drawn`) and
+/// that of a step that failed to allocate (`failed`: where it was, its timeline up to the
+/// failure), after the runs of `--timeline-overlay`. A picture that cannot be drawn is said,
+/// not fatal: the run's own outcome comes first.
+fn write_timeline(
+    options: &TrainOptions,
+    drawn: Option<Timeline>,
+    failed: Option<(String, Timeline)>,
+    outputs: &mut Outputs,
+) -> anyhow::Result<()> {
+    let method = options.method().name();
+    let runs = drawn
+        .map(|timeline| Run {
+            label: method.to_string(),
+            timeline,
+        })
+        .into_iter()
+        .chain(failed.map(|(during, timeline)| Run {
+            label: format!("{method}: out of memory at {during}"),
+            timeline,
+        }))
+        .collect();
+    let title = format!(
+        "{}, batch {}",
+        options.densenet.describe(),
+        options.batch_size
+    );
+    match options.timeline.write(&title, runs) {
+        Ok(Some(path)) => outputs
+            .console
+            .line(&format!("memory timeline: {}", path.display())),
+        Ok(None) => Ok(()),
+        Err(error) => outputs
+            .console
+            .line(&format!("no memory timeline: {error}")),
+    }
 }
 
 /// Saves the epoch `history` ends with in `save` (its weights, then the state naming them),
