@@ -55,15 +55,20 @@ pub struct Block {
 }
 
 impl Block {
-    fn forward(&self, x: Tensor<2>) -> Tensor<2> {
-        x.clone() + self.down.forward(relu(self.up.forward(x)))
+    /// `x + down(relu(up(shared(x))))`, `shared` left out where absent.
+    fn forward(&self, x: Tensor<2>, shared: Option<&Linear>) -> Tensor<2> {
+        let inner = shared.map_or_else(|| x.clone(), |shared| shared.forward(x.clone()));
+        x + self.down.forward(relu(self.up.forward(inner)))
     }
 }
 
 /// Four residual blocks and a linear head; with `regions`, each block is a checkpoint region.
+/// With a shared layer ([`Mlp::with_shared_layer`]), the first two blocks apply it to their input
+/// and the head's input goes through it too: one parameter used by two regions and outside them.
 #[derive(Module, Debug)]
 pub struct Mlp {
     blocks: Vec<Block>,
+    shared: Option<Linear>,
     head: Linear,
     regions: bool,
 }
@@ -80,6 +85,38 @@ impl Mlp {
                     down: linear(HIDDEN, INPUT),
                 })
                 .collect(),
+            shared: None,
+            head: linear(INPUT, OUTPUT),
+            regions,
+        };
+        parameters(&model);
+        model
+    }
+
+    /// [`Mlp::new`]'s model with a shared layer (`INPUT` to `INPUT`, drawn after the blocks and
+    /// before the head) in the first two blocks, inside their regions, and before the head,
+    /// outside them: its gradient gathers three terms, two from regions' backwards.
+    ///
+    /// ```
+    /// use burn::tensor::Device;
+    /// use burn_checkpoint_22_train::mlp::{Mlp, Run};
+    ///
+    /// let device = Device::flex().autodiff();
+    /// let run = Run::default().train(Mlp::with_shared_layer(&device, true));
+    /// assert!(run.parameters.iter().any(|(name, _)| name.contains("shared")));
+    /// ```
+    pub fn with_shared_layer(device: &Device, regions: bool) -> Self {
+        let linear = |from, to| LinearConfig::new(from, to).init(device);
+        let blocks = (0..4)
+            .map(|_| Block {
+                up: linear(INPUT, HIDDEN),
+                down: linear(HIDDEN, INPUT),
+            })
+            .collect();
+        let shared = Some(linear(INPUT, INPUT));
+        let model = Mlp {
+            blocks,
+            shared,
             head: linear(INPUT, OUTPUT),
             regions,
         };
@@ -93,13 +130,24 @@ impl Mlp {
     }
 
     fn forward(&self, mut x: Tensor<2>) -> Tensor<2> {
-        for block in &self.blocks {
-            x = if self.regions {
-                checkpoint(block, x, |block, x| block.forward(x))
-            } else {
-                block.forward(x)
+        for (i, block) in self.blocks.iter().enumerate() {
+            let shared = self.shared.as_ref().filter(|_| i < 2);
+            x = match (self.regions, shared) {
+                (false, _) => block.forward(x, shared),
+                (true, None) => checkpoint(block, x, |block, x| block.forward(x, None)),
+                // A layer the block shares with others goes in the region's module beside it: a
+                // parameter the body captured instead would get no gradient (refused).
+                (true, Some(shared)) => {
+                    checkpoint(&(block.clone(), shared.clone()), x, |(block, shared), x| {
+                        block.forward(x, Some(shared))
+                    })
+                }
             };
         }
+        let x = match &self.shared {
+            Some(shared) => shared.forward(x),
+            None => x,
+        };
         self.head.forward(x)
     }
 

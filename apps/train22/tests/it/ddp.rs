@@ -27,6 +27,21 @@ fn wgpu() -> [Device; 2] {
 
 #[test]
 fn regions_under_data_parallelism_train_the_weights_of_plain_autodiff() {
+    same_under_ddp(Mlp::new);
+}
+
+/// A layer shared by two regions and used outside them: its gradient, three terms (two from the
+/// regions' backwards), all-reduced once, after the last; a reduction at the first region's
+/// backward would leave the workers apart and the weights off plain's, one a second time would
+/// hang or panic.
+#[test]
+fn a_layer_shared_by_two_regions_and_outside_them_is_reduced_once() {
+    same_under_ddp(Mlp::with_shared_layer);
+}
+
+/// `new`'s model trained under `ExecutionStrategy::ddp` on two wgpu devices: twice without
+/// regions and once with, the same run each time.
+fn same_under_ddp(new: fn(&Device, bool) -> Mlp) {
     // `wgpu()` sets the environment before wgpu's threads start: no other test beside it.
     let _alone = crate::alone();
     if !burn_checkpoint_22::REGIONS_UNDER_DDP {
@@ -44,7 +59,7 @@ fn regions_under_data_parallelism_train_the_weights_of_plain_autodiff() {
     };
     let autodiff = devices[0].clone().autodiff();
     autodiff.seed(7);
-    let model = Mlp::new(&autodiff, false);
+    let model = new(&autodiff, false);
     let initial = parameters(&model);
     let plain = run.clone().train(model.clone()).sorted();
     let again = run.clone().train(model.clone()).sorted();

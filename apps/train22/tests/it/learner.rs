@@ -7,12 +7,13 @@ use burn::tensor::Device;
 use crate::bits;
 use burn_checkpoint_22_train::mlp::{Mlp, Run, Strategy, Trained};
 
-/// The same model, trained with and without a region per block.
-fn both(device: &Device, run: Run) -> (Trained, Trained) {
+/// The same model (`Mlp::new` or `Mlp::with_shared_layer`), trained with and without a region
+/// per block.
+fn both(device: &Device, run: Run, new: fn(&Device, bool) -> Mlp) -> (Trained, Trained) {
     // One test at a time between the seed and the draws: every Flex device shares one generator.
     let _alone = crate::alone();
     device.seed(7);
-    let model = Mlp::new(device, false);
+    let model = new(device, false);
     let plain = run.clone().train(model.clone());
     let regions = run.train(model.with_regions(true));
     (plain, regions)
@@ -31,7 +32,7 @@ fn assert_same(plain: &Trained, regions: &Trained) {
 
 #[test]
 fn regions_train_through_the_learner_bit_for_bit() {
-    let (plain, regions) = both(&Device::flex().autodiff(), Run::default());
+    let (plain, regions) = both(&Device::flex().autodiff(), Run::default(), Mlp::new);
     assert_same(&plain, &regions);
 }
 
@@ -42,10 +43,10 @@ fn regions_under_the_learners_gradient_checkpointing_bit_for_bit() {
         ..Run::default()
     };
     let device = Device::flex().autodiff().gradient_checkpointing();
-    let (plain, regions) = both(&device, balanced);
+    let (plain, regions) = both(&device, balanced, Mlp::new);
     assert_same(&plain, &regions);
     // Burn's checkpointing changes what is kept, not a bit of the result.
-    let (without, _) = both(&Device::flex().autodiff(), Run::default());
+    let (without, _) = both(&Device::flex().autodiff(), Run::default(), Mlp::new);
     assert_same(&without, &plain);
 }
 
@@ -56,6 +57,25 @@ fn regions_under_the_learners_multi_device_strategy_bit_for_bit() {
         devices: vec![Device::flex(); 2],
         ..Run::default()
     };
-    let (plain, regions) = both(&Device::flex().autodiff(), two);
+    let (plain, regions) = both(&Device::flex().autodiff(), two, Mlp::new);
+    assert_same(&plain.sorted(), &regions.sorted());
+}
+
+/// A layer shared by two regions and used outside them: its gradient gathers a term from each
+/// region's backward and one from outside, on one device and summed across two.
+#[test]
+fn a_layer_shared_by_two_regions_and_used_outside_them_trains_as_without_regions() {
+    let (plain, regions) = both(
+        &Device::flex().autodiff(),
+        Run::default(),
+        Mlp::with_shared_layer,
+    );
+    assert_same(&plain, &regions);
+    let two = Run {
+        strategy: Strategy::Multi,
+        devices: vec![Device::flex(); 2],
+        ..Run::default()
+    };
+    let (plain, regions) = both(&Device::flex().autodiff(), two, Mlp::with_shared_layer);
     assert_same(&plain.sorted(), &regions.sorted());
 }
