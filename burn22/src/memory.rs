@@ -31,11 +31,38 @@
 //! assert!(report.regions.iter().all(|r| r.recompute_seconds > 0.0));
 //! println!("{report}");
 //! ```
+//!
+//! A [`Timeline`] records the same step over time with its report (the same hooks): the bytes
+//! in use from start to end, each region instance's forward, recompute and backward as spans, and
+//! what was live at the peak, by region; two timelines compare their peaks by region
+//! ([`Timeline::compare`]). `train22 --memory-timeline step.svg` draws them
+//! (docs/memory-timeline.md):
+//!
+//! ```
+//! use burn::nn::{Linear, LinearConfig};
+//! use burn::tensor::{Device, Tensor};
+//! use burn_checkpoint_22::Region;
+//! use burn_checkpoint_22::memory::{Meter, Phase, Timeline};
+//!
+//! let device = Device::flex().autodiff();
+//! let blocks: Vec<Linear> = (0..3).map(|_| LinearConfig::new(64, 64).init(&device)).collect();
+//! let x = Tensor::<2>::ones([32, 64], &device);
+//! let (_, timeline) = Timeline::measure(Meter::Host, || {
+//!     let mut h = x.clone();
+//!     for block in &blocks {
+//!         h = Region::named("block").run(block, h, |block, h| block.forward(h).tanh());
+//!     }
+//!     let _grads = h.sum().backward();
+//! });
+//! let recomputes = timeline.spans.iter().filter(|s| s.phase == Phase::Recompute);
+//! let order: Vec<String> = recomputes.map(|s| s.label()).collect();
+//! assert_eq!(order, ["block#2", "block#1", "block#0"], "backward runs them in reverse");
+//! ```
 
 use burn::tensor::Device;
 pub use burn_checkpoint_core::memory::{
-    CountingAllocator, MemoryMeter, NameTotals, OffloadedBytes, OutOfMemory, Peak, RegionRecord,
-    StepReport,
+    AtPeak, CountingAllocator, Holding, Live, MemoryMeter, NameTotals, OffloadedBytes, OutOfMemory,
+    Peak, PeakDifference, Phase, Point, RegionRecord, Span, StepReport, Timeline,
 };
 use burn_checkpoint_core::memory::{DeviceMemory, Usage};
 

@@ -16,7 +16,7 @@ use burn::module::Module;
 use burn::nn::loss::CrossEntropyLossConfig;
 use burn::tensor::{Device, Int, Tensor};
 use burn::train::{ClassificationOutput, InferenceStep, TrainOutput, TrainStep};
-use burn_checkpoint_22::memory::{MemoryMeter, Meter, OutOfMemory, StepReport};
+use burn_checkpoint_22::memory::{MemoryMeter, Meter, OutOfMemory, StepReport, Timeline};
 use burn_checkpoint_22::planner::Plan;
 use burn_checkpoint_22_models::Cut;
 use burn_checkpoint_22_models::densenet::DenseNet;
@@ -71,6 +71,8 @@ pub struct Probed {
     /// Each validation batch's predictions right (images classified, next bytes predicted), and
     /// its predictions, in order.
     pub valid: Vec<(usize, usize)>,
+    /// The timeline of the training step [`Probe::with_timeline`] asked for, once it ran.
+    pub timeline: Option<Timeline>,
 }
 
 /// Where a model's steps record what they measured, and the first allocation a step or
@@ -84,6 +86,8 @@ pub struct Probe {
     steps: Arc<AtomicUsize>,
     valid_batches: Arc<AtomicUsize>,
     per_epoch: (usize, usize),
+    /// The training step (from 1) whose timeline is recorded, if any.
+    timeline_step: Option<usize>,
     failure: Arc<Mutex<Option<RanOutOfMemory>>>,
 }
 
@@ -103,7 +107,18 @@ impl Probe {
             steps: Arc::default(),
             valid_batches: Arc::default(),
             per_epoch: (0, 0),
+            timeline_step: None,
             failure: Arc::default(),
+        }
+    }
+
+    /// The same, recording the timeline of training step `step` (from 1; `None`: none) into
+    /// [`Probed::timeline`]. The first step is then recorded with a timeline too, so that a
+    /// failure there carries the timeline up to it.
+    pub fn with_timeline(self, step: Option<usize>) -> Self {
+        Probe {
+            timeline_step: step,
+            ..self
         }
     }
 
@@ -135,8 +150,8 @@ impl Probe {
 
     /// Runs `work` (a training step, `training`, or a validation batch) watching for a failed
     /// allocation: the run's first step recorded region by region (a failure there says what
-    /// each region held), the others under `OutOfMemory::catch` (which reads nothing while they
-    /// run). A failure is kept ([`Probe::take_failure`]) and stops the run: this thread unwinds
+    /// each region held), with a timeline where one was asked for, and so is the timeline's
+    /// step; the others under `OutOfMemory::catch` (which reads nothing while they run). A failure is kept ([`Probe::take_failure`]) and stops the run: this thread unwinds
     /// (burn-train's worker threads catch it and stop the training; on one device the trainer
     /// does), without the panic hook's message, since the failure's report is the trainer's to
     /// print.
@@ -147,7 +162,18 @@ impl Probe {
         };
         let index = counter.fetch_add(1, Ordering::Relaxed);
         let base_bytes = self.meter.in_use();
-        let outcome = if training && index == 0 {
+        let drawn = training
+            && self
+                .timeline_step
+                .is_some_and(|n| index == 0 || index + 1 == n);
+        let outcome = if drawn {
+            Timeline::try_measure(self.meter.clone(), work).map(|(result, timeline)| {
+                if self.timeline_step == Some(index + 1) {
+                    self.lock().timeline = Some(timeline);
+                }
+                result
+            })
+        } else if training && index == 0 {
             StepReport::try_measure(self.meter.clone(), work).map(|(result, _)| result)
         } else {
             OutOfMemory::catch(self.meter.clone(), work)

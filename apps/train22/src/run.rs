@@ -7,6 +7,7 @@ use std::io::Write;
 use anyhow::Context;
 use app_kit::out_of_memory::{RanOutOfMemory, budget_size};
 use app_kit::table::{MethodRow, markdown};
+use app_kit::timeline::Run;
 use burn_checkpoint_22::memory::{MemoryMeter, Meter};
 use burn_checkpoint_core::memory::mib;
 
@@ -34,6 +35,32 @@ pub fn run(
 ) -> anyhow::Result<Vec<MethodRow>> {
     let mut trained = Vec::new();
     let outcome = options.train_into(meter, &mut trained);
+    // The timelines of the methods that finished, and of a step that failed to allocate.
+    let mut runs: Vec<Run> = trained
+        .iter_mut()
+        .filter_map(|t| {
+            let timeline = t.timeline.take()?;
+            Some(Run {
+                label: t.row.method.clone(),
+                timeline,
+            })
+        })
+        .collect();
+    if let Err(error) = &outcome
+        && let Some(stopped) = error.downcast_ref::<RanOutOfMemory>()
+        && let Some(timeline) = &stopped.failure.timeline
+    {
+        runs.push(Run {
+            label: format!("out of memory at {}", stopped.during),
+            timeline: (**timeline).clone(),
+        });
+    }
+    let title = options.title();
+    match options.timeline.write(&title, runs) {
+        Ok(lines) => lines.iter().try_for_each(|line| writeln!(out, "{line}"))?,
+        // The run's own outcome comes first: a picture that cannot be drawn is said, not fatal.
+        Err(error) => writeln!(out, "no memory timeline: {error}")?,
+    }
     let rows: Vec<MethodRow> = trained.into_iter().map(|t| t.row).collect();
     if !rows.is_empty() {
         writeln!(out, "\n{}", markdown(&rows))?;

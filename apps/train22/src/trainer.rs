@@ -12,6 +12,7 @@ use app_kit::densenet::DenseNetShape;
 use app_kit::out_of_memory::RanOutOfMemory;
 use app_kit::schedule;
 use app_kit::table::{MethodRow, PlanPeaks};
+use app_kit::timeline::TimelineArgs;
 
 use burn::data::dataloader::batcher::Batcher;
 use burn::data::dataloader::{DataLoader, DataLoaderBuilder};
@@ -28,7 +29,7 @@ use burn::train::metric::{AccuracyMetric, LossMetric};
 use burn::train::{
     ExecutionStrategy, Learner, MultiDeviceOptim, SupervisedTraining, TrainingStrategy,
 };
-use burn_checkpoint_22::memory::{MemoryMeter, Meter, OutOfMemory};
+use burn_checkpoint_22::memory::{MemoryMeter, Meter, OutOfMemory, Timeline};
 use burn_checkpoint_22::planner::{Base, Candidates, Plan, Profile, Treatment, autodiff_on};
 use burn_checkpoint_22_models::densenet::DenseNet;
 use burn_checkpoint_22_models::gpt::Gpt;
@@ -163,6 +164,11 @@ pub struct Options {
     /// Write the table's rows to FILE as JSON.
     #[arg(long)]
     pub json: Option<PathBuf>,
+
+    /// A training step's memory over time: `--memory-timeline FILE` (`.svg`, `.png`, `.json`),
+    /// `--timeline-step N`, `--timeline-overlay FILE.json`.
+    #[command(flatten)]
+    pub timeline: TimelineArgs,
 }
 
 /// Where a run stopped by a failed allocation was when the planner's steps failed
@@ -224,6 +230,9 @@ pub struct Trained {
     pub parameters: Vec<(String, Vec<f32>)>,
     /// Each training step's peak memory, in bytes.
     pub step_peaks: Vec<u64>,
+    /// The timeline of `--timeline-step`, where `--memory-timeline` asked for it and the run
+    /// had that many steps.
+    pub timeline: Option<Timeline>,
 }
 
 impl Options {
@@ -262,6 +271,18 @@ impl Options {
              (e.g. --checkpoint regions)"
         );
         Ok(())
+    }
+
+    /// What the run trains, for its memory timeline's title: the model, its shape and batch.
+    pub fn title(&self) -> String {
+        let model = match self.model {
+            Model::Densenet => self.densenet.describe(),
+            Model::Gpt => format!(
+                "GPT, {} blocks of width {}, context {}",
+                self.blocks, self.d_model, self.context
+            ),
+        };
+        format!("{model}, batch {}", self.batch_size)
     }
 
     /// Trains each method of `--checkpoint` in turn, on `meter`'s memory.
@@ -345,7 +366,9 @@ impl Options {
                 anyhow::Error::new(stopped).context(format!("--checkpoint {}", method.name()))
             })??;
         let device = autodiff_on(base, self.devices.first().clone());
-        let probe = Probe::new(meter.clone()).per_epoch(steps, valid_items.div_ceil(batch));
+        let probe = Probe::new(meter.clone())
+            .per_epoch(steps, valid_items.div_ceil(batch))
+            .with_timeline(self.timeline.step());
         let mut model = Classifier::new(self.network(data, &device), method.cut(), probe.clone());
         let plan_peaks = plan.as_ref().map(|(_, peaks)| *peaks);
         if let Some((plan, _)) = plan {
@@ -394,6 +417,7 @@ impl Options {
                 valid_items,
             ),
             parameters: parameters(result.model.model()),
+            timeline: probed.timeline.clone(),
             step_peaks: probed.step_peaks,
         })
     }

@@ -11,3 +11,4 @@ mod common;
 
 mod budget;
 mod memory;
+mod timeline;

@@ -356,11 +356,12 @@ impl TimelineArgs {
     }
 
     /// Writes `runs` (this run's, labelled by method) to `--memory-timeline`, after the runs of
-    /// every `--timeline-overlay` file, titled `title`; the path written, or `None` where no
-    /// timeline was asked for. A run without a recorded step (it stopped before) is left out.
-    pub fn write(&self, title: &str, runs: Vec<Run>) -> Result<Option<PathBuf>, String> {
+    /// every `--timeline-overlay` file, titled `title`; returns the lines to print: where it was
+    /// written and each run's peak against the first's ([`Overlay::differences`]); none where
+    /// no timeline was asked for. A run without a recorded step (it stopped before) is left out.
+    pub fn write(&self, title: &str, runs: Vec<Run>) -> Result<Vec<String>, String> {
         let Some(path) = &self.memory_timeline else {
-            return Ok(None);
+            return Ok(Vec::new());
         };
         let mut overlay = Overlay {
             title: format!(
@@ -382,7 +383,10 @@ impl TimelineArgs {
         }
         overlay.runs.extend(runs);
         overlay.write(path)?;
-        Ok(Some(path.clone()))
+        let written = format!("memory timeline: {}", path.display());
+        Ok(std::iter::once(written)
+            .chain(overlay.differences())
+            .collect())
     }
 }
 

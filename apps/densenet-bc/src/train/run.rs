@@ -460,10 +460,7 @@ fn write_timeline(
         options.batch_size
     );
     match options.timeline.write(&title, runs) {
-        Ok(Some(path)) => outputs
-            .console
-            .line(&format!("memory timeline: {}", path.display())),
-        Ok(None) => Ok(()),
+        Ok(lines) => lines.iter().try_for_each(|line| outputs.console.line(line)),
         Err(error) => outputs
             .console
             .line(&format!("no memory timeline: {error}")),
