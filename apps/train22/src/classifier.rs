@@ -151,7 +151,8 @@ impl Probe {
     /// Runs `work` (a training step, `training`, or a validation batch) watching for a failed
     /// allocation: the run's first step recorded region by region (a failure there says what
     /// each region held), with a timeline where one was asked for, and so is the timeline's
-    /// step; the others under `OutOfMemory::catch` (which reads nothing while they run). A failure is kept ([`Probe::take_failure`]) and stops the run: this thread unwinds
+    /// step; the others under `OutOfMemory::catch` (which reads nothing while they run). A
+    /// failure is kept ([`Probe::take_failure`]) and stops the run: this thread unwinds
     /// (burn-train's worker threads catch it and stop the training; on one device the trainer
     /// does), without the panic hook's message, since the failure's report is the trainer's to
     /// print.

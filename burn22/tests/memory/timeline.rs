@@ -1,7 +1,8 @@
 //! A step's memory timeline on real regions (Burn 0.22): the highest point is the step's
 //! report's peak, exactly (the counting allocator); a chain's forwards run in order, their
 //! recomputes in reverse, each inside its backward window; what was live at the peak sums to it;
-//! plain autodiff against regions, the peak difference attributed by region adds up.
+//! plain autodiff against regions, the peak difference attributed by region adds up; an
+//! offloading region's copies out and back are spans.
 
 use crate::common;
 
@@ -83,4 +84,24 @@ fn a_chains_timeline_peaks_where_its_report_does_and_runs_its_regions_in_order()
     assert!(difference.bytes < 0, "regions peak lower: {difference:?}");
     let attributed: i64 = difference.by_region.values().sum::<i64>() + difference.outside;
     assert_eq!(attributed, difference.bytes);
+
+    // Offloading regions: each block's input copied to host memory in forward, given back in
+    // backward, a span each.
+    let ((), offloaded) = Timeline::measure(Meter::Host, || {
+        let mut h = x.clone();
+        for block in &blocks {
+            h = Region::named("block")
+                .offloaded()
+                .run(block, h, |block, h| block.body(h));
+        }
+        drop(h.powf_scalar(2.0).mean().backward());
+    });
+    let copies = |phase| spans(&offloaded, phase).len();
+    assert_eq!(copies(Phase::OffloadOut), BLOCKS, "{:?}", offloaded.spans);
+    assert_eq!(copies(Phase::OffloadBack), BLOCKS, "{:?}", offloaded.spans);
+    let (first_out, last_back) = (
+        spans(&offloaded, Phase::OffloadOut)[0].start,
+        spans(&offloaded, Phase::OffloadBack)[BLOCKS - 1].start,
+    );
+    assert!(first_out < last_back);
 }

@@ -82,7 +82,7 @@ struct Drawn {
     peak: PeakPlace,
 }
 
-/// Where the step was when a read saw a new peak: what [`Drawn::at_peak`] needs.
+/// Where the step was when a read saw a new peak: what [`at_peak`] needs.
 #[derive(Clone, Copy, Debug, Default)]
 struct PeakPlace {
     /// The read that saw the peak, and the read before it: the peak fell between them.

@@ -30,7 +30,7 @@ pub fn write(figure: &impl Figure, stem: &Path) -> Result<(), String> {
 }
 
 /// Writes the figure to `path` (960×600), as SVG or PNG by its extension (`.svg`, `.png`); the
-/// font as [`write`] says.
+/// font as [`write()`] says.
 pub fn write_to(figure: &impl Figure, path: &Path) -> Result<(), String> {
     register_font()?;
     let drawn = match path.extension().and_then(|e| e.to_str()) {

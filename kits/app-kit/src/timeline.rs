@@ -151,7 +151,8 @@ impl Figure for Overlay {
             .iter()
             .map(|r| mib(r.timeline.highest().max(0) as usize))
             .fold(1e-3, f64::max)
-            * 1.15;
+            // Room above the highest curve for the legend.
+            * 1.35;
         let differences = self.differences();
         let header = 30 + 18 * differences.len() as u32;
         let (head, body) = area.split_vertically(header);
@@ -238,7 +239,7 @@ impl Figure for Overlay {
         }
         chart
             .configure_series_labels()
-            .position(SeriesLabelPosition::UpperLeft)
+            .position(SeriesLabelPosition::UpperRight)
             .background_style(WHITE.mix(0.85))
             .border_style(BLACK)
             .label_font(("sans-serif", 13))

@@ -4,11 +4,13 @@
 //! allocation above the cap as a full device refuses one (its `BufferTooBig`: "can't allocate
 //! buffer of size: N"). The run must stop at its first step with the failure's error and exit
 //! status, print the core's report (the first step is recorded: what each region held) and the
-//! budget that would fit, and leave the user's files where they were.
+//! budget that would fit, write the step's timeline up to the failure (`--memory-timeline`), and
+//! leave the user's files where they were.
 //!
 //! `cargo test --manifest-path apps/train22/Cargo.toml --features wgpu --test it out_of_memory`
 
 use app_kit::out_of_memory::{EXIT_STATUS, RanOutOfMemory, budget_size, exit_status};
+use app_kit::timeline::Overlay;
 use burn::tensor::Device;
 use burn_checkpoint_22::memory::MemoryMeter;
 use burn_checkpoint_22_train::devices::{Devices, wgpu_device_of_its_own};
@@ -50,6 +52,7 @@ fn a_step_out_of_device_memory_stops_the_run_with_its_report_and_keeps_the_users
     let mine = artifacts.join("notes.txt");
     std::fs::write(&mine, "the user's own file").unwrap();
     let json = dir.path().join("rows.json");
+    let timeline = dir.path().join("step.json");
     let mut options = Options::try_parse_from([
         "train22",
         "--data",
@@ -68,6 +71,8 @@ fn a_step_out_of_device_memory_stops_the_run_with_its_report_and_keeps_the_users
         artifacts.to_str().unwrap(),
         "--json",
         json.to_str().unwrap(),
+        "--memory-timeline",
+        timeline.to_str().unwrap(),
     ])
     .unwrap();
     options.devices = Devices::of(vec![capped]);
@@ -117,4 +122,16 @@ fn a_step_out_of_device_memory_stops_the_run_with_its_report_and_keeps_the_users
         "the user's own file"
     );
     assert!(!json.exists(), "no finished method's rows to write");
+    // Asked for, the step's timeline up to the failure: on the device, its pools' bytes.
+    let written: Overlay =
+        serde_json::from_str(&std::fs::read_to_string(&timeline).unwrap()).unwrap();
+    let labels: Vec<&str> = written.runs.iter().map(|r| r.label.as_str()).collect();
+    assert_eq!(labels, ["out of memory at epoch 1, training step 1"]);
+    let drawn = &written.runs[0].timeline;
+    assert!(!drawn.points.is_empty());
+    assert!(
+        drawn.points.iter().all(|p| p.reserved.is_some()),
+        "a device's"
+    );
+    assert!(printed.contains("memory timeline: "), "{printed}");
 }
