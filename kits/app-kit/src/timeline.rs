@@ -359,11 +359,19 @@ impl TimelineArgs {
     /// Writes `runs` (this run's, labelled by method) to `--memory-timeline`, after the runs of
     /// every `--timeline-overlay` file, titled `title`; returns the lines to print: where it was
     /// written and each run's peak against the first's ([`Overlay::differences`]); none where
-    /// no timeline was asked for. A run without a recorded step (it stopped before) is left out.
+    /// no timeline was asked for. A run without a recorded step (it stopped before) is left out;
+    /// none at all is an error that says so.
     pub fn write(&self, title: &str, runs: Vec<Run>) -> Result<Vec<String>, String> {
         let Some(path) = &self.memory_timeline else {
             return Ok(Vec::new());
         };
+        if runs.is_empty() {
+            return Err(format!(
+                "training step {} did not run (the run had fewer steps): a smaller \
+                 --timeline-step, or a larger --limit",
+                self.timeline_step
+            ));
+        }
         let mut overlay = Overlay {
             title: format!(
                 "{title}: the memory of training step {}",

@@ -68,3 +68,29 @@ fn an_overlay_names_its_regions_and_its_differences_add_up() {
         std::fs::remove_dir_all(dir).ok();
     }
 }
+
+#[test]
+fn a_timeline_of_a_step_that_did_not_run_is_an_error_that_says_so() {
+    use app_kit::timeline::TimelineArgs;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        timeline: TimelineArgs,
+    }
+    let path = std::env::temp_dir().join(format!("never-{}.svg", std::process::id()));
+    let cli = Cli::try_parse_from([
+        "t",
+        "--memory-timeline",
+        path.to_str().unwrap(),
+        "--timeline-step",
+        "9",
+    ])
+    .unwrap();
+    let error = cli.timeline.write("a run", Vec::new()).unwrap_err();
+    assert!(error.contains("training step 9 did not run"), "{error}");
+    assert!(!path.exists(), "nothing written");
+    let unasked = Cli::try_parse_from(["t"]).unwrap();
+    assert_eq!(unasked.timeline.write("a run", Vec::new()), Ok(Vec::new()));
+}
