@@ -21,7 +21,7 @@ use burn::nn::PaddingConfig2d;
 use burn::nn::conv::{Conv2d, Conv2dConfig};
 use burn::nn::pool::{AvgPool2d, AvgPool2dConfig};
 use burn::tensor::{Device, DeviceKind, Distribution, Tensor, TensorData};
-use burn_checkpoint_22::memory::{Meter, Phase, StepReport, Timeline};
+use burn_checkpoint_22::memory::{Meter, Phase, Timeline};
 use burn_checkpoint_22::planner::{Plan, Profile, Treatment};
 use burn_checkpoint_22::{Region, Segments, checkpoint, checkpoint_fn, checkpoint_sequential};
 use common::{Block, initialised, param_grads};
@@ -159,39 +159,12 @@ fn every_cut_gives_plain_autodiffs_gradients_on_wgpu_and_its_own_bits_again() {
     }
 }
 
-/// A timeline on the device: its pools' bytes read between the region events as at them (the
-/// highest reading at least the report's peak, which reads only at the events; at most what the
-/// pools reserved), each point with its reserved bytes, a span for each region's forward.
+/// The report, the timeline and the planner on the device's pools. The timeline reads them
+/// between the region events as at them (its highest reading at least the report's peak, which
+/// reads only at the events; at most what the pools reserved), each point with its reserved
+/// bytes, a span for each region's forward.
 #[test]
-fn a_timeline_reads_the_devices_pools_between_the_region_events() {
-    let Some((_one, device)) = claim() else {
-        return;
-    };
-    device.seed(6);
-    let meter = Meter::device(device.clone()).expect("wgpu reports its pools");
-    let model = Model::new(6, &device);
-    let x = images(256, &device);
-    let step = || {
-        model.gradients(&x, Cut::Blocks);
-    };
-    step();
-    let (_, timeline) = Timeline::measure(meter, step);
-    let report = &timeline.report;
-    let reserved = report.reserved_peak_bytes.expect("a device's");
-    assert!(timeline.highest() >= report.peak_bytes as i64);
-    assert!(timeline.highest() as u64 <= reserved);
-    assert!(timeline.points.iter().all(|p| p.reserved.is_some()));
-    let forwards: Vec<String> = timeline
-        .spans
-        .iter()
-        .filter(|s| s.phase == Phase::RegionForward)
-        .map(|s| s.region.clone().unwrap())
-        .collect();
-    assert_eq!(forwards.len(), 7, "stage#0 and block#0..5: {forwards:?}");
-}
-
-#[test]
-fn the_report_and_the_planner_read_the_devices_pools() {
+fn the_report_the_timeline_and_the_planner_read_the_devices_pools() {
     let Some((_one, device)) = claim() else {
         return;
     };
@@ -203,7 +176,9 @@ fn the_report_and_the_planner_read_the_devices_pools() {
         model.gradients(&x, Cut::Blocks);
     };
     step();
-    let (_, report) = StepReport::measure(meter.clone(), step);
+    // The timeline holds the step's report: one recording gives both.
+    let (_, timeline) = Timeline::measure(meter.clone(), step);
+    let report = &timeline.report;
     println!("{report}");
     let reserved = report
         .reserved_peak_bytes
@@ -211,6 +186,16 @@ fn the_report_and_the_planner_read_the_devices_pools() {
     assert!(reserved >= report.peak_bytes);
     assert_eq!(report.regions.len(), 7, "stage#0 and block#0..5");
     assert!(report.regions.iter().all(|r| r.recompute_seconds > 0.0));
+    assert!(timeline.highest() >= report.peak_bytes as i64);
+    assert!(timeline.highest() as u64 <= reserved);
+    assert!(timeline.points.iter().all(|p| p.reserved.is_some()));
+    let forwards: Vec<String> = timeline
+        .spans
+        .iter()
+        .filter(|s| s.phase == Phase::RegionForward)
+        .map(|s| s.region.clone().unwrap())
+        .collect();
+    assert_eq!(forwards.len(), 7, "stage#0 and block#0..5: {forwards:?}");
 
     // On a device the profile measures offload too: offloaded blocks keep their input in host
     // memory (whether that lowers the device's peak is the planner's to weigh: measured).

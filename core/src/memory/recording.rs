@@ -59,8 +59,6 @@ struct Recording {
     outside_windows: u64,
     /// The most bytes in use read since the open top-level region opened (absolute).
     open_high: u64,
-    /// When the meter was read last, and the time before (seconds since the start).
-    read_at: (f64, f64),
     /// The timeline recorded with the report, if asked for.
     timeline: Option<Drawn>,
 }
@@ -78,6 +76,8 @@ struct Drawn {
     recompute_span: Option<(usize, usize)>,
     /// When backward was first seen (the first recompute), in seconds.
     backward_at: Option<f64>,
+    /// When the meter was read last, and the time before (seconds since the start).
+    reads: (f64, f64),
     /// Where the step was at its highest read so far, to say what was live then.
     peak: PeakPlace,
 }
@@ -112,8 +112,8 @@ impl Recording {
         self.meter.reset_peak();
         self.open_high = self.open_high.max(high);
         let (start, seconds) = (self.start_bytes as i64, self.seconds());
-        self.read_at = (self.read_at.1, seconds);
         if let Some(drawn) = &mut self.timeline {
+            drawn.reads = (drawn.reads.1, seconds);
             drawn.points.push(Point {
                 seconds,
                 in_use: in_use as i64 - start,
@@ -149,17 +149,17 @@ impl Recording {
         if peak > self.peak {
             self.peak = peak;
             self.report.peak_at = std::mem::replace(&mut self.now, next);
-            let place = PeakPlace {
-                seconds: self.read_at.1,
-                after: self.read_at.0,
+            // Where the step was, for the timeline's breakdown of the peak.
+            let place = self.timeline.as_ref().map(|drawn| PeakPlace {
+                seconds: drawn.reads.1,
+                after: drawn.reads.0,
                 closed: self.last_closed.map_or(0, |slot| slot + 1),
                 forward: self.open.map(|(slot, opened, _)| (slot, opened)),
-                window: self.timeline.as_ref().and_then(|drawn| {
-                    let (_, opened) = drawn.window_span?;
-                    Some((self.window?, opened))
-                }),
-            };
-            if let Some(drawn) = &mut self.timeline {
+                window: drawn
+                    .window_span
+                    .and_then(|(_, opened)| Some((self.window?, opened))),
+            });
+            if let (Some(place), Some(drawn)) = (place, &mut self.timeline) {
                 drawn.peak = place;
             }
         } else {
@@ -354,6 +354,7 @@ fn start(meter: Box<dyn MemoryMeter>, timeline: bool) -> Option<Off> {
             window_span: None,
             recompute_span: None,
             backward_at: None,
+            reads: (0.0, 0.0),
             peak: PeakPlace::default(),
         }
     });
@@ -383,7 +384,6 @@ fn start(meter: Box<dyn MemoryMeter>, timeline: bool) -> Option<Off> {
             window: None,
             outside_windows: start_bytes,
             open_high: start_bytes,
-            read_at: (0.0, 0.0),
             timeline: drawn,
         })
     });
@@ -537,19 +537,16 @@ impl Drawn {
             report: report.clone(),
             points: self.points,
             spans: self.spans,
-            at_peak: AtPeak {
-                seconds: peak_seconds,
-                ..at_peak(report, self.peak, start)
-            },
+            at_peak: at_peak(report, self.peak, start, peak_seconds),
             ..Timeline::default()
         }
     }
 }
 
-/// What was live at the step's peak, seen at `place`: each region instance's share by where
-/// the step was (a region's forward running, a backward window open, which regions had closed
-/// and which backward had passed), and the rest outside regions.
-fn at_peak(report: &StepReport, place: PeakPlace, start_bytes: i64) -> AtPeak {
+/// What was live at the step's peak, seen at `place` and dated `seconds`: each region
+/// instance's share by where the step was (a region's forward running, a backward window open,
+/// which regions had closed and which backward had passed), and the rest outside regions.
+fn at_peak(report: &StepReport, place: PeakPlace, start_bytes: i64, seconds: f64) -> AtPeak {
     let peak = report.peak_bytes as i64;
     // Bytes above the start from an absolute reading.
     let above = |bytes: u64| bytes as i64 - start_bytes;
@@ -574,7 +571,7 @@ fn at_peak(report: &StepReport, place: PeakPlace, start_bytes: i64) -> AtPeak {
     }
     let outside = peak - regions.iter().map(|live| live.bytes).sum::<i64>();
     AtPeak {
-        seconds: place.seconds,
+        seconds,
         bytes: peak,
         at: report.peak_at.clone(),
         regions,
