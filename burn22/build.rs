@@ -11,22 +11,35 @@ fn main() {
     let manifest =
         Path::new(&env::var("CARGO_MANIFEST_DIR").expect("set by cargo")).join("Cargo.toml");
     let text = fs::read_to_string(&manifest).expect("the crate's manifest");
-    let version = text
-        .lines()
-        .find_map(|line| {
-            let rest = line.trim_start().strip_prefix("burn = ")?;
-            let start = rest.find("version = \"=")? + "version = \"=".len();
-            let end = start + rest[start..].find('"')?;
-            Some(rest[start..end].to_string())
-        })
-        .unwrap_or_else(|| {
-            panic!(
-                "{}: no exact `burn = {{ version = \"=X.Y.Z\", … }}` pin; the crate reads Burn's \
-                 version from it",
-                manifest.display()
-            )
-        });
+    let version = burn_pin(&text).unwrap_or_else(|| {
+        panic!(
+            "{}: no exact `burn = {{ version = \"=X.Y.Z\", … }}` pin; the crate reads Burn's \
+             version from it",
+            manifest.display()
+        )
+    });
     if version.starts_with("0.22.") {
         println!("cargo:rustc-cfg=burn_backward_always_syncs");
     }
+}
+
+/// Burn's exact version from the manifest: the repository's `burn = { version = "=X.Y.Z", … }`
+/// line, or the `[dependencies.burn]` table `cargo package` writes into the packaged manifest.
+fn burn_pin(manifest: &str) -> Option<String> {
+    let exact = |rest: &str| {
+        let start = rest.find("version = \"=")? + "version = \"=".len();
+        let end = start + rest[start..].find('"')?;
+        Some(rest[start..end].to_string())
+    };
+    let mut in_burn_table = false;
+    for line in manifest.lines().map(str::trim_start) {
+        if line.starts_with('[') {
+            in_burn_table = line.trim_end() == "[dependencies.burn]";
+        } else if let Some(rest) = line.strip_prefix("burn = ") {
+            return exact(rest);
+        } else if in_burn_table && line.starts_with("version = ") {
+            return exact(line);
+        }
+    }
+    None
 }

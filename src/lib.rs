@@ -84,3 +84,8 @@ pub mod __private {
     pub use crate::region::remembered_outputs;
     pub use burn_checkpoint_core::method_region_name;
 }
+
+// The README's quick start, run as a doctest: what crates.io shows compiles and passes.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct Readme;

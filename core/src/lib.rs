@@ -33,3 +33,8 @@ pub use names::{RegionId, RegionName, method_region_name};
 pub use op_kind::OpKind;
 pub use segments::Segments;
 pub use treatment::Treatment;
+
+// The README's quick start, run as a doctest: what crates.io shows compiles and passes.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct Readme;

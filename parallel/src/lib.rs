@@ -46,3 +46,8 @@ pub use loss::IntoLoss;
 pub use nodes::{DEFAULT_TIMEOUT, Nodes, run_orchestrator};
 pub use shard::{Shard, split_batch};
 pub use stats::StepStats;
+
+// The README's quick start, run as a doctest: what crates.io shows compiles and passes.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct Readme;

@@ -37,34 +37,84 @@ fn markdown() -> Vec<(String, String)> {
         .collect()
 }
 
+/// Whether the crate in `readme`'s folder runs it as a doctest (`#[doc = include_str!(
+/// "../README.md")]` in its `src/lib.rs`): the README its package ships, whose Rust blocks run.
+fn runs_as_doctest(readme: &str) -> bool {
+    let repository = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let Some(folder) = readme.strip_suffix("README.md") else {
+        return false;
+    };
+    fs::read_to_string(repository.join(folder).join("src/lib.rs"))
+        .is_ok_and(|lib| lib.contains("#[doc = include_str!(\"../README.md\")]"))
+}
+
+/// The Rust blocks of a Markdown text: each one's fence line (0-based), fence and body.
+fn rust_blocks(text: &str) -> Vec<(usize, String, String)> {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut blocks = Vec::new();
+    let mut open: Option<(usize, &str)> = None;
+    for (at, line) in lines.iter().enumerate() {
+        if !line.starts_with("```") {
+            continue;
+        }
+        match open.take() {
+            Some((start, fence)) if fence.starts_with("rust") => {
+                let body = lines[start + 1..at].join("\n");
+                blocks.push((start, fence.to_string(), body));
+            }
+            Some(_) => {}
+            None => open = Some((at, line.trim_start_matches('`'))),
+        }
+    }
+    blocks
+}
+
 #[test]
 fn every_rust_block_of_the_docs_is_compiled_or_says_why_not() {
-    // No Markdown file is compiled as a doctest today: every Rust block is a sketch, marked
-    // `rust,ignore`, with the reason in the text just above it ("Not compiled (...)"). A block
-    // that should run belongs in a rustdoc example, where it does.
+    // A crate's README (the one its package ships) runs as its doctest. Every other Rust block is
+    // a sketch, marked `rust,ignore`, with the reason in the text just above it ("Not compiled
+    // (...)"); one that says it is "the same block as `FILE`'s" must be, word for word, so that
+    // it compiles there. A block that should run belongs in a rustdoc example, where it does.
+    let files = markdown();
     let mut wrong = Vec::new();
-    for (file, text) in markdown() {
+    for (file, text) in &files {
         let lines: Vec<&str> = text.lines().collect();
-        let mut in_block = false;
-        for (at, line) in lines.iter().enumerate() {
-            if !line.starts_with("```") {
-                continue;
-            }
-            if in_block {
-                in_block = false;
-                continue;
-            }
-            in_block = true;
-            let fence = line.trim_start_matches('`');
-            if !fence.starts_with("rust") {
-                continue;
-            }
+        let doctest = runs_as_doctest(file);
+        for (at, fence, body) in rust_blocks(text) {
             let said = lines[at.saturating_sub(3)..at]
                 .iter()
-                .any(|line| line.contains("Not compiled"));
-            if fence != "rust,ignore" || !said {
+                .find(|line| line.contains("Not compiled"));
+            if fence != "rust,ignore" {
+                if !doctest || fence.contains("ignore") {
+                    wrong.push(format!(
+                        "{file}:{}: a Rust block neither compiled (a crate's README run as its \
+                         doctest) nor `rust,ignore` after a \"Not compiled (why)\" line",
+                        at + 1
+                    ));
+                }
+                continue;
+            }
+            let Some(said) = said else {
                 wrong.push(format!(
-                    "{file}:{}: a Rust block neither compiled nor `rust,ignore` after a \"Not compiled (why)\" line",
+                    "{file}:{}: a `rust,ignore` block without a \"Not compiled (why)\" line",
+                    at + 1
+                ));
+                continue;
+            };
+            let Some(rest) = said.split("the same block as `").nth(1) else {
+                continue;
+            };
+            let other = rest.split('`').next().unwrap_or_default();
+            let compiled = files.iter().any(|(path, text)| {
+                path == other
+                    && runs_as_doctest(path)
+                    && rust_blocks(text)
+                        .iter()
+                        .any(|(_, fence, there)| fence == "rust" && *there == body)
+            });
+            if !compiled {
+                wrong.push(format!(
+                    "{file}:{}: not the same block as a compiled one of `{other}`",
                     at + 1
                 ));
             }
