@@ -22,6 +22,7 @@
 mod kept;
 mod names;
 mod op_kind;
+mod schedule;
 mod segments;
 mod treatment;
 // Measuring a step, then planning from what was measured.
@@ -31,6 +32,7 @@ pub mod planner;
 pub use kept::KeptRegions;
 pub use names::{RegionId, RegionName, method_region_name};
 pub use op_kind::OpKind;
+pub use schedule::{ScanAction, ScanPlan, Schedule};
 pub use segments::Segments;
 pub use treatment::Treatment;
 
