@@ -11,7 +11,7 @@ use std::sync::Arc;
 use burn::backend::{DispatchAutodiffContext, DispatchTensor, GradientCheckpointingStrategy};
 use burn::module::{Module, ParamId};
 use burn::tensor::Device;
-use burn_checkpoint_core::RegionName;
+use burn_checkpoint_core::{RegionName, Schedule};
 
 use crate::body::Body;
 use crate::check;
@@ -33,6 +33,9 @@ pub(crate) struct Settings {
     pub(crate) policy: Policy,
     pub(crate) offload: bool,
     pub(crate) seeded: bool,
+    /// How a scan keeps its carries ([`Region::scan`](crate::Region::scan)); other regions
+    /// ignore it.
+    pub(crate) schedule: Schedule,
 }
 
 /// The seed of a region that gets one, drawn now (or replayed in a recompute).
@@ -179,6 +182,7 @@ where
             memory_bound: opened.memory_bound,
             kept,
             run: None,
+            scan: None,
         };
         let trainable = used.trainable();
         ddp::refuse_distributed(&self.region.name, &self.inputs.tensors, &trainable.values);
@@ -334,6 +338,7 @@ where
             memory_bound: false,
             kept: Vec::new(),
             run: Some(run.rerun),
+            scan: None,
         };
         let params = Trainable {
             ids: run.params,

@@ -51,16 +51,20 @@ mod dispatch;
 // A region's forward (the engine), then the public face and what is built on it.
 mod forward;
 mod region;
+mod scan;
 mod sequential;
 
 pub use burn_checkpoint_22_macros::{RegionTensors, checkpoint};
-pub use burn_checkpoint_core::{KeptRegions, RegionId, RegionName, Segments};
+pub use burn_checkpoint_core::{
+    KeptRegions, RegionId, RegionName, ScanAction, ScanPlan, Schedule, Segments,
+};
 pub use ddp::REGIONS_UNDER_DDP;
 pub use policy::Policy;
 pub use region::{Region, checkpoint, checkpoint_fn};
+pub use scan::checkpoint_scan;
 pub use seed::region_seed;
 pub use sequential::{Layer, checkpoint_sequential};
-pub use tensors::RegionTensors;
+pub use tensors::{RegionTensors, Sequence, Stack};
 
 #[doc(hidden)]
 pub mod __private {

@@ -5,7 +5,7 @@ use std::borrow::Cow;
 use std::fmt;
 
 use burn::module::Module;
-use burn_checkpoint_core::RegionName;
+use burn_checkpoint_core::{RegionName, Schedule};
 
 use crate::forward::{self, Settings};
 use crate::policy::Policy;
@@ -59,17 +59,24 @@ impl fmt::Debug for Region {
             policy,
             offload,
             seeded,
+            schedule,
         } = &self.settings;
         f.debug_struct("Region")
             .field("name", name)
             .field("policy", policy)
             .field("offload", offload)
             .field("seeded", seeded)
+            .field("schedule", schedule)
             .finish()
     }
 }
 
 impl Region {
+    /// What the region's code asks for: for the engines built on regions (the scan).
+    pub(crate) fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
     /// A region named after the place in the source this is called from (`src/model.rs:42:17`).
     #[track_caller]
     #[allow(clippy::new_without_default)]
@@ -89,6 +96,7 @@ impl Region {
                 policy: Policy::RecomputeAll,
                 offload: false,
                 seeded: false,
+                schedule: Schedule::EveryStep,
             },
         }
     }
@@ -165,6 +173,38 @@ impl Region {
     /// ```
     pub fn seeded(mut self) -> Self {
         self.settings.seeded = true;
+        self
+    }
+
+    /// How a scan of this region keeps the carries its backward starts steps from
+    /// ([`scan`](Region::scan)): [`Schedule::EveryStep`] (the default), `Snapshots(c)` or
+    /// `Budget(bytes)` (binomial checkpointing). Other regions ignore it.
+    ///
+    /// ```
+    /// use burn::nn::{Linear, LinearConfig};
+    /// use burn::tensor::{Device, Tensor};
+    /// use burn_checkpoint_22::{Region, Schedule};
+    ///
+    /// let device = Device::flex().autodiff();
+    /// let cell: Linear = LinearConfig::new(8, 8).init(&device);
+    /// let xs = Tensor::<3>::ones([2, 100, 8], &device).require_grad();
+    /// // 100 steps, at most 10 carries stored at once: backward runs 110 steps again without
+    /// // autodiff besides differentiating each once (`ScanPlan` says which).
+    /// let (ys, last) = Region::named("rnn").schedule(Schedule::Snapshots(10)).scan(
+    ///     &cell,
+    ///     Tensor::<2>::zeros([2, 8], &device),
+    ///     xs.clone(),
+    ///     1,
+    ///     |cell, hidden, x| {
+    ///         let hidden = (cell.forward(hidden) + x).tanh();
+    ///         (hidden.clone(), hidden)
+    ///     },
+    /// );
+    /// let grads = (ys.sum() + last.sum()).backward();
+    /// assert!(xs.grad(&grads).is_some() && cell.weight.grad(&grads).is_some());
+    /// ```
+    pub fn schedule(mut self, schedule: Schedule) -> Self {
+        self.settings.schedule = schedule;
         self
     }
 

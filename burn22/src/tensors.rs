@@ -176,6 +176,63 @@ state_structs! {
     MhaOutput { weights, context }
 }
 
+/// A sequence a checkpointed scan walks (see [`Region::scan`](crate::Region::scan)): a float
+/// tensor whose dimension `dim` is time; each step takes the tensor one rank lower, that
+/// dimension removed (`Tensor<3>` `[batch, time, features]` gives `Tensor<2>` steps along 1).
+pub trait Sequence: RegionTensors {
+    /// What one step takes.
+    type Step: RegionTensors;
+
+    /// The number of steps along `dim`.
+    fn steps(&self, dim: usize) -> usize;
+
+    /// Step `t`: the slice at `t` along `dim`, that dimension removed.
+    fn step(&self, dim: usize, t: usize) -> Self::Step;
+}
+
+/// What a checkpointed scan's step gives besides its carry, stacked over the steps (see
+/// [`Region::scan`](crate::Region::scan)): a float tensor, stacked one rank higher along the
+/// scan's dimension, as `Tensor::stack` stacks.
+pub trait Stack: RegionTensors {
+    /// The steps' values stacked.
+    type Stacked: Sequence<Step = Self>;
+
+    /// `steps` stacked along `dim`.
+    fn stack(steps: Vec<Self>, dim: usize) -> Self::Stacked;
+}
+
+macro_rules! sequences {
+    ($(($high:literal, $low:literal))+) => {$(
+        impl Sequence for Tensor<$high> {
+            type Step = Tensor<$low>;
+
+            fn steps(&self, dim: usize) -> usize {
+                self.dims()[dim]
+            }
+
+            fn step(&self, dim: usize, t: usize) -> Tensor<$low> {
+                self.clone().narrow(dim, t, 1).squeeze_dim::<$low>(dim)
+            }
+        }
+
+        impl Stack for Tensor<$low> {
+            type Stacked = Tensor<$high>;
+
+            fn stack(steps: Vec<Self>, dim: usize) -> Tensor<$high> {
+                Tensor::stack(steps, dim)
+            }
+        }
+    )+};
+}
+
+sequences! {
+    (2, 1)
+    (3, 2)
+    (4, 3)
+    (5, 4)
+    (6, 5)
+}
+
 /// A region's inputs or outputs flattened: the tensors in order and their arrangement.
 pub(crate) struct Flat<T: RegionTensors> {
     pub(crate) tensors: Vec<DispatchTensor>,

@@ -42,10 +42,14 @@ use crate::state::{KeptRun, Rerun};
 
 mod join;
 mod nodes;
+mod objective;
+mod scan;
 
 use join::{Stash, TensorMeta, join_all, placeholder};
 pub(crate) use nodes::reseed_in_backward;
 use nodes::{Pick, RegionState, RegionStep, Rematerialise};
+use scan::ScanState;
+pub(crate) use scan::{ScanSpec, Slicer, Stacker, StepBody};
 
 /// What the region node keeps besides its body: how many of its first tensors (its inputs) go
 /// to host memory, its slot in the step's memory report, and the seeds its recompute replays.
@@ -65,6 +69,8 @@ pub(crate) struct NodeSpec {
     /// For the node of a region kept by name: its run, which its backward differentiates (the
     /// body is not run again).
     pub(crate) run: Option<Rerun>,
+    /// A scan's steps: its backward walks them rather than running `body`.
+    pub(crate) scan: Option<ScanSpec>,
 }
 
 /// A region on `Autodiff<B, C>` whose forward gave `outputs`: puts the region's nodes in the
@@ -130,6 +136,7 @@ where
         _produced: None,
         rematerialised: Arc::new(Mutex::new(spec.run)),
         kept: spec.kept.into(),
+        scan: spec.scan.map(ScanState::new::<C>),
     };
     let guard = joined.node();
     let node_output = if several {

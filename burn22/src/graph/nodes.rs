@@ -28,6 +28,8 @@ use crate::offload::Stored;
 use crate::state::{self, KeptRun, Rerun};
 
 use super::join::{Parent, Slot, Stash, TensorMeta, hand_down, owes_a_gradient, placeholder};
+use super::objective::giving_gradient;
+use super::scan::{self, ScanState};
 
 /// The gradient a region's node consumed for its output of shape `expected`, or none where only
 /// the one-element stand-ins of regions that ignored it came (a real gradient, with or without
@@ -70,6 +72,8 @@ pub(super) struct RegionState<B: Backend> {
     pub(super) rematerialised: Arc<Mutex<Option<Rerun>>>,
     /// The runs of the regions its forward kept by name: each recompute takes them.
     pub(super) kept: Arc<[KeptRun]>,
+    /// A scan's node: its steps and stored carries (its backward walks the steps).
+    pub(super) scan: Option<Arc<ScanState<B>>>,
 }
 
 impl<B: Backend> Clone for RegionState<B> {
@@ -90,6 +94,7 @@ impl<B: Backend> Clone for RegionState<B> {
             _produced: self._produced.clone(),
             rematerialised: self.rematerialised.clone(),
             kept: self.kept.clone(),
+            scan: self.scan.clone(),
         }
     }
 }
@@ -120,7 +125,20 @@ where
             None => vec![real_gradient::<B>(node_grad, &state.outputs[0].0)],
             Some(stash) => (0..state.outputs.len()).map(|k| stash.take(k)).collect(),
         };
-        let tensor_grads = recompute_and_differentiate::<B, C>(&state, output_grads);
+        let tensor_grads = match &state.scan {
+            Some(scan) => scan::differentiate::<B, C>(
+                state.tensors.iter().map(Stored::load).collect(),
+                &state.wanted,
+                &state
+                    .outputs
+                    .iter()
+                    .map(|(shape, _)| shape.clone())
+                    .collect::<Vec<_>>(),
+                scan,
+                output_grads,
+            ),
+            None => recompute_and_differentiate::<B, C>(&state, output_grads),
+        };
         for (index, grad) in tensor_grads.into_iter().enumerate() {
             if let Some(grad) = grad {
                 state.input_stash.put(index, grad);
@@ -209,42 +227,6 @@ where
             }
         })
         .collect()
-}
-
-/// The node a recompute's nested backward starts from, one per output: its own gradient (a
-/// one-element placeholder, as is its value) is dropped and the output gets `grad`, the gradient
-/// backward brought to the region, as it is. The objective Σ⟨output, grad⟩ gives the same bits
-/// for three more passes over every output (its product, its sum, their backward).
-#[derive(Debug)]
-struct OutputGradient;
-
-impl<B: Backend> Backward<B, 1> for OutputGradient {
-    type State = FloatTensor<B>;
-
-    fn backward(self, ops: Ops<Self::State, 1>, grads: &mut Gradients, _: &mut Checkpointer) {
-        let _ = grads.consume::<B>(&ops.node);
-        if let [Some(parent)] = ops.parents {
-            grads.register::<B>(parent.id, ops.state);
-        }
-    }
-}
-
-/// A one-element placeholder whose backward gives `output` the gradient `grad` (see
-/// [`OutputGradient`]).
-fn giving_gradient<B: Backend, C: CheckpointStrategy>(
-    output: FloatTensor<Autodiff<B, C>>,
-    grad: FloatTensor<B>,
-) -> FloatTensor<Autodiff<B, C>> {
-    let (device, dtype) = (output.primitive().device(), output.primitive().dtype());
-    let value = placeholder::<B>(&device, dtype);
-    match OutputGradient
-        .prepare::<C>([output.node()])
-        .compute_bound()
-        .stateful()
-    {
-        OpsKind::Tracked(prep) => prep.finish(grad, value),
-        OpsKind::UnTracked(prep) => prep.finish(value),
-    }
 }
 
 /// The body run again on fresh autodiff leaves of the region's tensors (offloaded inputs

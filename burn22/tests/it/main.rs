@@ -8,5 +8,6 @@ mod common;
 
 mod attribute;
 mod gradients;
+mod scan;
 mod signatures;
 mod single_input;
