@@ -9,7 +9,7 @@ use burn::nn::{
     Tanh,
 };
 use burn::tensor::{Device, Distribution, Tensor};
-use burn_checkpoint_22::Region;
+use burn_checkpoint_22::{Region, Schedule};
 
 use crate::Cut;
 
@@ -83,31 +83,68 @@ impl StackedLstm {
     /// `cut` other than [`Cut::None`], each cell call is a region named `lstm.cell`.
     pub fn forward(&self, x: Tensor<3>, cut: Cut) -> Tensor<3> {
         let [batch, seq, _] = x.dims();
-        let device = x.device();
-        let hidden = self.layers[0].norm_h.gamma.lazy_shape()[0];
-        let mut states: Vec<_> = self
-            .layers
-            .iter()
-            .map(|_| LstmState::initial([batch, hidden], &device))
-            .collect();
+        let mut states = self.initial_states(&x);
         let cell = Region::named("lstm.cell");
         let mut outputs = Vec::with_capacity(seq);
         for t in 0..seq {
-            let mut input = x.clone().slice([0..batch, t..t + 1]).squeeze_dim::<2>(1);
+            let input = x.clone().slice([0..batch, t..t + 1]).squeeze_dim::<2>(1);
             let previous = std::mem::take(&mut states);
-            for (layer, previous) in self.layers.iter().zip(previous) {
-                let state = match cut {
-                    Cut::None => layer.forward(input, previous),
-                    _ => cell.run(layer, (input, previous), |layer, (input, state)| {
-                        layer.forward(input, state)
-                    }),
-                };
-                input = state.hidden.clone();
-                states.push(state);
-            }
-            outputs.push(input);
+            let output;
+            (output, states) = self.step(input, previous, |layer, input, previous| match cut {
+                Cut::None => layer.forward(input, previous),
+                _ => cell.run(layer, (input, previous), |layer, (input, state)| {
+                    layer.forward(input, state)
+                }),
+            });
+            outputs.push(output);
         }
         Tensor::stack(outputs, 1)
+    }
+
+    /// [`forward`](StackedLstm::forward) as one checkpointed scan over the sequence, named
+    /// `lstm`, its carries kept as `schedule` says: the same values, one region node for every
+    /// step and layer.
+    pub fn forward_scan(&self, x: Tensor<3>, schedule: Schedule) -> Tensor<3> {
+        let states = self.initial_states(&x);
+        let (outputs, _) = Region::named("lstm").schedule(schedule).scan(
+            self,
+            states,
+            x,
+            1,
+            |stack: &StackedLstm, states, input: Tensor<2>| {
+                stack.step(input, states, |layer, input, previous| {
+                    layer.forward(input, previous)
+                })
+            },
+        );
+        outputs
+    }
+
+    /// Every layer's state before the first step of `x`'s sequences.
+    fn initial_states(&self, x: &Tensor<3>) -> Vec<LstmState<2>> {
+        let [batch, _, _] = x.dims();
+        let hidden = self.layers[0].norm_h.gamma.lazy_shape()[0];
+        self.layers
+            .iter()
+            .map(|_| LstmState::initial([batch, hidden], &x.device()))
+            .collect()
+    }
+
+    /// One time step through every layer, each cell call through `cell`: the last layer's
+    /// hidden state and every layer's new state.
+    fn step(
+        &self,
+        mut input: Tensor<2>,
+        previous: Vec<LstmState<2>>,
+        cell: impl Fn(&LstmCell, Tensor<2>, LstmState<2>) -> LstmState<2>,
+    ) -> (Tensor<2>, Vec<LstmState<2>>) {
+        let mut states = Vec::with_capacity(previous.len());
+        for (layer, previous) in self.layers.iter().zip(previous) {
+            let state = cell(layer, input, previous);
+            input = state.hidden.clone();
+            states.push(state);
+        }
+        (input, states)
     }
 }
 
@@ -155,6 +192,23 @@ impl LstmNetwork {
             let backwards = reverse.forward(x.flip([1]), cut).flip([1]);
             output = Tensor::cat(vec![output, backwards], 2);
         }
+        self.head_on_last(output, batch, seq)
+    }
+
+    /// [`forward`](LstmNetwork::forward) with each direction one checkpointed scan (see
+    /// [`StackedLstm::forward_scan`]).
+    pub fn forward_scan(&self, x: Tensor<3>, schedule: Schedule) -> Tensor<2> {
+        let [batch, seq, _] = x.dims();
+        let mut output = self.forward.forward_scan(x.clone(), schedule);
+        if let Some(reverse) = &self.reverse {
+            let backwards = reverse.forward_scan(x.flip([1]), schedule).flip([1]);
+            output = Tensor::cat(vec![output, backwards], 2);
+        }
+        self.head_on_last(output, batch, seq)
+    }
+
+    /// The dropout and the head on the last step's outputs.
+    fn head_on_last(&self, output: Tensor<3>, batch: usize, seq: usize) -> Tensor<2> {
         let output = self.dropout.forward(output);
         let width = output.dims()[2];
         let last = output

@@ -3,6 +3,7 @@
 
 use bench_kit_22::{assert_close, generator, grad_of, initialised, param_grads};
 use burn::tensor::{Device, Distribution, Int, Tensor};
+use burn_checkpoint_22::Schedule;
 use burn_checkpoint_22_models::Cut;
 use burn_checkpoint_22_models::densenet::DenseNet;
 use burn_checkpoint_22_models::gpt::Gpt;
@@ -109,6 +110,58 @@ fn recurrent_cells_as_regions_give_the_gradients_of_plain_autodiff() {
         for (index, (plain, regions)) in plain.into_iter().zip(regions).enumerate() {
             assert!(plain.is_some(), "{what}: parameter {index} has a gradient");
             assert_close(plain, regions, &format!("{what}: parameter {index}"));
+        }
+    }
+}
+
+/// The same network with each direction one checkpointed scan over the sequence (every step and
+/// layer one region node): the input's gradient bit for bit under every schedule, each weight's
+/// as with a region per cell call — bit for bit where its op is one step deeper each step, in
+/// its last bits where it reads the input sequence (plain autodiff adds those terms first step
+/// first; the scan, as the regions, last step first).
+#[test]
+fn the_recurrent_network_as_scans_gives_the_gradients_of_plain_autodiff() {
+    let _generator = generator();
+    let device = Device::flex().autodiff();
+    for (layers, bidirectional) in [(1, false), (2, true)] {
+        device.seed(5);
+        let model = initialised(LstmNetwork::new(
+            3,
+            8,
+            layers,
+            bidirectional,
+            0.0,
+            1,
+            &device,
+        ));
+        let x = LstmNetwork::sequences(4, 12, 3, &device).require_grad();
+        let grads = |schedule: Option<Schedule>| {
+            let output = match schedule {
+                None => model.forward(x.clone(), Cut::None),
+                Some(schedule) => model.forward_scan(x.clone(), schedule),
+            };
+            let loss = output.powf_scalar(2.0).mean();
+            let grads = loss.backward();
+            (
+                loss.into_data(),
+                param_grads(&model, &grads),
+                grad_of(&x, &grads),
+            )
+        };
+        let (plain_loss, plain, plain_x) = grads(None);
+        for schedule in [Schedule::EveryStep, Schedule::Snapshots(3)] {
+            let (loss, scan, scan_x) = grads(Some(schedule));
+            let what = format!("{layers} layers, bidirectional {bidirectional}, {schedule:?}");
+            assert_eq!(loss, plain_loss, "{what}: the loss");
+            assert!(plain_x.is_some() && plain_x == scan_x, "{what}: the input");
+            assert_eq!(plain.len(), scan.len());
+            let mut bitwise = 0;
+            for (index, (plain, scan)) in plain.iter().zip(scan).enumerate() {
+                assert!(plain.is_some(), "{what}: parameter {index} has a gradient");
+                bitwise += usize::from(*plain == scan);
+                assert_close(plain.clone(), scan, &format!("{what}: parameter {index}"));
+            }
+            println!("{what}: {bitwise} of {} weights bit for bit", plain.len());
         }
     }
 }
