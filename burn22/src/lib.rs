@@ -12,6 +12,8 @@
 //!   parameters, a stack of layers.
 //! - [`checkpoint()`], [`checkpoint_fn`], [`checkpoint_sequential`]: the one-liners, a region
 //!   named by its place; [`macro@checkpoint`] makes a module's `&self` method one.
+//! - [`Region::scan`], [`checkpoint_scan`]: a recurrent loop as one region node, its carries
+//!   kept as a [`Schedule`] says (every step's, or binomial checkpointing's snapshots).
 //! - [`region_seed`]: how a seeded region keeps dropout's masks.
 //! - [`memory`]: meters and the memory report of a step (what each region holds and costs).
 //! - [`planner`]: a plan of which regions to keep, keep compute-bound outputs of, recompute or

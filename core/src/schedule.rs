@@ -182,29 +182,54 @@ fn split(steps: usize, free: usize) -> usize {
 }
 
 /// The actions that differentiate steps `start..end`, last first, from the carry stored before
-/// `start`, holding at most `free` more carries.
+/// `start`, holding at most `free` more carries. The recursion of revolve, run on a stack of its
+/// own: with a snapshot per step it is as deep as the scan is long.
 fn reverse(start: usize, end: usize, free: usize, out: &mut Vec<ScanAction>) {
-    let steps = end - start;
-    if steps == 1 {
-        out.push(ScanAction::Restore(start));
-        out.push(ScanAction::Differentiate(start));
-        return;
+    enum Task {
+        Reverse {
+            start: usize,
+            end: usize,
+            free: usize,
+        },
+        Then(ScanAction),
     }
-    if free == 0 {
-        for t in (start..end).rev() {
+    let mut tasks = vec![Task::Reverse { start, end, free }];
+    while let Some(task) = tasks.pop() {
+        let (start, end, free) = match task {
+            Task::Then(action) => {
+                out.push(action);
+                continue;
+            }
+            Task::Reverse { start, end, free } => (start, end, free),
+        };
+        if end - start == 1 {
             out.push(ScanAction::Restore(start));
-            out.extend((start..t).map(ScanAction::Advance));
-            out.push(ScanAction::Differentiate(t));
+            out.push(ScanAction::Differentiate(start));
+        } else if free == 0 {
+            for t in (start..end).rev() {
+                out.push(ScanAction::Restore(start));
+                out.extend((start..t).map(ScanAction::Advance));
+                out.push(ScanAction::Differentiate(t));
+            }
+        } else {
+            let middle = start + split(end - start, free);
+            out.push(ScanAction::Restore(start));
+            out.extend((start..middle).map(ScanAction::Advance));
+            out.push(ScanAction::Store(middle));
+            // Run next: the right part with one snapshot fewer, then the drop, then the left.
+            tasks.push(Task::Reverse {
+                start,
+                end: middle,
+                free,
+            });
+            tasks.push(Task::Then(ScanAction::Drop(middle)));
+            tasks.push(Task::Reverse {
+                start: middle,
+                end,
+                free: free - 1,
+            });
         }
-        return;
     }
-    let middle = start + split(steps, free);
-    out.push(ScanAction::Restore(start));
-    out.extend((start..middle).map(ScanAction::Advance));
-    out.push(ScanAction::Store(middle));
-    reverse(middle, end, free - 1, out);
-    out.push(ScanAction::Drop(middle));
-    reverse(start, middle, free, out);
 }
 
 #[cfg(test)]

@@ -189,6 +189,7 @@ where
                 step_inputs.extend((spec.inputs.0)(sequence.clone(), t));
                 step_inputs.extend(params.iter().cloned().map(outer::<B, C>));
                 let outputs = state::recomputing(&[], &[], || (spec.step.0)(t, step_inputs));
+                check_step(spec, t, &outputs);
                 current = outputs
                     .into_iter()
                     .skip(output_len)
@@ -218,6 +219,7 @@ where
                     .map(to_dispatch::<Ad<B, C>>)
                     .collect();
                 let outputs = state::recomputing(&[], &[], || (spec.step.0)(t, step_inputs));
+                check_step(spec, t, &outputs);
                 let output_step_grads = (spec.outputs.0)(stacked_grads.clone(), t);
                 let step_grads = output_step_grads
                     .into_iter()
@@ -288,6 +290,19 @@ where
             .map(|(grad, &wanted)| grad.filter(|_| wanted)),
     );
     grads
+}
+
+/// A step run again in backward gives as many tensors as in forward: a cell whose path depends
+/// on something besides its carry, input and module is stopped here with a message.
+fn check_step(spec: &ScanSpec, t: usize, outputs: &[DispatchTensor]) {
+    let expected = spec.output_len + spec.carry_len;
+    assert_eq!(
+        outputs.len(),
+        expected,
+        "a checkpoint scan's step {t}, run again in backward, gave {} tensors, its forward \
+         {expected}: the cell must depend on its carry, its input and its module only",
+        outputs.len()
+    );
 }
 
 /// The stacked inputs' gradients from the steps' (zeros for a step the loss did not reach), each

@@ -4,8 +4,9 @@
 use crate::common;
 
 use burn::tensor::{Device, Distribution, Tensor};
-use burn_checkpoint_22::checkpoint;
 use burn_checkpoint_22::memory::Meter;
+use burn_checkpoint_22::memory::StepReport;
+use burn_checkpoint_22::{Region, Schedule, checkpoint};
 use burn_checkpoint_core::memory::mib;
 use common::Block;
 
@@ -62,4 +63,105 @@ fn regions_hold_a_fraction_of_plain_autodiffs_activations() {
         (region_peak as f64) < 0.6 * plain_peak as f64,
         "regions peaked at {region_peak} bytes, plain at {plain_peak}"
     );
+}
+
+/// Bytes held after forward and the step's peak of a recurrent loop over `block` (the carry
+/// added to each step's input, then the block): written out, or one scan under `schedule`.
+fn recurrent_step(
+    block: &Block,
+    xs: &Tensor<3>,
+    h0: &Tensor<2>,
+    schedule: Option<Schedule>,
+) -> (usize, usize) {
+    let measure = Meter::Host.start();
+    let step = |block: &Block, h: Tensor<2>, x: Tensor<2>| {
+        let h = block.body(h + x);
+        (h.clone(), h)
+    };
+    let (ys, last) = match schedule {
+        Some(schedule) => {
+            Region::named("rnn")
+                .schedule(schedule)
+                .scan(block, h0.clone(), xs.clone(), 1, step)
+        }
+        None => {
+            let mut h = h0.clone();
+            let mut ys = Vec::new();
+            for t in 0..xs.dims()[1] {
+                let (y, next) = step(block, h, xs.clone().narrow(1, t, 1).squeeze_dim(1));
+                ys.push(y);
+                h = next;
+            }
+            (Tensor::stack(ys, 1), h)
+        }
+    };
+    let loss = ys.powf_scalar(2.0).mean() + last.mean();
+    let held = measure.now();
+    let grads = loss.backward();
+    let peak = measure.finish().in_use;
+    drop(grads);
+    (held as usize, peak as usize)
+}
+
+#[test]
+fn a_scan_holds_its_carries_and_outputs_not_its_steps_activations() {
+    let _alone = common::alone();
+    let device = Device::flex().autodiff();
+    device.seed(2);
+    let (steps, width, batch) = (36, 64, 256);
+    let block = Block::new(width, &device);
+    let xs = Tensor::<3>::random([batch, steps, width], Distribution::Default, &device);
+    let h0 = Tensor::<2>::zeros([batch, width], &device);
+    let schedules = [
+        None,
+        Some(Schedule::EveryStep),
+        Some(Schedule::Snapshots(6)),
+    ];
+    for schedule in schedules {
+        recurrent_step(&block, &xs, &h0, schedule);
+    }
+    let [plain, every_step, snapshots] =
+        schedules.map(|schedule| recurrent_step(&block, &xs, &h0, schedule));
+    println!(
+        "{steps} steps of a {width}→{}→{width} block, batch {batch}: held after forward {:.1} MiB \
+         plain, {:.1} MiB scan every step, {:.1} MiB scan 6 snapshots; step peak {:.1}, {:.1}, \
+         {:.1} MiB",
+        4 * width,
+        mib(plain.0),
+        mib(every_step.0),
+        mib(snapshots.0),
+        mib(plain.1),
+        mib(every_step.1),
+        mib(snapshots.1),
+    );
+    // A step's activations are about 11·width a row; a scan holds the outputs (width a row a
+    // step) and the carries it stores (width a row each).
+    assert!(
+        (every_step.0 as f64) < 0.4 * plain.0 as f64,
+        "every step: {every_step:?}, plain {plain:?}"
+    );
+    assert!(
+        snapshots.0 < every_step.0,
+        "snapshots {snapshots:?}, every step {every_step:?}"
+    );
+    assert!((every_step.1 as f64) < 0.6 * plain.1 as f64);
+}
+
+#[test]
+fn the_memory_report_counts_a_scan_as_one_region() {
+    let _alone = common::alone();
+    let device = Device::flex().autodiff();
+    device.seed(3);
+    let block = Block::new(16, &device);
+    let xs = Tensor::<3>::random([8, 12, 16], Distribution::Default, &device);
+    let h0 = Tensor::<2>::zeros([8, 16], &device);
+    let (_, report) = StepReport::measure(Meter::Host, || {
+        recurrent_step(&block, &xs, &h0, Some(Schedule::Snapshots(3)));
+    });
+    let names: Vec<String> = report
+        .regions
+        .iter()
+        .map(|region| format!("{}#{}", region.name, region.index))
+        .collect();
+    assert_eq!(names, ["rnn#0"], "{report}");
 }

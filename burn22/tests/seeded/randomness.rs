@@ -6,7 +6,7 @@ use crate::common;
 use burn::module::Module;
 use burn::nn::{BatchNorm, BatchNormConfig, Dropout, DropoutConfig, Linear, LinearConfig};
 use burn::tensor::{Device, Distribution, Tensor};
-use burn_checkpoint_22::{checkpoint, region_seed};
+use burn_checkpoint_22::{checkpoint, checkpoint_scan, region_seed};
 use common::{device, grad_of, initialised, param_grads};
 
 #[derive(Module, Debug)]
@@ -102,4 +102,57 @@ fn dropout_alone_in_a_region_over_one_tensor() {
     let grad = grad_of(&x, &region_grads).expect("x has a gradient");
     assert_eq!(grad.shape(), &burn::tensor::Shape::new([5, 7]));
     assert_eq!(Some(grad), grad_of(&x, &plain_grads));
+}
+
+/// A scan whose cell draws dropout masks and updates batch statistics: each step gets a seed of
+/// its own (drawn as a region's, before the step), backward's runs of a step draw its masks
+/// again, the running statistics are updated once per step — the loop written out with the
+/// generator used the same way gives the same loss and gradients, bit for bit.
+#[test]
+fn a_scans_cell_draws_each_steps_masks_again_and_updates_batch_norm_once_a_step() {
+    let _generator = common::generator();
+    let device = device();
+    let build = || {
+        device.seed(11);
+        initialised(Noisy::new(8, &device))
+    };
+    let (plain_net, scan_net) = (build(), build());
+    device.seed(5);
+    let xs = Tensor::<3>::random([6, 5, 8], Distribution::Default, &device).require_grad();
+    let h0 = Tensor::<2>::zeros([6, 8], &device);
+    let step = |net: &Noisy, h: Tensor<2>, x: Tensor<2>| {
+        let h = net.forward(h + x);
+        (h.clone(), h)
+    };
+
+    device.seed(21);
+    let mut h = h0.clone();
+    let mut ys = Vec::new();
+    for t in 0..5 {
+        let seed = region_seed(&device);
+        device.seed(seed);
+        let (y, next) = step(&plain_net, h, xs.clone().narrow(1, t, 1).squeeze_dim(1));
+        ys.push(y);
+        h = next;
+    }
+    let plain = Tensor::stack::<3>(ys, 1).sum() + h.sum();
+    let plain_grads = plain.backward();
+
+    device.seed(21);
+    let (ys, last) = checkpoint_scan(&scan_net, h0, xs.clone(), 1, step);
+    let scan = ys.sum() + last.sum();
+    let scan_grads = scan.backward();
+
+    assert_eq!(plain.into_data(), scan.into_data(), "same loss");
+    assert_eq!(grad_of(&xs, &plain_grads), grad_of(&xs, &scan_grads));
+    assert_eq!(
+        param_grads(&plain_net, &plain_grads),
+        param_grads(&scan_net, &scan_grads),
+        "same gradients: backward drew each step's masks again"
+    );
+    assert_eq!(
+        plain_net.norm.running_mean.value_sync().into_data(),
+        scan_net.norm.running_mean.value_sync().into_data(),
+        "running mean updated once a step"
+    );
 }
