@@ -35,7 +35,8 @@ impl Region {
     /// let mut carry = init;
     /// let mut outputs = Vec::new();
     /// for t in 0..inputs.dims()[dim] {
-    ///     let (output, next) = step(cell, carry, inputs.clone().narrow(dim, t, 1).squeeze_dim(dim));
+    ///     let input = inputs.clone().narrow(dim, t, 1).squeeze_dim(dim);
+    ///     let (output, next) = step(cell, carry, input);
     ///     outputs.push(output);
     ///     carry = next;
     /// }
