@@ -238,6 +238,7 @@ where
         let mut carry: C = self.init.rebuilt(tensors::untracked);
         let mut stored = Vec::with_capacity(stores.len());
         let mut seeds = Vec::new();
+        let mut nested_seeds = Vec::with_capacity(self.steps);
         let mut outputs = Vec::with_capacity(self.steps);
         let (mut step_layout, mut output_layout) = (None, None);
         for t in 0..self.steps {
@@ -254,6 +255,8 @@ where
             let x = inputs.step(self.dim, t);
             step_layout.get_or_insert_with(|| x.layout());
             let (output, next) = (self.step)(&stand_in, carry, x);
+            // What the step's seeded regions drew: backward's runs of the step replay it.
+            nested_seeds.push(opened.nested_seeds_so_far());
             output_layout.get_or_insert_with(|| output.layout());
             outputs.push(output);
             let next = Flat::new(next);
@@ -293,6 +296,7 @@ where
                 self.init.layout.clone(),
                 step_layout.clone(),
                 seeds,
+                nested_seeds,
                 device,
             ),
             inputs: slicer::<S>(self.inputs.layout.clone(), self.dim),
@@ -325,13 +329,15 @@ where
     }
 
     /// Step `t` as backward runs it: the cell with its parameters replaced by the given leaves,
-    /// the carry and the step's inputs rebuilt, the step's seed applied.
+    /// the carry and the step's inputs rebuilt, the step's seed applied, as a recompute (the
+    /// seeds its nested regions drew in forward replayed to them).
     fn step_body(
         &self,
         param_ids: Vec<ParamId>,
         carry_layout: C::Layout,
         step_layout: <S::Step as RegionTensors>::Layout,
         seeds: Vec<u64>,
+        nested_seeds: Vec<Vec<u64>>,
         device: Device,
     ) -> StepBody {
         let template = self.cell.clone();
@@ -347,8 +353,10 @@ where
             let x = flat.split_off(carry_len);
             let carry = C::unflatten(&carry_layout, &mut flat.into_iter());
             let x = <S::Step>::unflatten(&step_layout, &mut x.into_iter());
-            Seed(seeds.get(t).copied()).apply(&device);
-            let (output, next) = step(&module, carry, x);
+            let (output, next) = state::recomputing(&nested_seeds[t], &[], || {
+                Seed(seeds.get(t).copied()).apply(&device);
+                step(&module, carry, x)
+            });
             let mut out = Flat::new(output).tensors;
             out.extend(Flat::new(next).tensors);
             out

@@ -325,6 +325,17 @@ impl Opened {
         })
     }
 
+    /// The seeds the regions nested in this one drew since the last call (or since it opened),
+    /// in order; the recording goes on: a scan takes each step's apart.
+    pub(crate) fn nested_seeds_so_far(&mut self) -> Vec<u64> {
+        with_state(|state| match state.frames.get_mut(self.frame.height) {
+            Some(Frame::Region {
+                seeds: Some(seeds), ..
+            }) => std::mem::take(seeds),
+            _ => Vec::new(),
+        })
+    }
+
     /// Where a kept region's run is taken (this region is the kept one): the `count` seeds its
     /// nested regions drew where it ran are skipped in the recompute replaying them, and recorded
     /// again by the regions open around it (a node's forward in that recompute keeps the run

@@ -20,13 +20,12 @@ use burn::backend::{
 use burn_checkpoint_core::{ScanAction, ScanPlan};
 
 use crate::body::{from_dispatch, to_dispatch};
-use crate::state;
 
 use super::objective::giving_gradient;
 
 /// A scan's step as its backward runs it, on dispatch tensors: step `t` on its carry's tensors,
 /// then its input's, then the cell's parameters; the step's output tensors out, then its
-/// carry's. Seeds the step's draws itself.
+/// carry's. Runs as a recompute and seeds the step's draws itself.
 #[derive(Clone)]
 pub(crate) struct StepBody(
     pub(crate) Arc<dyn Fn(usize, Vec<DispatchTensor>) -> Vec<DispatchTensor> + Send + Sync>,
@@ -188,7 +187,7 @@ where
                     current.drain(..).map(outer::<B, C>).collect();
                 step_inputs.extend((spec.inputs.0)(sequence.clone(), t));
                 step_inputs.extend(params.iter().cloned().map(outer::<B, C>));
-                let outputs = state::recomputing(&[], &[], || (spec.step.0)(t, step_inputs));
+                let outputs = (spec.step.0)(t, step_inputs);
                 check_step(spec, t, &outputs);
                 current = outputs
                     .into_iter()
@@ -218,7 +217,7 @@ where
                     .cloned()
                     .map(to_dispatch::<Ad<B, C>>)
                     .collect();
-                let outputs = state::recomputing(&[], &[], || (spec.step.0)(t, step_inputs));
+                let outputs = (spec.step.0)(t, step_inputs);
                 check_step(spec, t, &outputs);
                 let output_step_grads = (spec.outputs.0)(stacked_grads.clone(), t);
                 let step_grads = output_step_grads

@@ -246,3 +246,41 @@ fn backward_runs_each_step_as_the_plan_says_and_as_a_recompute() {
         );
     }
 }
+
+#[test]
+fn a_scan_inside_a_region_gives_the_loops_loss_and_gradients() {
+    let device = device();
+    device.seed(14);
+    let cell = Elman::new(5, 16, &device);
+    let xs = Tensor::<3>::random([3, 9, 5], burn::tensor::Distribution::Default, &device);
+    let h0 = Tensor::<2>::random([3, 16], burn::tensor::Distribution::Default, &device);
+    let plain = elman_run(&cell, &xs, &h0, How::Plain);
+    let run = || {
+        let (xs, h0) = (xs.clone().require_grad(), h0.clone().require_grad());
+        // The outer region's recompute runs the scan's forward again, and its node's backward.
+        let (ys, last) = Region::named("outer").run(
+            &cell,
+            (h0.clone(), xs.clone()),
+            |cell: &Elman, (h0, xs)| {
+                Region::named("elman")
+                    .schedule(Schedule::Snapshots(2))
+                    .scan(cell, h0, xs, 1, |cell: &Elman, hidden, x| {
+                        cell.step(hidden, x)
+                    })
+            },
+        );
+        let loss = ys.powf_scalar(2.0).sum() + last.sum();
+        let grads = loss.backward();
+        (
+            bits(loss),
+            bits(xs.grad(&grads).unwrap()),
+            bits(h0.grad(&grads).unwrap()),
+            bits(cell.hidden.weight.grad(&grads).unwrap()),
+        )
+    };
+    let (loss, inputs, initial, hidden_weight) = run();
+    assert_eq!(loss, plain.loss);
+    assert_eq!(inputs, plain.inputs);
+    assert_eq!(initial, plain.initial);
+    assert_eq!(hidden_weight, plain.params[2].1);
+}

@@ -6,7 +6,7 @@ use crate::common;
 use burn::module::Module;
 use burn::nn::{BatchNorm, BatchNormConfig, Dropout, DropoutConfig, Linear, LinearConfig};
 use burn::tensor::{Device, Distribution, Tensor};
-use burn_checkpoint_22::{checkpoint, checkpoint_scan, region_seed};
+use burn_checkpoint_22::{Region, checkpoint, checkpoint_scan, region_seed};
 use common::{device, grad_of, initialised, param_grads};
 
 #[derive(Module, Debug)]
@@ -154,5 +154,55 @@ fn a_scans_cell_draws_each_steps_masks_again_and_updates_batch_norm_once_a_step(
         plain_net.norm.running_mean.value_sync().into_data(),
         scan_net.norm.running_mean.value_sync().into_data(),
         "running mean updated once a step"
+    );
+}
+
+/// A seeded region inside a scan's step (its dropout draws from a seed of its own): backward's
+/// runs of the step replay the seed the region drew in that step's forward — the loop written
+/// out, the generator used as the scan and the region use it, gives the same loss and gradients.
+#[test]
+fn a_seeded_region_inside_a_scans_step_draws_its_masks_again() {
+    let _generator = common::generator();
+    let device = device();
+    let build = || {
+        device.seed(12);
+        initialised(Noisy::new(8, &device))
+    };
+    let (plain_net, scan_net) = (build(), build());
+    device.seed(6);
+    let xs = Tensor::<3>::random([4, 6, 8], Distribution::Default, &device).require_grad();
+    let h0 = Tensor::<2>::zeros([4, 8], &device);
+
+    device.seed(22);
+    let mut h = h0.clone();
+    let mut ys = Vec::new();
+    for t in 0..6 {
+        // The scan's seed for the step, then the region's own.
+        let seed = region_seed(&device);
+        device.seed(seed);
+        let seed = region_seed(&device);
+        device.seed(seed);
+        let next = plain_net.forward(h + xs.clone().narrow(1, t, 1).squeeze_dim(1));
+        ys.push(next.clone());
+        h = next;
+    }
+    let plain = Tensor::stack::<3>(ys, 1).sum();
+    let plain_grads = plain.backward();
+
+    device.seed(22);
+    let (ys, _) = checkpoint_scan(&scan_net, h0, xs.clone(), 1, |net: &Noisy, h, x| {
+        let next = Region::named("inner")
+            .seeded()
+            .run(net, h + x, |net, input| net.forward(input));
+        (next.clone(), next)
+    });
+    let scan = ys.sum();
+    let scan_grads = scan.backward();
+
+    assert_eq!(plain.into_data(), scan.into_data(), "same loss");
+    assert_eq!(grad_of(&xs, &plain_grads), grad_of(&xs, &scan_grads));
+    assert_eq!(
+        param_grads(&plain_net, &plain_grads),
+        param_grads(&scan_net, &scan_grads)
     );
 }
