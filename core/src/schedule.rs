@@ -32,8 +32,8 @@ pub enum Schedule {
     /// checkpointing (revolve): the fewest forward steps run again for that many. With `c`
     /// snapshots, up to `binomial(c + 1 + r, r)` steps run each step forward at most `r` times,
     /// the forward's own run included (besides the one run that differentiates it).
-    /// `Snapshots(0)` runs each step again from the start; `T - 1` or more is [`EveryStep`](
-    /// Schedule::EveryStep).
+    /// `Snapshots(0)` runs each step again from the start; `T - 1` or more is
+    /// [`EveryStep`](Schedule::EveryStep).
     Snapshots(usize),
     /// As many carries as fit in this many bytes (each the carry's size), placed as
     /// [`Snapshots`](Schedule::Snapshots) places them.
