@@ -310,9 +310,18 @@ fn the_planner_fits_budgets_from_the_plain_peak_to_the_floor() {
     let counts = fitted.plan.counts();
     let counts = &counts["memory::common::Block::forward"];
     assert!(
-        counts.len() >= 2 && counts.get(&Treatment::RecomputeAll).is_some(),
-        "halfway between, some blocks recomputed and some not: {counts:?}"
+        counts.keys().any(|treatment| *treatment != Treatment::Keep),
+        "halfway between, keeping every block does not fit: {counts:?}"
     );
+    // Where recomputing was measured to cost time, halfway recomputes some blocks and keeps
+    // others. On a loaded machine recompute-all's profiled step of 20 ms was once measured as
+    // fast as keeping's; the plan then rightly recomputed every block (a timing, not a rule).
+    if profile.plan(floor).unwrap().predicted_recompute_seconds > 0.0 {
+        assert!(
+            counts.len() >= 2 && counts.get(&Treatment::RecomputeAll).is_some(),
+            "halfway between, some blocks recomputed and some not: {counts:?}"
+        );
+    }
 
     // The profile's JSON round trip, and the floor's error.
     let json = serde_json::to_string(&profile).unwrap();
