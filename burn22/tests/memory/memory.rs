@@ -148,20 +148,26 @@ fn a_scan_holds_its_carries_and_outputs_not_its_steps_activations() {
 }
 
 #[test]
-fn the_memory_report_counts_a_scan_as_one_region() {
+fn the_memory_report_counts_a_scan_as_one_region_holding_its_carries() {
     let _alone = common::alone();
     let device = Device::flex().autodiff();
     device.seed(3);
     let block = Block::new(16, &device);
     let xs = Tensor::<3>::random([8, 12, 16], Distribution::Default, &device);
     let h0 = Tensor::<2>::zeros([8, 16], &device);
-    let (_, report) = StepReport::measure(Meter::Host, || {
-        recurrent_step(&block, &xs, &h0, Some(Schedule::Snapshots(3)));
-    });
-    let names: Vec<String> = report
-        .regions
-        .iter()
-        .map(|region| format!("{}#{}", region.name, region.index))
-        .collect();
-    assert_eq!(names, ["rnn#0"], "{report}");
+    let held = |schedule| {
+        let (_, report) = StepReport::measure(Meter::Host, || {
+            recurrent_step(&block, &xs, &h0, Some(schedule));
+        });
+        // One region instance (its index counts on: the thread's second scan is `rnn#1`).
+        let names: Vec<&str> = report.regions.iter().map(|r| r.name.as_str()).collect();
+        assert_eq!(names, ["rnn"], "{report}");
+        report.regions[0].held_bytes
+    };
+    let (every_step, snapshots) = (held(Schedule::EveryStep), held(Schedule::Snapshots(3)));
+    // 12 steps: 11 carries of 8×16 floats stored, or 3 (and the last step's): 7 fewer.
+    assert!(
+        every_step - snapshots >= 7 * 8 * 16 * 4,
+        "held: every step {every_step}, 3 snapshots {snapshots}"
+    );
 }
