@@ -28,7 +28,7 @@ use crate::offload::Stored;
 use crate::state::{self, KeptRun, Rerun};
 
 use super::join::{Parent, Slot, Stash, TensorMeta, hand_down, owes_a_gradient, placeholder};
-use super::objective::giving_gradient;
+use super::objective::nested_backward;
 use super::scan::{self, ScanState};
 
 /// The gradient a region's node consumed for its output of shape `expected`, or none where only
@@ -199,23 +199,9 @@ where
             }
         }
     };
-    let mut objective: Option<FloatTensor<Ad<B, C>>> = None;
-    for (output, grad) in outputs.into_iter().zip(output_grads) {
-        let output = from_dispatch::<Ad<B, C>>(output);
-        // An output that depends on no tracked tensor has no gradient to give.
-        let Some(grad) = grad.filter(|_| output.is_tracked()) else {
-            continue;
-        };
-        let term = giving_gradient::<B, C>(output, grad);
-        objective = Some(match objective {
-            None => term,
-            Some(sum) => Ad::<B, C>::float_add(sum, term),
-        });
-    }
-    let Some(objective) = objective else {
+    let Some(nested) = nested_backward::<B, C>(outputs, output_grads) else {
         return state.tensors.iter().map(|_| None).collect();
     };
-    let nested = Ad::<B, C>::backward(objective);
     leaves
         .iter()
         .zip(wanted)

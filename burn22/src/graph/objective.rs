@@ -1,12 +1,17 @@
-//! Where a recompute's nested backward starts: each output given the gradient backward brought
-//! to the region ([`giving_gradient`]), for a region node's recompute and a scan's steps alike.
+//! A recompute's nested backward ([`nested_backward`]): each output given the gradient backward
+//! brought to the region, for a region node's recompute and a scan's steps alike.
 
 use burn::backend::autodiff::checkpoint::base::Checkpointer;
 use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
 use burn::backend::autodiff::grads::Gradients;
 use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
+use burn::backend::ops::FloatTensorOps;
 use burn::backend::tensor::FloatTensor;
-use burn::backend::{Autodiff, Backend, TensorMetadata};
+use burn::backend::{
+    Autodiff, AutodiffBackend, Backend, DispatchKindConversion, DispatchTensor, TensorMetadata,
+};
+
+use crate::body::from_dispatch;
 
 use super::join::placeholder;
 
@@ -30,7 +35,7 @@ impl<B: Backend> Backward<B, 1> for OutputGradient {
 
 /// A one-element placeholder whose backward gives `output` the gradient `grad` (see
 /// [`OutputGradient`]).
-pub(super) fn giving_gradient<B: Backend, C: CheckpointStrategy>(
+fn giving_gradient<B: Backend, C: CheckpointStrategy>(
     output: FloatTensor<Autodiff<B, C>>,
     grad: FloatTensor<B>,
 ) -> FloatTensor<Autodiff<B, C>> {
@@ -44,4 +49,33 @@ pub(super) fn giving_gradient<B: Backend, C: CheckpointStrategy>(
         OpsKind::Tracked(prep) => prep.finish(grad, value),
         OpsKind::UnTracked(prep) => prep.finish(value),
     }
+}
+
+/// The nested backward that gives each of `outputs` (the body's, run again on fresh leaves) its
+/// gradient from `grads`, in order: one objective, the sum of an [`OutputGradient`] term per
+/// output that has a gradient and depends on a tracked tensor. `None` when no output has one to
+/// give (an output the loss does not reach takes no part, as in plain autodiff: a zero gradient
+/// would not do, 0 × ∞ is NaN).
+pub(super) fn nested_backward<B: Backend, C: CheckpointStrategy>(
+    outputs: Vec<DispatchTensor>,
+    grads: impl IntoIterator<Item = Option<FloatTensor<B>>>,
+) -> Option<Gradients>
+where
+    DispatchTensor: DispatchKindConversion<Autodiff<B, C>>,
+{
+    type Ad<B, C> = Autodiff<B, C>;
+    let mut objective: Option<FloatTensor<Ad<B, C>>> = None;
+    for (output, grad) in outputs.into_iter().zip(grads) {
+        let output = from_dispatch::<Ad<B, C>>(output);
+        // An output that depends on no tracked tensor has no gradient to give.
+        let Some(grad) = grad.filter(|_| output.is_tracked()) else {
+            continue;
+        };
+        let term = giving_gradient::<B, C>(output, grad);
+        objective = Some(match objective {
+            None => term,
+            Some(sum) => Ad::<B, C>::float_add(sum, term),
+        });
+    }
+    objective.map(Ad::<B, C>::backward)
 }

@@ -21,7 +21,7 @@ use burn_checkpoint_core::{ScanAction, ScanPlan};
 
 use crate::body::{from_dispatch, to_dispatch};
 
-use super::objective::giving_gradient;
+use super::objective::nested_backward;
 
 /// A scan's step as its backward runs it, on dispatch tensors: step `t` on its carry's tensors,
 /// then its input's, then the cell's parameters; the step's output tensors out, then its
@@ -225,23 +225,10 @@ where
                     .zip(&reached)
                     .map(|(grad, &reached)| reached.then(|| inner::<B, C>(grad)))
                     .chain(carry_grads.drain(..));
-                let mut objective: Option<FloatTensor<Ad<B, C>>> = None;
-                for (output, grad) in outputs.into_iter().zip(step_grads) {
-                    let output = from_dispatch::<Ad<B, C>>(output);
-                    let Some(grad) = grad.filter(|_| output.is_tracked()) else {
-                        continue;
-                    };
-                    let term = giving_gradient::<B, C>(output, grad);
-                    objective = Some(match objective {
-                        None => term,
-                        Some(sum) => Ad::<B, C>::float_add(sum, term),
-                    });
-                }
-                let Some(objective) = objective else {
+                let Some(nested) = nested_backward::<B, C>(outputs, step_grads) else {
                     carry_grads = carry_leaves.iter().map(|_| None).collect();
                     continue;
                 };
-                let nested = Ad::<B, C>::backward(objective);
                 carry_grads = carry_leaves
                     .iter()
                     .map(|leaf| Ad::<B, C>::grad(leaf, &nested))

@@ -10,24 +10,31 @@ use burn_checkpoint_22::{Region, Schedule, checkpoint};
 use burn_checkpoint_core::memory::mib;
 use common::Block;
 
-/// Bytes held after forward (the graph's saved activations) and the step's peak, both above
-/// what was allocated before the step.
-fn step(blocks: &[Block], x: &Tensor<2>, regions: bool) -> (usize, usize) {
+/// Bytes held after `forward` (the graph's saved activations, up to its loss) and the step's
+/// peak through backward, both above what was allocated before the step.
+fn held_and_peak(forward: impl FnOnce() -> Tensor<1>) -> (usize, usize) {
     let measure = Meter::Host.start();
-    let mut h = x.clone();
-    for block in blocks {
-        h = if regions {
-            checkpoint(block, h, |block, h| block.body(h))
-        } else {
-            block.body(h)
-        };
-    }
-    let loss = h.powf_scalar(2.0).mean();
+    let loss = forward();
     let held = measure.now();
     let grads = loss.backward();
     let peak = measure.finish().in_use;
     drop(grads);
     (held as usize, peak as usize)
+}
+
+/// [`held_and_peak`] of a stack of blocks, plain or a region each.
+fn step(blocks: &[Block], x: &Tensor<2>, regions: bool) -> (usize, usize) {
+    held_and_peak(|| {
+        let mut h = x.clone();
+        for block in blocks {
+            h = if regions {
+                checkpoint(block, h, |block, h| block.body(h))
+            } else {
+                block.body(h)
+            };
+        }
+        h.powf_scalar(2.0).mean()
+    })
 }
 
 #[test]
@@ -65,42 +72,38 @@ fn regions_hold_a_fraction_of_plain_autodiffs_activations() {
     );
 }
 
-/// Bytes held after forward and the step's peak of a recurrent loop over `block` (the carry
-/// added to each step's input, then the block): written out, or one scan under `schedule`.
+/// [`held_and_peak`] of a recurrent loop over `block` (the carry added to each step's input,
+/// then the block): written out, or one scan under `schedule`.
 fn recurrent_step(
     block: &Block,
     xs: &Tensor<3>,
     h0: &Tensor<2>,
     schedule: Option<Schedule>,
 ) -> (usize, usize) {
-    let measure = Meter::Host.start();
     let step = |block: &Block, h: Tensor<2>, x: Tensor<2>| {
         let h = block.body(h + x);
         (h.clone(), h)
     };
-    let (ys, last) = match schedule {
-        Some(schedule) => {
-            Region::named("rnn")
-                .schedule(schedule)
-                .scan(block, h0.clone(), xs.clone(), 1, step)
-        }
-        None => {
-            let mut h = h0.clone();
-            let mut ys = Vec::new();
-            for t in 0..xs.dims()[1] {
-                let (y, next) = step(block, h, xs.clone().narrow(1, t, 1).squeeze_dim(1));
-                ys.push(y);
-                h = next;
+    held_and_peak(|| {
+        let (ys, last) = match schedule {
+            Some(schedule) => {
+                Region::named("rnn")
+                    .schedule(schedule)
+                    .scan(block, h0.clone(), xs.clone(), 1, step)
             }
-            (Tensor::stack(ys, 1), h)
-        }
-    };
-    let loss = ys.powf_scalar(2.0).mean() + last.mean();
-    let held = measure.now();
-    let grads = loss.backward();
-    let peak = measure.finish().in_use;
-    drop(grads);
-    (held as usize, peak as usize)
+            None => {
+                let mut h = h0.clone();
+                let mut ys = Vec::new();
+                for t in 0..xs.dims()[1] {
+                    let (y, next) = step(block, h, xs.clone().narrow(1, t, 1).squeeze_dim(1));
+                    ys.push(y);
+                    h = next;
+                }
+                (Tensor::stack(ys, 1), h)
+            }
+        };
+        ys.powf_scalar(2.0).mean() + last.mean()
+    })
 }
 
 #[test]

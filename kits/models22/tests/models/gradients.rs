@@ -83,17 +83,7 @@ fn recurrent_cells_as_regions_give_the_gradients_of_plain_autodiff() {
     let _generator = generator();
     let device = Device::flex().autodiff();
     for (layers, bidirectional) in [(1, false), (2, true)] {
-        device.seed(5);
-        let model = initialised(LstmNetwork::new(
-            3,
-            8,
-            layers,
-            bidirectional,
-            0.0,
-            1,
-            &device,
-        ));
-        let x = LstmNetwork::sequences(4, 12, 3, &device).require_grad();
+        let (model, x) = recurrent_network(layers, bidirectional, &device);
         let grads = |cut| {
             let loss = model.forward(x.clone(), cut).powf_scalar(2.0).mean();
             let grads = loss.backward();
@@ -114,6 +104,27 @@ fn recurrent_cells_as_regions_give_the_gradients_of_plain_autodiff() {
     }
 }
 
+/// modern-lstm's network of `layers` layers (both directions if `bidirectional`), seeded, and a
+/// batch of sequences requiring a gradient: what both recurrent tests compare on.
+fn recurrent_network(
+    layers: usize,
+    bidirectional: bool,
+    device: &Device,
+) -> (LstmNetwork, Tensor<3>) {
+    device.seed(5);
+    let model = initialised(LstmNetwork::new(
+        3,
+        8,
+        layers,
+        bidirectional,
+        0.0,
+        1,
+        device,
+    ));
+    let x = LstmNetwork::sequences(4, 12, 3, device).require_grad();
+    (model, x)
+}
+
 /// The same network with each direction one checkpointed scan over the sequence (every step and
 /// layer one region node): the input's gradient bit for bit under every schedule, each weight's
 /// as with a region per cell call — bit for bit where its op is one step deeper each step, in
@@ -124,17 +135,7 @@ fn the_recurrent_network_as_scans_gives_the_gradients_of_plain_autodiff() {
     let _generator = generator();
     let device = Device::flex().autodiff();
     for (layers, bidirectional) in [(1, false), (2, true)] {
-        device.seed(5);
-        let model = initialised(LstmNetwork::new(
-            3,
-            8,
-            layers,
-            bidirectional,
-            0.0,
-            1,
-            &device,
-        ));
-        let x = LstmNetwork::sequences(4, 12, 3, &device).require_grad();
+        let (model, x) = recurrent_network(layers, bidirectional, &device);
         let grads = |schedule: Option<Schedule>| {
             let output = match schedule {
                 None => model.forward(x.clone(), Cut::None),
