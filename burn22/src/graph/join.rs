@@ -87,15 +87,44 @@ impl<B: Backend, const N: usize> Backward<B, N> for Join {
         let (stash, slots, metas, device, dtype) = ops.state;
         // A join's own gradient is a placeholder: the region put the real ones in the stash.
         let _ = grads.consume::<B>(&ops.node);
-        for (parent, slot) in ops.parents.into_iter().zip(slots) {
-            if let Some(parent) = parent {
-                let owed = owes_a_gradient(parent.order, parent.distributed_params.is_some());
-                let to = Parent {
-                    id: parent.id,
-                    owed,
-                };
-                hand_down::<B>(grads, to, slot, &stash, &metas, &device, dtype);
-            }
+        let parents = ops
+            .parents
+            .map(|p| p.map(|p| Parent::new(p.id, p.order, p.distributed_params.is_some())));
+        hand_down_each::<B>(grads, parents, &slots, &stash, &metas, &device, dtype);
+    }
+}
+
+impl<B: Backend, C: CheckpointStrategy> AnyParents<B, C> for Join {
+    type State = JoinShared<B>;
+
+    fn finish<const N: usize>(
+        self,
+        nodes: [NodeGuard; N],
+        slots: [Slot; N],
+        (stash, metas, device, dtype): JoinShared<B>,
+        out: FloatTensor<B>,
+    ) -> FloatTensor<Autodiff<B, C>> {
+        match self.prepare::<C>(nodes).compute_bound().stateful() {
+            OpsKind::Tracked(prep) => prep.finish((stash, slots, metas, device, dtype), out),
+            OpsKind::UnTracked(prep) => prep.finish(out),
+        }
+    }
+}
+
+/// Gives each of a node's parents (the region's tensors or a join, as `slots` says; `None` for
+/// an untracked one) its gradient, in the parents' order.
+pub(super) fn hand_down_each<B: Backend>(
+    grads: &mut Gradients,
+    parents: impl IntoIterator<Item = Option<Parent>>,
+    slots: &[Slot],
+    stash: &Stash<B>,
+    metas: &[TensorMeta],
+    device: &B::Device,
+    dtype: DType,
+) {
+    for (parent, &slot) in parents.into_iter().zip(slots) {
+        if let Some(parent) = parent {
+            hand_down::<B>(grads, parent, slot, stash, metas, device, dtype);
         }
     }
 }
@@ -108,12 +137,19 @@ pub(super) struct Parent {
     pub(super) owed: bool,
 }
 
-/// Whether a parent must get a gradient registered even when the body gave it none: a tensor
-/// computed by another node (its step consumes its gradient unconditionally), or a parameter
-/// under Burn's data parallelism (its all-reduce waits for it). A plain leaf need not: it has no
-/// gradient, as in plain autodiff.
-pub(super) fn owes_a_gradient(order: usize, distributed: bool) -> bool {
-    order != 0 || distributed
+impl Parent {
+    /// The parent `id` at depth `order`, a parameter under Burn's data parallelism or not.
+    ///
+    /// It must get a gradient registered even when the body gave it none where it is a tensor
+    /// computed by another node (its step consumes its gradient unconditionally), or a parameter
+    /// under Burn's data parallelism (its all-reduce waits for it). A plain leaf need not: it has
+    /// no gradient, as in plain autodiff.
+    pub(super) fn new(id: NodeId, order: usize, distributed: bool) -> Self {
+        Self {
+            id,
+            owed: order != 0 || distributed,
+        }
+    }
 }
 
 /// Gives the parent in `slot` its gradient: a region tensor's from the stash (or, if the region
@@ -143,48 +179,78 @@ pub(super) fn placeholder<B: Backend>(device: &B::Device, dtype: DType) -> Float
     B::float_zeros(Shape::new([1]), device, dtype.into())
 }
 
-/// The most parents one join has: a region over more tensors chains joins of this many.
-const JOIN_WIDTH: usize = 32;
+/// The most parents one node of a region has: a region over more tensors chains joins below
+/// its node.
+pub(super) const JOIN_WIDTH: usize = 32;
 
-/// Joins the region's tensors into one node (or, over more than [`JOIN_WIDTH`] tensors, a chain
-/// of joins); returns the last join (or the only tensor) and which of the two it is.
+/// The region node's parents: the region's tensors themselves where there are at most `width`
+/// of them; else joins, each over up to [`JOIN_WIDTH`] consecutive tensors (and, over more than
+/// `width` joins, joins of joins); each with which tensor (or join) it is.
 ///
-/// One node over all of them, as the op of plain autodiff that reads them all (a `cat`): Burn runs
+/// A tensor gets its gradient from the node that is its parent, one depth below the deepest of
+/// that node's parents, as from the op of plain autodiff that reads them all (a `cat`): Burn runs
 /// a backward depth by depth, a node one deeper than its deepest parent, and within one depth in
 /// the order of its graph walk. A chain of two-parent joins put the first joins at the depth of
 /// other consumers of their tensors, which then got their gradient's terms in another order than
 /// in plain autodiff, and a sum differing in its last bits (DenseNet-BC, where each layer's output
-/// goes to every later layer of its block).
-pub(super) fn join_all<B: Backend, C: CheckpointStrategy>(
+/// goes to every later layer of its block). Over more than `width` tensors, every tensor is a
+/// join's parent, so that tensors of one depth get their gradients at one depth (a region node
+/// with both tensors and a join as parents sits one deeper than them).
+///
+/// A region node that is its tensors' own child (rather than a join's) is one graph entry
+/// instead of two: every nested backward's sweep of the graph is that much shorter.
+pub(super) fn join_down<B: Backend, C: CheckpointStrategy>(
     tensors: Vec<FloatTensor<Autodiff<B, C>>>,
+    width: usize,
     stash: &Arc<Stash<B>>,
     metas: &Arc<Vec<TensorMeta>>,
-) -> (FloatTensor<Autodiff<B, C>>, Slot) {
-    let mut tensors = tensors.into_iter().enumerate();
-    let (_, first) = tensors.next().expect("at least one tensor");
-    let mut acc = first;
-    let mut acc_slot = Slot::Tensor(0);
-    loop {
-        let group: Vec<_> = tensors.by_ref().take(JOIN_WIDTH - 1).collect();
-        if group.is_empty() {
-            return (acc, acc_slot);
-        }
-        let (device, dtype) = (acc.primitive().device(), acc.primitive().dtype());
-        let slots: Vec<Slot> = std::iter::once(acc_slot)
-            .chain(group.iter().map(|(index, _)| Slot::Tensor(*index)))
+) -> Vec<(FloatTensor<Autodiff<B, C>>, Slot)> {
+    assert!(
+        (1..=JOIN_WIDTH).contains(&width),
+        "1 to {JOIN_WIDTH} parents"
+    );
+    let mut parents: Vec<_> = tensors
+        .into_iter()
+        .enumerate()
+        .map(|(index, tensor)| (tensor, Slot::Tensor(index)))
+        .collect();
+    while parents.len() > width {
+        // As many joins as it takes, their sizes as even as they go.
+        let joins = parents.len().div_ceil(JOIN_WIDTH);
+        let mut rest = parents.into_iter();
+        parents = (0..joins)
+            .map(|k| {
+                let size = (rest.len()).div_ceil(joins - k);
+                let group: Vec<_> = rest.by_ref().take(size).collect();
+                (join_over::<B, C>(group, stash, metas), Slot::Join)
+            })
             .collect();
-        let nodes: Vec<NodeGuard> = std::iter::once(acc.node())
-            .chain(group.iter().map(|(_, tensor)| tensor.node()))
-            .collect();
-        let out = placeholder::<B>(&device, dtype);
-        acc = join::<B, C>(
-            nodes,
-            slots,
-            (stash.clone(), metas.clone(), device, dtype),
-            out,
-        );
-        acc_slot = Slot::Join;
     }
+    parents
+}
+
+/// One join over `group` (2 to [`JOIN_WIDTH`] tensors or joins).
+fn join_over<B: Backend, C: CheckpointStrategy>(
+    group: Vec<(FloatTensor<Autodiff<B, C>>, Slot)>,
+    stash: &Arc<Stash<B>>,
+    metas: &Arc<Vec<TensorMeta>>,
+) -> FloatTensor<Autodiff<B, C>> {
+    let (device, dtype) = (
+        group[0].0.primitive().device(),
+        group[0].0.primitive().dtype(),
+    );
+    let (nodes, slots): (Vec<NodeGuard>, Vec<Slot>) = group
+        .iter()
+        .map(|(tensor, slot)| (tensor.node(), *slot))
+        .unzip();
+    let out = placeholder::<B>(&device, dtype);
+    finish_over::<B, C, _>(
+        Join,
+        nodes,
+        slots,
+        (stash.clone(), metas.clone(), device, dtype),
+        out,
+    )
 }
 
 /// What every join of a region shares: where the gradients are, what the tensors are, and where
@@ -196,34 +262,43 @@ type JoinShared<B> = (
     DType,
 );
 
-/// One join node over `nodes` (2 to [`JOIN_WIDTH`]): Burn's ops take their parents as an array
-/// of a size known when compiling, so each size is its own instance.
-fn join<B: Backend, C: CheckpointStrategy>(
+/// A node of a region that takes any number of parents (1 to [`JOIN_WIDTH`]): Burn's ops take
+/// their parents as an array of a size known when compiling, so each size is its own instance,
+/// which [`finish_over`] picks.
+pub(super) trait AnyParents<B: Backend, C: CheckpointStrategy> {
+    /// The node's state besides its parents' slots.
+    type State;
+
+    /// The node over `nodes`, which are the tensors (or joins) `slots` says, giving `out`.
+    fn finish<const N: usize>(
+        self,
+        nodes: [NodeGuard; N],
+        slots: [Slot; N],
+        state: Self::State,
+        out: FloatTensor<B>,
+    ) -> FloatTensor<Autodiff<B, C>>;
+}
+
+/// `op`'s node over `nodes` (1 to [`JOIN_WIDTH`]), built by its instance for that many.
+pub(super) fn finish_over<B: Backend, C: CheckpointStrategy, O: AnyParents<B, C>>(
+    op: O,
     nodes: Vec<NodeGuard>,
     slots: Vec<Slot>,
-    (stash, metas, device, dtype): JoinShared<B>,
+    state: O::State,
     out: FloatTensor<B>,
 ) -> FloatTensor<Autodiff<B, C>> {
-    fn sized<B: Backend, C: CheckpointStrategy, const N: usize>(
-        nodes: Vec<NodeGuard>,
-        slots: Vec<Slot>,
-        (stash, metas, device, dtype): JoinShared<B>,
-        out: FloatTensor<B>,
-    ) -> FloatTensor<Autodiff<B, C>> {
-        let nodes: [NodeGuard; N] = nodes.try_into().unwrap_or_else(|_| unreachable!());
-        let slots: [Slot; N] = slots.try_into().unwrap_or_else(|_| unreachable!());
-        match Join.prepare::<C>(nodes).compute_bound().stateful() {
-            OpsKind::Tracked(prep) => prep.finish((stash, slots, metas, device, dtype), out),
-            OpsKind::UnTracked(prep) => prep.finish(out),
-        }
-    }
     macro_rules! by_size {
         ($($n:literal)*) => {
             match nodes.len() {
-                $($n => sized::<B, C, $n>(nodes, slots, (stash, metas, device, dtype), out),)*
-                n => unreachable!("a join over {n} nodes (2 to {JOIN_WIDTH})"),
+                $($n => op.finish::<$n>(
+                    nodes.try_into().unwrap_or_else(|_| unreachable!()),
+                    slots.try_into().unwrap_or_else(|_| unreachable!()),
+                    state,
+                    out,
+                ),)*
+                n => unreachable!("a region node over {n} nodes (1 to {JOIN_WIDTH})"),
             }
         };
     }
-    by_size!(2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32)
+    by_size!(1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32)
 }

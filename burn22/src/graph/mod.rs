@@ -3,20 +3,20 @@
 //! The region's forward has run by the time its node is built (`forward.rs`: the body on
 //! untracked autodiff tensors: layers see a training device, nothing is recorded). The graph
 //! gets:
-//! - a *join* node whose parents are the region's tensors (inputs and parameters; beyond 32, a
-//!   chain of joins), so that every tensor keeps its place in Burn's traversal order and its count
-//!   of consumers (which Burn's data parallelism reads to know when a gradient is complete), and
-//!   gets its gradient's terms in plain autodiff's order;
-//! - the *region* node, child of the join (or, for a region over one tensor, of that tensor
-//!   itself), holding the body and the inner primitives of its tensors (a parameter's primitive
-//!   shares the parameter's buffer);
+//! - the *region* node, whose parents are the region's tensors (inputs and parameters), so that
+//!   every tensor keeps its place in Burn's traversal order and its count of consumers (which
+//!   Burn's data parallelism reads to know when a gradient is complete), and gets its gradient's
+//!   terms in plain autodiff's order. It holds the body and the inner primitives of its tensors
+//!   (a parameter's primitive shares the parameter's buffer). Over more than 32 tensors, *join*
+//!   nodes over the first ones stand between (a chain); a memory-bound region node (which Burn's
+//!   Balanced checkpointing may rematerialise) has one join over all of them as its one parent;
 //! - with several outputs, one *pick* node per output, child of the region node.
 //!
 //! Backward: the picks leave their gradients in the region's output stash; the region node runs the
 //! body again on fresh autodiff leaves, calls a nested backward that starts by giving each output
 //! its gradient (an output-gradient node per output, the same bits as Σ⟨out, grad⟩), and leaves
-//! each tensor's gradient in the input stash; each join hands its parents their gradients (and a
-//! region node whose parent is its one tensor hands it its gradient itself). An output the loss
+//! each tensor's gradient in the input stash, and hands its parents their gradients (a join
+//! parent a placeholder: each join hands its own parents theirs). An output the loss
 //! does not reach takes no part in the nested backward.
 //!
 //! Burn requires every parent a node lists to get a gradient registered (else the parent's own
@@ -45,7 +45,7 @@ mod nodes;
 mod objective;
 mod scan;
 
-use join::{Stash, TensorMeta, join_all, placeholder};
+use join::{JOIN_WIDTH, Slot, Stash, TensorMeta, finish_over, join_down, placeholder};
 pub(crate) use nodes::reseed_in_backward;
 use nodes::{Pick, RegionState, RegionStep, Rematerialise};
 use scan::ScanState;
@@ -104,8 +104,13 @@ where
             .collect(),
     );
     let input_stash = Stash::<B>::new(tensors.len());
-    let (joined, parent) = join_all::<B, C>(tensors, &input_stash, &metas);
     let several = outputs.len() > 1;
+    // A memory-bound node with several outputs would need its picks rematerialised too: it is
+    // kept as a compute-bound one.
+    let memory_bound = spec.memory_bound && !several;
+    // A memory-bound node's parent is one join (see below); any other's are its tensors.
+    let width = if memory_bound { 1 } else { JOIN_WIDTH };
+    let parents = join_down::<B, C>(tensors, width, &input_stash, &metas);
     let output_stash = several.then(|| Stash::<B>::new(outputs.len()));
     // The inputs' buffers leave the device (where nothing else holds them) once their copies
     // are in host memory; parameters stay: they are the module's own buffers.
@@ -130,7 +135,8 @@ where
         slot: spec.slot,
         wanted,
         input_stash,
-        parent,
+        // Set as the node is built, over the parents it gets.
+        parents: Vec::new(),
         outputs: outputs.iter().map(|o| (o.shape(), o.dtype())).collect(),
         output_stash: output_stash.clone(),
         _produced: None,
@@ -138,7 +144,6 @@ where
         kept: spec.kept.into(),
         scan: spec.scan.map(ScanState::new::<C>),
     };
-    let guard = joined.node();
     let node_output = if several {
         placeholder::<B>(&device, dtype)
     } else {
@@ -148,29 +153,23 @@ where
     let token = Arc::new(());
     let mut state = state;
     state._produced = (!several).then(|| token.clone());
-    let prepared = RegionStep::<C>(PhantomData).prepare::<C>([guard]);
-    // A memory-bound node with several outputs would need its picks rematerialised too: it is
-    // kept as a compute-bound one.
-    let prepared = if spec.memory_bound && !several {
-        let retro = Rematerialise::<B, C> {
-            state: state.clone(),
-            strategy: PhantomData,
-        };
-        // The parent is checkpointed (a join's one-element placeholder, or the one tensor's own
-        // buffer, which the node holds anyway) so that Burn's recursion over what a
-        // rematerialisation needs stops there: the node holds its tensors itself.
-        prepared
-            .memory_bound()
-            .retro_forward(retro)
-            .parents([&joined])
+    let region = if memory_bound {
+        memory_bound_node::<B, C>(parents, state, node_output)
     } else {
-        prepared.compute_bound()
+        let (nodes, slots) = parents
+            .iter()
+            .map(|(tensor, slot)| (tensor.node(), *slot))
+            .unzip();
+        let region = finish_over::<B, C, _>(
+            RegionStep::<C>(PhantomData),
+            nodes,
+            slots,
+            state,
+            node_output,
+        );
+        drop(parents);
+        region
     };
-    let region = match prepared.stateful() {
-        OpsKind::Tracked(prep) => prep.finish(state, node_output),
-        OpsKind::UnTracked(prep) => prep.finish(node_output),
-    };
-    drop(joined);
     let Some(stash) = output_stash else {
         produced::mark(region.id(), &token);
         return vec![region];
@@ -200,4 +199,34 @@ where
             pick
         })
         .collect()
+}
+
+/// A memory-bound region node over its one parent (a join of its tensors, or its one tensor),
+/// which Burn's Balanced checkpointing may rematerialise.
+fn memory_bound_node<B: Backend, C: CheckpointStrategy>(
+    parents: Vec<(FloatTensor<Autodiff<B, C>>, Slot)>,
+    mut state: RegionState<B>,
+    node_output: FloatTensor<B>,
+) -> FloatTensor<Autodiff<B, C>>
+where
+    DispatchTensor: DispatchKindConversion<Autodiff<B, C>>,
+{
+    let [(joined, slot)]: [_; 1] = parents.try_into().unwrap_or_else(|_| unreachable!());
+    state.parents = vec![slot];
+    let retro = Rematerialise::<B, C> {
+        state: state.clone(),
+        strategy: PhantomData,
+    };
+    // The parent is checkpointed (a join's one-element placeholder, or the one tensor's own
+    // buffer, which the node holds anyway) so that Burn's recursion over what a
+    // rematerialisation needs stops there: the node holds its tensors itself.
+    let prepared = RegionStep::<C>(PhantomData)
+        .prepare::<C>([joined.node()])
+        .memory_bound()
+        .retro_forward(retro)
+        .parents([&joined]);
+    match prepared.stateful() {
+        OpsKind::Tracked(prep) => prep.finish(state, node_output),
+        OpsKind::UnTracked(prep) => prep.finish(node_output),
+    }
 }

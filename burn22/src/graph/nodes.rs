@@ -13,7 +13,7 @@ use burn::backend::autodiff::checkpoint::retro_forward::RetroForward;
 use burn::backend::autodiff::checkpoint::state::BackwardStates;
 use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
 use burn::backend::autodiff::grads::Gradients;
-use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
+use burn::backend::autodiff::ops::{Backward, NodeGuard, Ops, OpsKind};
 use burn::backend::ops::FloatTensorOps;
 use burn::backend::tensor::FloatTensor;
 use burn::backend::{
@@ -27,7 +27,7 @@ use crate::body::{Body, from_dispatch, to_dispatch};
 use crate::offload::Stored;
 use crate::state::{self, KeptRun, Rerun};
 
-use super::join::{Parent, Slot, Stash, TensorMeta, hand_down, owes_a_gradient, placeholder};
+use super::join::{AnyParents, Parent, Slot, Stash, TensorMeta, hand_down_each, placeholder};
 use super::objective::nested_backward;
 use super::scan::{self, ScanState};
 
@@ -57,9 +57,10 @@ pub(super) struct RegionState<B: Backend> {
     pub(super) wanted: Vec<bool>,
     /// Where the joins find the gradients of the tensors.
     pub(super) input_stash: Arc<Stash<B>>,
-    /// What the region node's parent is: the last join, or, for a region over one tensor, that
-    /// tensor itself (which must get its gradient, not a join's placeholder).
-    pub(super) parent: Slot,
+    /// What the region node's parents are: its tensors (which must get their gradients, not a
+    /// join's placeholder), or, for a memory-bound node or one over more than 32 tensors, joins
+    /// of them first.
+    pub(super) parents: Vec<Slot>,
     /// The forward outputs' shapes and dtypes: the recompute must give the same.
     pub(super) outputs: Vec<(Shape, DType)>,
     /// With several outputs: where the picks leave the outputs' gradients.
@@ -88,7 +89,7 @@ impl<B: Backend> Clone for RegionState<B> {
             slot: self.slot,
             wanted: self.wanted.clone(),
             input_stash: self.input_stash.clone(),
-            parent: self.parent,
+            parents: self.parents.clone(),
             outputs: self.outputs.clone(),
             output_stash: self.output_stash.clone(),
             _produced: self._produced.clone(),
@@ -110,13 +111,13 @@ impl<B: Backend> fmt::Debug for RegionState<B> {
 #[derive(Debug)]
 pub(super) struct RegionStep<C>(pub(super) PhantomData<C>);
 
-impl<B: Backend, C: CheckpointStrategy> Backward<B, 1> for RegionStep<C>
+impl<B: Backend, C: CheckpointStrategy, const N: usize> Backward<B, N> for RegionStep<C>
 where
     DispatchTensor: DispatchKindConversion<Autodiff<B, C>>,
 {
     type State = RegionState<B>;
 
-    fn backward(self, ops: Ops<Self::State, 1>, grads: &mut Gradients, _: &mut Checkpointer) {
+    fn backward(self, ops: Ops<Self::State, N>, grads: &mut Gradients, _: &mut Checkpointer) {
         let state = ops.state;
         let node_grad = grads.consume::<B>(&ops.node);
         // An output the loss does not reach has no gradient: it takes no part in the nested
@@ -144,21 +145,38 @@ where
                 state.input_stash.put(index, grad);
             }
         }
-        if let [Some(parent)] = ops.parents {
-            let owed = owes_a_gradient(parent.order, parent.distributed_params.is_some());
-            let to = Parent {
-                id: parent.id,
-                owed,
-            };
-            hand_down::<B>(
-                grads,
-                to,
-                state.parent,
-                &state.input_stash,
-                &state.metas,
-                &state.device,
-                state.dtype,
-            );
+        let parents = ops
+            .parents
+            .map(|p| p.map(|p| Parent::new(p.id, p.order, p.distributed_params.is_some())));
+        hand_down_each::<B>(
+            grads,
+            parents,
+            &state.parents,
+            &state.input_stash,
+            &state.metas,
+            &state.device,
+            state.dtype,
+        );
+    }
+}
+
+impl<B: Backend, C: CheckpointStrategy> AnyParents<B, C> for RegionStep<C>
+where
+    DispatchTensor: DispatchKindConversion<Autodiff<B, C>>,
+{
+    type State = RegionState<B>;
+
+    fn finish<const N: usize>(
+        self,
+        nodes: [NodeGuard; N],
+        slots: [Slot; N],
+        mut state: RegionState<B>,
+        out: FloatTensor<B>,
+    ) -> FloatTensor<Autodiff<B, C>> {
+        state.parents = slots.into();
+        match self.prepare::<C>(nodes).compute_bound().stateful() {
+            OpsKind::Tracked(prep) => prep.finish(state, out),
+            OpsKind::UnTracked(prep) => prep.finish(out),
         }
     }
 }

@@ -235,3 +235,69 @@ fn burns_layers_stack_as_they_are() {
         assert_eq!(param_grads(layer, &plain_grads), param_grads(layer, &grads));
     }
 }
+
+/// A region over more tensors than one graph node takes as parents (32) has joins below its
+/// node; one over fewer has its tensors as its node's own parents. Either way, and nested in a
+/// `SaveComputeBound` region (a memory-bound node: one join below it), every tensor gets plain
+/// autodiff's gradient: each is also read outside the region, so the order its two terms are
+/// added in shows.
+#[test]
+fn regions_over_many_tensors_give_the_gradients_of_plain_autodiff() {
+    use burn_checkpoint_22::{Policy, Region};
+
+    let device = device();
+    device.seed(11);
+    let base = Tensor::<2>::random([3, 5], Distribution::Default, &device).require_grad();
+    let body = |xs: Vec<Tensor<2>>| {
+        xs.into_iter()
+            .enumerate()
+            .map(|(i, x)| (x * (i as f32 * 0.25 + 0.5)).sin())
+            .reduce(|a, b| a + b)
+            .expect("a tensor")
+    };
+    for width in [1, 2, 31, 32, 33, 63, 64, 70] {
+        let inputs = || -> Vec<Tensor<2>> {
+            (0..width)
+                .map(|i| base.clone().mul_scalar(i as f32 + 1.0).exp())
+                .collect()
+        };
+        let outside = |xs: &[Tensor<2>]| {
+            xs.iter()
+                .map(|x| x.clone().powf_scalar(2.0).sum())
+                .reduce(|a, b| a + b)
+                .expect("a tensor")
+        };
+        let plain = {
+            let xs = inputs();
+            body(xs.clone()).sum() + outside(&xs)
+        };
+        let plain_grads = plain.backward();
+        let region = {
+            let xs = inputs();
+            checkpoint_fn(xs.clone(), body).sum() + outside(&xs)
+        };
+        let region_grads = region.backward();
+        let nested = {
+            let xs = inputs();
+            let out = Region::new()
+                .policy(Policy::SaveComputeBound)
+                .run_fn(xs.clone(), move |xs| checkpoint_fn(xs, body).cos());
+            out.sum() + outside(&xs)
+        };
+        let nested_grads = nested.backward();
+
+        assert_eq!(plain.into_data(), region.into_data(), "{width} tensors");
+        let plain = grad_of(&base, &plain_grads);
+        assert!(plain.is_some());
+        assert_eq!(plain, grad_of(&base, &region_grads), "{width} tensors");
+        let nested_plain = {
+            let xs = inputs();
+            (body(xs.clone()).cos().sum() + outside(&xs)).backward()
+        };
+        assert_eq!(
+            grad_of(&base, &nested_plain),
+            grad_of(&base, &nested_grads),
+            "{width} tensors, nested in a SaveComputeBound region"
+        );
+    }
+}
