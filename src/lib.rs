@@ -65,17 +65,19 @@ mod route;
 // The decorator and what is built on regions.
 mod backend;
 pub mod coverage;
+mod scan;
 mod sequential;
 mod settings;
 // Planning: runs steps under plans.
 pub mod planner;
 
 pub use backend::Checkpointed;
-pub use burn_checkpoint_core::{KeptRegions, RegionId, RegionName, Segments};
+pub use burn_checkpoint_core::{KeptRegions, RegionId, RegionName, Schedule, Segments};
 pub use burn_checkpoint_macros::checkpoint;
 pub use op::OpKind;
 pub use policy::{Decision, OpInfo, Policy, SavePredicate};
 pub use region::{Region, RegionGuard, checkpoint};
+pub use scan::{RegionTensors, Sequence, Stack, checkpoint_scan};
 pub use sequential::{Layer, checkpoint_sequential};
 pub use settings::Settings;
 

@@ -1,7 +1,9 @@
 //! How a checkpointed scan keeps its carries for backward ([`Schedule`]), and the order in which
 //! its backward restores, advances and differentiates steps ([`ScanPlan`]): every carry stored,
 //! or binomial checkpointing (Griewank and Walther's *revolve*: the fewest recomputed steps for a
-//! number of stored carries). Both Burn crates' scans run the same plan.
+//! number of stored carries). The crate for Burn 0.22 runs the plan in its scan's one graph node;
+//! the crate for Burn 0.21 cuts a scan into regions between the carries it stores (each step run
+//! once more, none advanced again: see its `Region::scan`).
 
 use serde::{Deserialize, Serialize};
 

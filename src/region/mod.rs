@@ -17,7 +17,7 @@ mod boundary;
 
 use std::borrow::Cow;
 
-use burn_checkpoint_core::{RegionId, RegionName};
+use burn_checkpoint_core::{RegionId, RegionName, Schedule};
 
 use crate::policy::Policy;
 
@@ -71,6 +71,7 @@ pub struct Region {
     name: RegionName,
     policy: Policy,
     offload: bool,
+    schedule: Schedule,
 }
 
 impl Region {
@@ -92,6 +93,7 @@ impl Region {
             name: RegionName::caller(),
             policy: Policy::RecomputeAll,
             offload: false,
+            schedule: Schedule::EveryStep,
         }
     }
 
@@ -111,6 +113,7 @@ impl Region {
             name: RegionName::new(name),
             policy: Policy::RecomputeAll,
             offload: false,
+            schedule: Schedule::EveryStep,
         }
     }
 
@@ -170,6 +173,38 @@ impl Region {
     pub fn offloaded(mut self) -> Self {
         self.offload = true;
         self
+    }
+
+    /// This region's [`scan`](Region::scan) with its steps cut into regions as `schedule` says
+    /// ([`Schedule::EveryStep`], a region per step, unless set); other ways in ignore it.
+    ///
+    /// ```
+    /// use burn::backend::{Autodiff, NdArray};
+    /// use burn::prelude::*;
+    /// use burn_checkpoint::{Checkpointed, Region, Schedule};
+    ///
+    /// type B = Checkpointed<Autodiff<NdArray>>;
+    /// let device = Default::default();
+    /// let xs = Tensor::<B, 2>::ones([100, 16], &device).require_grad();
+    /// let h = Tensor::<B, 1>::zeros([16], &device);
+    /// // Carries of 64 bytes, 10 of them in 640: 11 regions of 9 or 10 steps.
+    /// let (ys, _) = Region::named("rnn")
+    ///     .schedule(Schedule::Budget(640))
+    ///     .scan(&(), h, xs.clone(), 0, |_, h, x: Tensor<B, 1>| {
+    ///         let h = (h + x).tanh();
+    ///         (h.clone(), h)
+    ///     });
+    /// let grads = ys.sum().backward();
+    /// assert!(xs.grad(&grads).is_some());
+    /// ```
+    pub fn schedule(mut self, schedule: Schedule) -> Self {
+        self.schedule = schedule;
+        self
+    }
+
+    /// The schedule [`scan`](Region::scan) cuts its steps by.
+    pub(crate) fn scan_schedule(&self) -> Schedule {
+        self.schedule
     }
 
     /// Opens this region on this thread until the returned guard is dropped (on every exit path,

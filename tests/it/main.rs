@@ -15,6 +15,7 @@ mod names;
 mod ops;
 mod policies;
 mod regions;
+mod scan;
 mod single_input;
 mod threads;
 mod walk;

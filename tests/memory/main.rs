@@ -13,6 +13,7 @@ mod budget;
 mod memory;
 mod offload;
 mod policy_memory;
+mod scan;
 mod sequential;
 mod timeline;
 mod walk_memory;
