@@ -38,6 +38,20 @@ pub(crate) struct Settings {
     pub(crate) schedule: Schedule,
 }
 
+impl Settings {
+    /// Opens the region these settings describe (see [`state::open`]), after refusing what
+    /// they cannot mean together.
+    pub(crate) fn open(&self) -> Opened {
+        assert!(
+            !(self.offload && self.policy == Policy::SaveComputeBound),
+            "checkpoint region {}: Policy::SaveComputeBound stores nothing for a recompute, so it has \
+             no inputs to offload; drop `.offloaded()` (or use Policy::RecomputeAll)",
+            self.name
+        );
+        state::open(self.name.clone(), &self.policy, self.offload)
+    }
+}
+
 /// The seed of a region that gets one, drawn now (or replayed in a recompute).
 ///
 /// Every treatment draws a seeded region's seed: the masks dropout draws in a region, and every
@@ -90,14 +104,8 @@ where
             !inputs.tensors.is_empty(),
             "a checkpoint region needs at least one input tensor"
         );
-        assert!(
-            !(region.offload && region.policy == Policy::SaveComputeBound),
-            "checkpoint region {}: Policy::SaveComputeBound stores nothing for a recompute, so it has \
-             no inputs to offload; drop `.offloaded()` (or use Policy::RecomputeAll)",
-            region.name
-        );
         // Open before the seed is drawn: the regions its body opens are nested in it.
-        let mut opened = state::open(region.name.clone(), &region.policy, region.offload);
+        let mut opened = region.open();
         let survey = Survey::of(module);
         let autodiff = inputs
             .tensors

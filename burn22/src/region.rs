@@ -130,7 +130,8 @@ impl Region {
     /// it recomputes. The same gradients, bit for bit; a read back in forward and an upload in
     /// backward per input. Counted by [`OffloadedBytes`](crate::memory::OffloadedBytes) and in
     /// the memory report. On the CPU host and device memory are one: it saves nothing
-    /// there.
+    /// there. A [`scan`](Region::scan) offloads the carries its forward stores, each uploaded
+    /// when its backward restores it.
     pub fn offloaded(mut self) -> Self {
         self.settings.offload = true;
         self

@@ -57,7 +57,8 @@ impl Region {
     /// A cell that draws random numbers (dropout) gets a seed per step, drawn in forward and
     /// replayed in backward; [`Region::is_recomputing`] is true in backward's runs of a step.
     /// Under a plan that keeps the region, or [`Policy::SaveComputeBound`](crate::Policy), the
-    /// loop runs as written.
+    /// loop runs as written; [`offloaded`](Region::offloaded), its stored carries wait in host
+    /// memory.
     ///
     /// ```
     /// use burn::nn::{Linear, LinearConfig};
@@ -95,7 +96,7 @@ impl Region {
         let steps = inputs.steps(dim);
         assert!(steps > 0, "a checkpoint scan needs at least one step");
         let settings = self.settings();
-        let opened = state::open(settings.name.clone(), &settings.policy, false);
+        let opened = settings.open();
         let survey = Survey::of(cell);
         let init = Flat::new(init);
         let inputs = Flat::new(inputs);
@@ -288,6 +289,7 @@ where
         let spec = ScanSpec {
             plan,
             stored,
+            offload: matches!(opened.run, Run::Region { offload: true }),
             carry_len,
             input_len: self.inputs.tensors.len(),
             output_len: outputs.tensors.len(),

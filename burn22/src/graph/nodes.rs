@@ -136,6 +136,7 @@ where
                     .map(|(shape, _)| shape.clone())
                     .collect::<Vec<_>>(),
                 scan,
+                state.slot,
                 output_grads,
             ),
             None => recompute_and_differentiate::<B, C>(&state, output_grads),

@@ -17,9 +17,11 @@ use burn::backend::tensor::FloatTensor;
 use burn::backend::{
     Autodiff, AutodiffBackend, Backend, DispatchKindConversion, DispatchTensor, TensorMetadata,
 };
+use burn_checkpoint_core::memory::recording;
 use burn_checkpoint_core::{ScanAction, ScanPlan};
 
 use crate::body::{from_dispatch, to_dispatch};
+use crate::offload::Stored;
 
 use super::objective::nested_backward;
 
@@ -50,6 +52,8 @@ pub(crate) struct ScanSpec {
     pub(crate) plan: ScanPlan,
     /// The carries the forward stored, by the step they start.
     pub(crate) stored: Vec<(usize, Vec<DispatchTensor>)>,
+    /// Whether those carries wait in host memory until backward restores them.
+    pub(crate) offload: bool,
     pub(crate) carry_len: usize,
     pub(crate) input_len: usize,
     pub(crate) output_len: usize,
@@ -69,21 +73,31 @@ impl fmt::Debug for ScanSpec {
 }
 
 /// A scan's node state besides the region's: the spec, its stored carries as the backend's
-/// tensors (taken by the backward, which drops each once used).
+/// tensors, on the device or in host memory (taken by the backward, which drops each once used).
 pub(super) struct ScanState<B: Backend> {
     pub(super) spec: ScanSpec,
-    pub(super) stored: Mutex<HashMap<usize, Vec<FloatTensor<B>>>>,
+    pub(super) stored: Mutex<HashMap<usize, Vec<Stored<B>>>>,
 }
 
 impl<B: Backend> ScanState<B> {
-    /// The node's scan state: the stored carries' inner tensors.
+    /// The node's scan state: the stored carries' inner tensors (copied to host memory, their
+    /// device buffers given up, when the scan offloads).
     pub(super) fn new<C: CheckpointStrategy>(mut spec: ScanSpec) -> Arc<Self>
     where
         DispatchTensor: DispatchKindConversion<Autodiff<B, C>>,
     {
+        let offload = spec.offload;
+        let keep = |tensor| {
+            let tensor = inner::<B, C>(tensor);
+            if offload {
+                Stored::to_host(tensor)
+            } else {
+                Stored::Device(tensor)
+            }
+        };
         let stored = std::mem::take(&mut spec.stored)
             .into_iter()
-            .map(|(t, carry)| (t, carry.into_iter().map(inner::<B, C>).collect()))
+            .map(|(t, carry)| (t, carry.into_iter().map(keep).collect()))
             .collect();
         Arc::new(ScanState {
             spec,
@@ -129,6 +143,7 @@ pub(super) fn differentiate<B: Backend, C: CheckpointStrategy>(
     wanted: &[bool],
     output_shapes: &[burn::tensor::Shape],
     scan: &ScanState<B>,
+    slot: Option<usize>,
     output_grads: Vec<Option<FloatTensor<B>>>,
 ) -> Vec<Option<FloatTensor<B>>>
 where
@@ -163,7 +178,7 @@ where
     let sequence: Vec<DispatchTensor> = sequence.into_iter().map(outer::<B, C>).collect();
 
     let mut stored = std::mem::take(&mut *scan.stored.lock().unwrap_or_else(|e| e.into_inner()));
-    stored.insert(0, initial);
+    stored.insert(0, initial.into_iter().map(Stored::Device).collect());
     let steps = spec.plan.steps();
     let mut current: Vec<FloatTensor<B>> = Vec::new();
     let mut input_grads: Vec<Option<Vec<FloatTensor<B>>>> = (0..steps).map(|_| None).collect();
@@ -174,10 +189,12 @@ where
                 current = stored
                     .get(&t)
                     .expect("a scan's plan restores a carry it stored")
-                    .clone();
+                    .iter()
+                    .map(Stored::load)
+                    .collect();
             }
             ScanAction::Store(t) => {
-                stored.insert(t, current.clone());
+                stored.insert(t, current.iter().cloned().map(Stored::Device).collect());
             }
             ScanAction::Drop(t) => {
                 stored.remove(&t);
@@ -187,8 +204,7 @@ where
                     current.drain(..).map(outer::<B, C>).collect();
                 step_inputs.extend((spec.inputs.0)(sequence.clone(), t));
                 step_inputs.extend(params.iter().cloned().map(outer::<B, C>));
-                let outputs = (spec.step.0)(t, step_inputs);
-                check_step(spec, t, &outputs);
+                let outputs = run_step(spec, slot, t, step_inputs);
                 current = outputs
                     .into_iter()
                     .skip(output_len)
@@ -217,8 +233,7 @@ where
                     .cloned()
                     .map(to_dispatch::<Ad<B, C>>)
                     .collect();
-                let outputs = (spec.step.0)(t, step_inputs);
-                check_step(spec, t, &outputs);
+                let outputs = run_step(spec, slot, t, step_inputs);
                 let output_step_grads = (spec.outputs.0)(stacked_grads.clone(), t);
                 let step_grads = output_step_grads
                     .into_iter()
@@ -276,6 +291,28 @@ where
             .map(|(grad, &wanted)| grad.filter(|_| wanted)),
     );
     grads
+}
+
+/// Step `t` run again in backward on `inputs`, timed for the memory report as a recompute of the
+/// scan's region (`slot`) while one is recorded, and checked.
+fn run_step(
+    spec: &ScanSpec,
+    slot: Option<usize>,
+    t: usize,
+    inputs: Vec<DispatchTensor>,
+) -> Vec<DispatchTensor> {
+    let run = || (spec.step.0)(t, inputs);
+    let outputs = match slot {
+        Some(slot) => recording::recompute(slot, run, |outputs: &Vec<DispatchTensor>| {
+            outputs
+                .iter()
+                .map(|o| (o.shape().num_elements() * o.dtype().size()) as u64)
+                .sum()
+        }),
+        None => run(),
+    };
+    check_step(spec, t, &outputs);
+    outputs
 }
 
 /// A step run again in backward gives as many tensors as in forward: a cell whose path depends

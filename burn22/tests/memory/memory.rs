@@ -5,8 +5,8 @@ use crate::common;
 
 use burn::tensor::{Device, Distribution, Tensor};
 use burn_checkpoint_22::memory::Meter;
-use burn_checkpoint_22::memory::StepReport;
-use burn_checkpoint_22::{Region, Schedule, checkpoint};
+use burn_checkpoint_22::memory::{OffloadedBytes, StepReport};
+use burn_checkpoint_22::{Region, ScanPlan, Schedule, checkpoint};
 use burn_checkpoint_core::memory::mib;
 use common::Block;
 
@@ -151,7 +151,7 @@ fn a_scan_holds_its_carries_and_outputs_not_its_steps_activations() {
 }
 
 #[test]
-fn the_memory_report_counts_a_scan_as_one_region_holding_its_carries() {
+fn the_memory_report_counts_a_scan_as_one_region_holding_its_carries_and_its_recomputes() {
     let _alone = common::alone();
     let device = Device::flex().autodiff();
     device.seed(3);
@@ -165,7 +165,12 @@ fn the_memory_report_counts_a_scan_as_one_region_holding_its_carries() {
         // One region instance (its index counts on: the thread's second scan is `rnn#1`).
         let names: Vec<&str> = report.regions.iter().map(|r| r.name.as_str()).collect();
         assert_eq!(names, ["rnn"], "{report}");
-        report.regions[0].held_bytes
+        // Each step run again in backward (12 differentiated, more advanced under snapshots)
+        // is a recompute of the scan's region: its outputs and carry, 12 steps' at least.
+        let region = &report.regions[0];
+        assert!(region.recompute_seconds > 0.0, "{report}");
+        assert!(region.recomputed_bytes >= 12 * 2 * 8 * 16 * 4, "{report}");
+        region.held_bytes
     };
     let (every_step, snapshots) = (held(Schedule::EveryStep), held(Schedule::Snapshots(3)));
     // 12 steps: 11 carries of 8×16 floats stored, or 3 (and the last step's): 7 fewer.
@@ -173,4 +178,62 @@ fn the_memory_report_counts_a_scan_as_one_region_holding_its_carries() {
         every_step - snapshots >= 7 * 8 * 16 * 4,
         "held: every step {every_step}, 3 snapshots {snapshots}"
     );
+}
+
+#[test]
+fn an_offloaded_scan_keeps_its_carries_in_host_memory_and_gives_the_same_gradients() {
+    let _alone = common::alone();
+    let device = Device::flex().autodiff();
+    device.seed(4);
+    let block = Block::new(16, &device);
+    let xs = Tensor::<3>::random([8, 12, 16], Distribution::Default, &device).require_grad();
+    let h0 = Tensor::<2>::zeros([8, 16], &device);
+    let step = |block: &Block, h: Tensor<2>, x: Tensor<2>| {
+        let h = block.body(h + x);
+        (h.clone(), h)
+    };
+    let run = |offloaded: bool| {
+        let region = Region::named("rnn").schedule(Schedule::Snapshots(4));
+        let region = if offloaded {
+            region.offloaded()
+        } else {
+            region
+        };
+        let before = OffloadedBytes::now().in_use;
+        let (ys, last) = region.scan(&block, h0.clone(), xs.clone(), 1, step);
+        let in_host_memory = OffloadedBytes::now().in_use - before;
+        let grads = (ys.powf_scalar(2.0).mean() + last.mean()).backward();
+        let after = OffloadedBytes::now().in_use - before;
+        let gradient = "a gradient";
+        let values = vec![
+            xs.grad(&grads).expect(gradient).into_data(),
+            block
+                .up
+                .weight
+                .val()
+                .grad(&grads)
+                .expect(gradient)
+                .into_data(),
+            block
+                .down
+                .weight
+                .val()
+                .grad(&grads)
+                .expect(gradient)
+                .into_data(),
+        ];
+        (values, in_host_memory, after)
+    };
+    let (kept, none_offloaded, _) = run(false);
+    let (offloaded, in_host_memory, after) = run(true);
+    assert_eq!(none_offloaded, 0);
+    // The carries the plan's forward stores, 8×16 floats each, in host memory from forward to
+    // backward, and freed after.
+    let stored = ScanPlan::new(Schedule::Snapshots(4), 12, 0)
+        .stored_in_forward()
+        .len();
+    assert!(stored >= 2);
+    assert_eq!(in_host_memory, (stored * 8 * 16 * 4) as u64);
+    assert_eq!(after, 0);
+    assert_eq!(kept, offloaded);
 }
