@@ -94,6 +94,30 @@ impl Region {
         F: Fn(&M, C, S::Step) -> (Y, C) + Send + Sync + 'static,
     {
         let steps = inputs.steps(dim);
+        self.scan_indexed(cell, init, inputs, dim, steps, move |cell, carry, x, _| {
+            step(cell, carry, x)
+        })
+    }
+
+    /// [`scan`](Region::scan) over `steps` steps whose step also takes its index (what
+    /// [`sequential`](Region::sequential) runs its segments with, over a sequence of no tensors).
+    pub(crate) fn scan_indexed<M, C, S, Y, F>(
+        &self,
+        cell: &M,
+        init: C,
+        inputs: S,
+        dim: usize,
+        steps: usize,
+        step: F,
+    ) -> (Y::Stacked, C)
+    where
+        M: Module + Sync + 'static,
+        C: RegionTensors + 'static,
+        S: Sequence + 'static,
+        S::Step: Stack<Stacked = S>,
+        Y: Stack + 'static,
+        F: Fn(&M, C, S::Step, usize) -> (Y, C) + Send + Sync + 'static,
+    {
         assert!(steps > 0, "a checkpoint scan needs at least one step");
         let settings = self.settings();
         let opened = settings.open();
@@ -188,12 +212,12 @@ fn plain_loop<M, C, S, Y, F>(
 where
     S: Sequence,
     Y: Stack,
-    F: Fn(&M, C, S::Step) -> (Y, C),
+    F: Fn(&M, C, S::Step, usize) -> (Y, C),
 {
     let mut carry = init;
     let mut outputs = Vec::with_capacity(steps);
     for t in 0..steps {
-        let (output, next) = step(cell, carry, inputs.step(dim, t));
+        let (output, next) = step(cell, carry, inputs.step(dim, t), t);
         outputs.push(output);
         carry = next;
     }
@@ -219,11 +243,18 @@ where
     S: Sequence + 'static,
     S::Step: Stack<Stacked = S>,
     Y: Stack + 'static,
-    F: Fn(&M, C, S::Step) -> (Y, C) + Send + Sync + 'static,
+    F: Fn(&M, C, S::Step, usize) -> (Y, C) + Send + Sync + 'static,
 {
     /// The forward on untracked stand-ins, storing the carries the plan says, then the node.
     fn run_node(self, mut opened: Opened) -> (Y::Stacked, C) {
-        let device = tensors::device_of(&self.inputs.tensors[0]);
+        let device = tensors::device_of(
+            self.init
+                .tensors
+                .iter()
+                .chain(&self.inputs.tensors)
+                .next()
+                .expect("a checkpoint scan has a tensor in its carry or its sequence"),
+        );
         let carry_len = self.init.tensors.len();
         let carry_bytes = self
             .init
@@ -255,7 +286,7 @@ where
             }
             let x = inputs.step(self.dim, t);
             step_layout.get_or_insert_with(|| x.layout());
-            let (output, next) = (self.step)(&stand_in, carry, x);
+            let (output, next) = (self.step)(&stand_in, carry, x, t);
             // What the step's seeded regions drew: backward's runs of the step replay it.
             nested_seeds.push(opened.nested_seeds_so_far());
             output_layout.get_or_insert_with(|| output.layout());
@@ -357,7 +388,7 @@ where
             let x = <S::Step>::unflatten(&step_layout, &mut x.into_iter());
             let (output, next) = state::recomputing(&nested_seeds[t], &[], || {
                 Seed(seeds.get(t).copied()).apply(&device);
-                step(&module, carry, x)
+                step(&module, carry, x, t)
             });
             let mut out = Flat::new(output).tensors;
             out.extend(Flat::new(next).tensors);

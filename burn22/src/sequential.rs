@@ -1,11 +1,15 @@
 //! A stack of layers cut into regions: [`checkpoint_sequential`].
 
+use std::ops::Range;
+
 use burn::module::Module;
 use burn::nn;
 use burn::tensor::Tensor;
 
+use crate::policy::Policy;
 use crate::region::Region;
-use crate::tensors::RegionTensors;
+use crate::state;
+use crate::tensors::{NoTensors, RegionTensors};
 use burn_checkpoint_core::Segments;
 
 /// A layer of a stack: `T` in, `T` out.
@@ -51,11 +55,16 @@ impl Layer<Tensor<4>> for nn::conv::Conv2d {
 }
 
 /// Runs `layers` one after the other on `input`, cut into `segments` contiguous segments of
-/// (nearly) equal length; every segment but the last is a checkpoint region.
+/// (nearly) equal length; every segment but the last is recomputed in backward.
 ///
 /// Only the segments' boundaries are held between forward and backward; backward recomputes one
-/// segment at a time from them. The last segment is not a region: backward needs its activations
-/// at once. `torch.utils.checkpoint.checkpoint_sequential`, for Burn 0.22.
+/// segment at a time from them. The last segment is not recomputed: backward needs its
+/// activations at once. The segments before it are one checkpoint region, one node of Burn's
+/// graph, each segment a step of its [`scan`](Region::scan) (the boundaries its carries, each
+/// segment seeded as a region of its own would be); under
+/// [`Policy::SaveComputeBound`], or kept by name by a region
+/// around it, each segment is a region of its own. `torch.utils.checkpoint.checkpoint_sequential`,
+/// for Burn 0.22.
 ///
 /// ```
 /// use burn::module::Module;
@@ -96,7 +105,8 @@ where
 
 impl Region {
     /// Runs `layers` one after the other on `input`, cut into `segments` segments, every one but
-    /// the last an instance of this region: see [`checkpoint_sequential`], which is
+    /// the last recomputed as one instance of this region (its [`schedule`](Region::schedule)
+    /// keeps their boundaries): see [`checkpoint_sequential`], which is
     /// `Region::new().sequential(..)`.
     ///
     /// ```
@@ -108,7 +118,8 @@ impl Region {
     /// let layers: Vec<Linear> = (0..9).map(|_| LinearConfig::new(8, 8).init(&device)).collect();
     /// let x = Tensor::<2>::ones([4, 8], &device);
     ///
-    /// // Segments `stack#0` and `stack#1`, their inputs in host memory until backward.
+    /// // Segments 0 and 1 as region `stack#0`, the boundary between them in host memory until
+    /// // backward.
     /// let y = Region::named("stack")
     ///     .offloaded()
     ///     .sequential(&layers, Segments::Sqrt, x);
@@ -119,17 +130,33 @@ impl Region {
         T: RegionTensors + 'static,
         L: Layer<T> + Module + Sync + 'static,
     {
-        let count = segments.count(layers.len());
-        let mut x = input;
-        for (index, range) in segments.ranges(layers.len()).enumerate() {
-            let segment = &layers[range];
-            x = if index + 1 < count {
-                self.run(&segment.to_vec(), x, |segment: &Vec<L>, x| run(segment, x))
-            } else {
-                run(segment, x)
+        let ranges: Vec<Range<usize>> = segments.ranges(layers.len()).collect();
+        let Some((last, regioned)) = ranges.split_last() else {
+            return input;
+        };
+        let settings = self.settings();
+        let x = if regioned.is_empty() {
+            input
+        } else if settings.policy == Policy::SaveComputeBound || state::kept_by_name(&settings.name)
+        {
+            // What a scan does not do yet (keep its compute-bound outputs, be kept by name): a
+            // region per segment.
+            regioned.iter().fold(input, |x, range| {
+                let segment = layers[range.clone()].to_vec();
+                self.run(&segment, x, |segment: &Vec<L>, x| run(segment, x))
+            })
+        } else {
+            // One node for all the segments: each a step of a scan, its input the carry.
+            let cell: Vec<L> = layers[..last.start].to_vec();
+            let segments = regioned.to_vec();
+            let steps = segments.len();
+            let step = move |cell: &Vec<L>, x, _: NoTensors, t: usize| {
+                (NoTensors(1), run(&cell[segments[t].clone()], x))
             };
-        }
-        x
+            self.scan_indexed(&cell, input, NoTensors(steps), 0, steps, step)
+                .1
+        };
+        run(&layers[last.clone()], x)
     }
 }
 

@@ -257,7 +257,7 @@ pub(crate) fn open(name: RegionName, policy: &Policy, offload: bool) -> Opened {
             recording::top_level_opened(&id.name, id.index, plan);
             slot = recording::current_region();
         }
-    } else if let Some(action) = kept_action(&name) {
+    } else if let Some(action) = kept_action(&name, true) {
         run = Run::Kept;
         kept = Some(action);
     }
@@ -402,27 +402,38 @@ pub(crate) fn check_first(name: &RegionName) -> bool {
     with_state(|state| state.checked.insert(name.to_string()))
 }
 
-/// Whether a nested region called `name` is kept by name here, and what it does with its run.
-fn kept_action(name: &RegionName) -> Option<KeptAction> {
+/// Whether a region called `name`, opened now, would be kept by name by a region it is nested
+/// in (the state as it is: nothing taken).
+pub(crate) fn kept_by_name(name: &RegionName) -> bool {
+    kept_action(name, false).is_some()
+}
+
+/// Whether a nested region called `name` is kept by name here, and what it does with its run;
+/// `take` takes that run from the recompute's queue (opening the region), else it is copied.
+fn kept_action(name: &RegionName, take: bool) -> Option<KeptAction> {
     with_state(|state| {
         let (innermost, outer) = state.keeping();
-        let is_next =
-            |queue: &VecDeque<KeptRun>| queue.front().is_some_and(|run| run.name == *name);
+        let next = |queue: &mut VecDeque<KeptRun>| {
+            if !queue.front().is_some_and(|run| run.name == *name) {
+                None
+            } else if take {
+                queue.pop_front()
+            } else {
+                queue.front().cloned()
+            }
+        };
         match innermost? {
             Frame::InKeptRun | Frame::Region { .. } => None,
             // In a recompute's body: the run its forward kept, if it is this region's.
-            Frame::Recompute { kept, .. } => is_next(kept)
-                .then(|| kept.pop_front())
-                .flatten()
-                .map(KeptAction::Node),
+            Frame::Recompute { kept, .. } => next(kept).map(KeptAction::Node),
             Frame::NodeForward { keeps, .. } => {
                 let keeps = keeps.as_ref().is_some_and(|keeps| keeps.keeps(name));
                 // A node's forward inside a recompute: the run that recompute's forward kept, if
                 // it is this region's (nothing between them but this forward).
                 if let Some(Frame::Recompute { kept, .. }) = outer
-                    && is_next(kept)
+                    && let Some(run) = next(kept)
                 {
-                    return kept.pop_front().map(KeptAction::Pass);
+                    return Some(KeptAction::Pass(run));
                 }
                 keeps.then_some(KeptAction::Run)
             }

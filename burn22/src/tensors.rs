@@ -233,6 +233,46 @@ sequences! {
     (6, 5)
 }
 
+/// A sequence whose steps take no tensors, standing for how many steps it has: the sequence of
+/// a scan whose step reads only its index (`checkpoint_sequential`'s segments), and what each of
+/// its steps gives.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct NoTensors(pub(crate) usize);
+
+impl RegionTensors for NoTensors {
+    type Layout = usize;
+
+    fn layout(&self) -> usize {
+        self.0
+    }
+
+    fn flatten(self, _: &mut Vec<DispatchTensor>) {}
+
+    fn unflatten(steps: &usize, _: &mut impl Iterator<Item = DispatchTensor>) -> Self {
+        NoTensors(*steps)
+    }
+}
+
+impl Sequence for NoTensors {
+    type Step = NoTensors;
+
+    fn steps(&self, _: usize) -> usize {
+        self.0
+    }
+
+    fn step(&self, _: usize, _: usize) -> NoTensors {
+        NoTensors(1)
+    }
+}
+
+impl Stack for NoTensors {
+    type Stacked = NoTensors;
+
+    fn stack(steps: Vec<Self>, _: usize) -> NoTensors {
+        NoTensors(steps.len())
+    }
+}
+
 /// A region's inputs or outputs flattened: the tensors in order and their arrangement.
 pub(crate) struct Flat<T: RegionTensors> {
     pub(crate) tensors: Vec<DispatchTensor>,

@@ -42,12 +42,6 @@ impl Block {
     }
 }
 
-impl burn_checkpoint_22::Layer<Tensor<2>> for Block {
-    fn forward(&self, x: Tensor<2>) -> Tensor<2> {
-        self.body(x)
-    }
-}
-
 /// A convolution, a ReLU and an average pool.
 #[derive(Module, Debug)]
 struct Stage {

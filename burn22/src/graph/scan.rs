@@ -158,8 +158,11 @@ where
     let initial = tensors;
     let param_wanted = &wanted[carry_len + input_len..];
     let inputs_wanted = wanted[carry_len..carry_len + input_len].iter().any(|&w| w);
-    let device = sequence[0].device();
-    let dtype = sequence[0].dtype();
+    let first = initial
+        .first()
+        .or(sequence.first())
+        .expect("a scan has a tensor in its carry or its sequence");
+    let (device, dtype) = (first.device(), first.dtype());
 
     // The stacked outputs' gradients (zeros where the loss does not reach one: such an output
     // gets no gradient in any step), and which outputs have one.

@@ -60,6 +60,12 @@ impl Block {
     }
 }
 
+impl Layer<Tensor<2>> for Block {
+    fn forward(&self, x: Tensor<2>) -> Tensor<2> {
+        self.body(x)
+    }
+}
+
 /// MLP blocks one after the other, each a region or not.
 #[derive(Module, Debug)]
 pub struct Stack {

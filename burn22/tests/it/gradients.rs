@@ -108,6 +108,39 @@ fn checkpoint_sequential_gives_the_gradients_of_plain_autodiff() {
     }
 }
 
+/// Where a scan cannot stand for the segments yet (a `SaveComputeBound` policy, a sequential kept
+/// by name by the region around it), `checkpoint_sequential` runs a region per segment: plain
+/// autodiff's gradients either way.
+#[test]
+fn checkpoint_sequential_saving_compute_bound_or_kept_by_name_gives_plain_gradients() {
+    use burn_checkpoint_22::{Policy, Region};
+
+    let device = device();
+    device.seed(13);
+    let stack = Stack::new(6, 8, &device);
+    let x = Tensor::<2>::random([5, 8], Distribution::Default, &device).require_grad();
+    let plain_grads = stack.forward(x.clone(), false).sum().backward();
+    let sequential = |region: Region, x| region.sequential(&stack.blocks, Segments::Count(3), x);
+    let saving = sequential(
+        Region::named("stack").policy(Policy::SaveComputeBound),
+        x.clone(),
+    );
+    let kept = Region::named("outer")
+        .policy(Policy::recompute_all_but(["stack"]))
+        .run(&stack, x.clone(), move |stack, x| {
+            Region::named("stack").sequential(&stack.blocks, Segments::Count(3), x)
+        });
+    for (name, y) in [("saving compute-bound", saving), ("kept by name", kept)] {
+        let grads = y.sum().backward();
+        assert_eq!(grad_of(&x, &plain_grads), grad_of(&x, &grads), "{name}");
+        assert_eq!(
+            param_grads(&stack, &plain_grads),
+            param_grads(&stack, &grads),
+            "{name}"
+        );
+    }
+}
+
 #[test]
 fn regions_work_under_burns_balanced_checkpointing() {
     let device = device().gradient_checkpointing();

@@ -6,7 +6,7 @@ use crate::common;
 use burn::tensor::{Device, Distribution, Tensor};
 use burn_checkpoint_22::memory::Meter;
 use burn_checkpoint_22::memory::{OffloadedBytes, StepReport};
-use burn_checkpoint_22::{Region, ScanPlan, Schedule, checkpoint};
+use burn_checkpoint_22::{Region, ScanPlan, Schedule, Segments, checkpoint};
 use burn_checkpoint_core::memory::mib;
 use common::Block;
 
@@ -236,4 +236,24 @@ fn an_offloaded_scan_keeps_its_carries_in_host_memory_and_gives_the_same_gradien
     assert_eq!(in_host_memory, (stored * 8 * 16 * 4) as u64);
     assert_eq!(after, 0);
     assert_eq!(kept, offloaded);
+}
+
+#[test]
+fn checkpoint_sequential_is_one_region_for_all_its_segments() {
+    let _alone = common::alone();
+    let device = Device::flex().autodiff();
+    device.seed(5);
+    let blocks: Vec<Block> = (0..8).map(|_| Block::new(16, &device)).collect();
+    let x = Tensor::<2>::random([8, 16], Distribution::Default, &device).require_grad();
+    let (_, report) = StepReport::measure(Meter::Host, || {
+        let y = Region::named("stack").sequential(&blocks, Segments::Count(4), x.clone());
+        y.sum().backward()
+    });
+    // One instance for the 3 segments before the last (a region each before 2026-12-03): its
+    // recompute is theirs, 3 steps of 2 blocks.
+    let names: Vec<String> = report.regions.iter().map(|r| r.id()).collect();
+    assert_eq!(names, ["stack#0"], "{report}");
+    let region = &report.regions[0];
+    assert!(region.recompute_seconds > 0.0, "{report}");
+    assert!(region.recomputed_bytes >= 3 * 8 * 16 * 4, "{report}");
 }

@@ -206,3 +206,61 @@ fn a_seeded_region_inside_a_scans_step_draws_its_masks_again() {
         param_grads(&scan_net, &scan_grads)
     );
 }
+
+impl burn_checkpoint_22::Layer<Tensor<2>> for Noisy {
+    fn forward(&self, x: Tensor<2>) -> Tensor<2> {
+        Noisy::forward(self, x)
+    }
+}
+
+/// `checkpoint_sequential` runs its segments as one node's steps: each segment draws its seed
+/// as a region per segment drew it, so the masks, the batch norms' updates and the gradients are
+/// those of the regions it ran before (and the same run twice).
+#[test]
+fn dropout_in_checkpoint_sequential_draws_what_a_region_per_segment_drew() {
+    use burn_checkpoint_22::Segments;
+
+    let _generator = common::generator();
+    let device = device();
+    let build = || {
+        device.seed(12);
+        initialised((0..6).map(|_| Noisy::new(8, &device)).collect::<Vec<_>>())
+    };
+    device.seed(6);
+    let x = Tensor::<2>::random([6, 8], Distribution::Default, &device).require_grad();
+    let run = |one_node: bool| {
+        let layers = build();
+        device.seed(22);
+        let region = Region::named("stack");
+        let y = if one_node {
+            region.sequential(&layers, Segments::Count(3), x.clone())
+        } else {
+            // The segments 0..2, 2..4 as regions, 4..6 after them.
+            let mut h = x.clone();
+            for start in [0, 2] {
+                let segment = layers[start..start + 2].to_vec();
+                h = region.run(&segment, h, |segment: &Vec<Noisy>, h| {
+                    segment.iter().fold(h, |h, layer| layer.forward(h))
+                });
+            }
+            layers[4..].iter().fold(h, |h, layer| layer.forward(h))
+        };
+        let loss = y.sum();
+        let grads = loss.clone().backward();
+        let means: Vec<_> = layers
+            .iter()
+            .map(|layer| layer.norm.running_mean.value_sync().into_data())
+            .collect();
+        (
+            loss.into_data(),
+            grad_of(&x, &grads),
+            param_grads(&layers, &grads),
+            means,
+        )
+    };
+    let regions = run(false);
+    let one_node = run(true);
+    assert!(regions.1.is_some());
+    assert_eq!(regions, one_node);
+    assert_eq!(run(true), one_node, "the same run twice");
+}
