@@ -262,7 +262,8 @@ where
             .iter()
             .map(|t| (t.shape().num_elements() * t.dtype().size()) as u64)
             .sum();
-        let plan = ScanPlan::new(self.settings.schedule, self.steps, carry_bytes);
+        let schedule = opened.schedule.unwrap_or(self.settings.schedule);
+        let plan = ScanPlan::new(schedule, self.steps, carry_bytes);
         let stores: HashSet<usize> = plan.stored_in_forward().iter().copied().collect();
 
         let (stand_in, used) = params::for_forward(self.cell);

@@ -21,7 +21,7 @@ use burn::module::ParamId;
 use burn::tensor::Device;
 use burn_checkpoint_core::memory::recording;
 use burn_checkpoint_core::planner;
-use burn_checkpoint_core::{KeptRegions, RegionId, RegionName, Treatment};
+use burn_checkpoint_core::{KeptRegions, RegionId, RegionName, Schedule, Treatment};
 
 use crate::policy::Policy;
 use crate::seed::region_seed;
@@ -230,6 +230,9 @@ pub(crate) struct Opened {
     pub(crate) planned: bool,
     /// With [`Run::Kept`]: what it does with its run.
     pub(crate) kept: Option<KeptAction>,
+    /// The schedule a plan gives it (`Treatment::Scan`): a scan keeps its carries so, whatever
+    /// its code's schedule.
+    pub(crate) schedule: Option<Schedule>,
     top_level: bool,
     /// Its frame.
     frame: FrameGuard,
@@ -248,11 +251,15 @@ pub(crate) fn open(name: RegionName, policy: &Policy, offload: bool) -> Opened {
         Policy::SaveComputeBound => Run::SaveComputeBound,
     };
     let (mut run, mut planned, mut slot, mut kept) = (coded, false, None, None);
+    let mut schedule = None;
     if top_level {
         let id = RegionId::next(name);
         let plan = planner::planned(&id);
         planned = plan.is_some();
         run = plan.map_or(coded, |treatment| planned_run(treatment, coded, &id));
+        if let Some(Treatment::Scan(planned)) = plan {
+            schedule = Some(planned);
+        }
         if recording::on() {
             recording::top_level_opened(&id.name, id.index, plan);
             slot = recording::current_region();
@@ -271,6 +278,7 @@ pub(crate) fn open(name: RegionName, policy: &Policy, offload: bool) -> Opened {
         memory_bound,
         planned,
         kept,
+        schedule,
         top_level,
         frame,
     }
@@ -285,6 +293,8 @@ fn planned_run(treatment: Treatment, coded: Run, id: &RegionId) -> Run {
         Treatment::RecomputeAll => Run::Region { offload: false },
         Treatment::Offload => Run::Region { offload: true },
         Treatment::AsWritten => coded,
+        // Any region but a scan recomputes everything; a scan reads its schedule from the plan.
+        Treatment::Scan(_) => Run::Region { offload: false },
         // `Treatment` is non-exhaustive: a plan from a newer crate is refused by name.
         other => {
             panic!("a plan gives region {id} the treatment {other}, which this crate does not know")

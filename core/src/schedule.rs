@@ -24,7 +24,8 @@ use serde::{Deserialize, Serialize};
 /// // Every carry stored: no step advances again.
 /// assert_eq!(ScanPlan::new(Schedule::EveryStep, 1_000, 4_096).advances(), 0);
 /// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum Schedule {
     /// Every step's carry stored in forward: backward differentiates each step from its own (one
     /// extra forward of every step, `T - 1` carries held).

@@ -4,6 +4,8 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+use crate::schedule::Schedule;
+
 /// How a [`Plan`](crate::planner::Plan) has one top-level region instance run, whatever the code
 /// says: the treatments the budget planner chooses from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -36,6 +38,13 @@ pub enum Treatment {
     /// `SaveComputeBound`, which runs its body once and draws no seed of its own where no plan
     /// names it, draws one planned as written.
     AsWritten,
+    /// A scan (`Region::scan`, and on Burn 0.22 `checkpoint_sequential`'s segments) keeping its
+    /// carries as this [`Schedule`] says, whatever its code's schedule; any other region
+    /// recomputes every op, as under [`Treatment::RecomputeAll`]. On Burn 0.21, whose scans are
+    /// regions already (each a step or a run of steps), it is [`Treatment::RecomputeAll`]. Not in
+    /// [`Treatment::ALL`]: give [`Profile::measure`](crate::planner::Profile::measure) the
+    /// schedules the planner may choose among (`Scan(Schedule::Snapshots(8))`, ...).
+    Scan(Schedule),
 }
 
 impl Treatment {
@@ -49,8 +58,9 @@ impl Treatment {
         Treatment::Offload,
     ];
 
-    /// Its name in reports and plans: `keep`, `save-compute-bound`, `recompute-all`, `offload`,
-    /// `as-written`.
+    /// Its kind's name in reports and plans: `keep`, `save-compute-bound`, `recompute-all`,
+    /// `offload`, `as-written`, `scan` (its [`Display`](fmt::Display) adds a scan's schedule:
+    /// `scan-snapshots-8`).
     pub fn name(self) -> &'static str {
         match self {
             Treatment::AsWritten => "as-written",
@@ -58,12 +68,22 @@ impl Treatment {
             Treatment::RecomputeAll => "recompute-all",
             Treatment::SaveComputeBound => "save-compute-bound",
             Treatment::Offload => "offload",
+            Treatment::Scan(_) => "scan",
         }
     }
 }
 
 impl fmt::Display for Treatment {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
+        // Padded as a `str` is (`{:<19}`): the memory report's columns.
+        let name = self.name();
+        match self {
+            Treatment::Scan(Schedule::EveryStep) => f.pad(&format!("{name}-every-step")),
+            Treatment::Scan(Schedule::Snapshots(count)) => {
+                f.pad(&format!("{name}-snapshots-{count}"))
+            }
+            Treatment::Scan(Schedule::Budget(bytes)) => f.pad(&format!("{name}-budget-{bytes}")),
+            _ => f.pad(name),
+        }
     }
 }

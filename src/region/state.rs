@@ -51,6 +51,8 @@ fn planned_run(treatment: Treatment, coded: &Policy, offload: bool) -> Run {
         Treatment::SaveComputeBound => region(Policy::SaveComputeBound, false),
         Treatment::Offload => region(recompute_all, true),
         Treatment::AsWritten => region(coded.clone(), offload),
+        // A scan here is regions already (`Region::scan`): each one recomputes.
+        Treatment::Scan(_) => region(recompute_all, false),
         // `Treatment` is non-exhaustive: a plan from a newer crate is refused by name.
         other => panic!("burn-checkpoint cannot run a region under the treatment {other}"),
     }

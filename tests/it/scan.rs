@@ -8,6 +8,7 @@ use burn::module::{Module, Param};
 use burn::nn::{LayerNorm, LayerNormConfig, Linear, Lstm, LstmConfig, LstmState};
 use burn::tensor::Tensor;
 use burn::tensor::backend::{AutodiffBackend, Backend};
+use burn_checkpoint::planner::{Plan, Treatment};
 use burn_checkpoint::{Region, Schedule, checkpoint_scan};
 use common::{Ckpt, Plain, assert_values_bitwise, data, values};
 
@@ -111,6 +112,15 @@ fn a_scan_gives_the_loops_loss_and_gradients_bitwise_under_every_schedule() {
         for (index, (a, b)) in plain.iter().zip(&scan).enumerate() {
             assert_values_bitwise(&format!("{schedule:?}, value {index}"), a, b);
         }
+    }
+    // A plan giving the scan's regions a schedule (`Treatment::Scan`: a Burn 0.22 scan's choice)
+    // runs them as recomputed regions here: the same values.
+    let plan = (0..17).fold(Plan::new(), |plan, index| {
+        plan.with("cell", index, Treatment::Scan(Schedule::Snapshots(1)))
+    });
+    let planned = plan.run(|| run::<Ckpt>(Some(Schedule::EveryStep)));
+    for (index, (a, b)) in plain.iter().zip(&planned).enumerate() {
+        assert_values_bitwise(&format!("under a plan, value {index}"), a, b);
     }
     // The same call on plain autodiff is the loop.
     let unregioned = run::<Plain>(Some(Schedule::Snapshots(2)));

@@ -257,3 +257,41 @@ fn checkpoint_sequential_is_one_region_for_all_its_segments() {
     assert!(region.recompute_seconds > 0.0, "{report}");
     assert!(region.recomputed_bytes >= 3 * 8 * 16 * 4, "{report}");
 }
+
+/// A plan may run a scan under another schedule than its code's (`Treatment::Scan`): profiled
+/// under every step's carry and under 2 snapshots, a budget between their peaks is met by the
+/// snapshots, which the plan chooses and the fitted step measures within it.
+#[test]
+fn the_planner_chooses_among_a_scans_schedules() {
+    use burn_checkpoint_22::planner::{Profile, Treatment};
+
+    let _alone = common::alone();
+    let device = Device::flex().autodiff();
+    device.seed(6);
+    let block = Block::new(32, &device);
+    let xs = Tensor::<3>::random([16, 24, 32], Distribution::Default, &device).require_grad();
+    let h0 = Tensor::<2>::zeros([16, 32], &device);
+    let mut step = || {
+        recurrent_step(&block, &xs, &h0, Some(Schedule::EveryStep));
+    };
+    step();
+    let every = Treatment::Scan(Schedule::EveryStep);
+    let few = Treatment::Scan(Schedule::Snapshots(2));
+    let profile = Profile::measure(Meter::Host, &[every, few], &mut step).unwrap();
+    println!("{profile}");
+    assert_eq!(profile.treatments(), [Treatment::Keep, every, few]);
+    let peak = |treatment| profile.step(treatment).peak_bytes;
+    assert!(
+        peak(few) < peak(every) && peak(every) < peak(Treatment::Keep),
+        "{profile}"
+    );
+    let budget = (peak(few) + peak(every)) / 2;
+    let plan = profile.plan(budget).unwrap();
+    assert_eq!(
+        plan.counts()["rnn"].iter().collect::<Vec<_>>(),
+        [(&few, &1)],
+        "{plan}"
+    );
+    let fitted = profile.fit(Meter::Host, budget, &mut step).unwrap();
+    assert!(fitted.measured_peak_bytes <= budget, "{}", fitted.plan);
+}

@@ -356,7 +356,7 @@ impl fmt::Display for Profile {
         writeln!(f, "memory report ({})", keep.meter)?;
         write!(f, "{:<40} {:>5}", "region (held MiB; recompute s)", "count")?;
         for step in &self.steps {
-            write!(f, " {:>19}", shorten(step.treatment.name(), 19))?;
+            write!(f, " {:>19}", shorten(&step.treatment.to_string(), 19))?;
         }
         writeln!(f)?;
         let totals: Vec<_> = self.steps.iter().map(|s| s.report.by_name()).collect();
@@ -381,7 +381,7 @@ impl fmt::Display for Profile {
                 f,
                 "every region {:<19} step peak {:>9.1} MiB at {}; {:.3} s; made outside regions \
                  {:.1} MiB",
-                step.treatment.name(),
+                step.treatment,
                 mib(step.report.peak_bytes as usize),
                 step.report.peak_at,
                 step.report.seconds,
