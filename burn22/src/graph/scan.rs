@@ -237,12 +237,18 @@ where
                     .map(to_dispatch::<Ad<B, C>>)
                     .collect();
                 let outputs = run_step(spec, slot, t, step_inputs);
-                let output_step_grads = (spec.outputs.0)(stacked_grads.clone(), t);
-                let step_grads = output_step_grads
-                    .into_iter()
-                    .zip(&reached)
-                    .map(|(grad, &reached)| reached.then(|| inner::<B, C>(grad)))
-                    .chain(carry_grads.drain(..));
+                // The step's slices of the outputs' gradients; none to cut where the loss
+                // reached no output (a sequential's segments give none).
+                let output_step_grads: Vec<Option<FloatTensor<B>>> = if reached.contains(&true) {
+                    (spec.outputs.0)(stacked_grads.clone(), t)
+                        .into_iter()
+                        .zip(&reached)
+                        .map(|(grad, &reached)| reached.then(|| inner::<B, C>(grad)))
+                        .collect()
+                } else {
+                    reached.iter().map(|_| None).collect()
+                };
+                let step_grads = output_step_grads.into_iter().chain(carry_grads.drain(..));
                 let Some(nested) = nested_backward::<B, C>(outputs, step_grads) else {
                     carry_grads = carry_leaves.iter().map(|_| None).collect();
                     continue;
