@@ -10,6 +10,7 @@ static ALLOCATOR: CountingAllocator = CountingAllocator;
 mod common;
 
 mod budget;
+mod measured;
 mod memory;
 mod offload;
 mod policy_memory;

@@ -14,22 +14,15 @@ use burn::tensor::activation::relu;
 use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::{Tensor, TensorData};
 use burn_checkpoint::checkpoint;
-use burn_checkpoint::memory::Meter;
 use burn_checkpoint_core::memory::mib;
 use common::{Ckpt, Plain, assert_values_bitwise, data, values};
+
+use crate::measured::{Measured, measured};
 
 const LAYERS: usize = 16;
 const LAYERS_PER_REGION: usize = 4;
 const WIDTH: usize = 256;
 const BATCH: usize = 4096;
-
-struct Measured {
-    /// Bytes held between the end of forward and the start of backward.
-    held: usize,
-    /// Peak bytes during forward and backward.
-    peak: usize,
-    grads: Vec<Vec<f32>>,
-}
 
 fn layers<B: AutodiffBackend>(mut h: Tensor<B, 2>, weights: &[Tensor<B, 2>]) -> Tensor<B, 2> {
     for w in weights {
@@ -52,24 +45,20 @@ fn step<B: AutodiffBackend>(
     let x = Tensor::<B, 2>::from_data(x.clone(), &device);
     let r = Tensor::<B, 2>::from_data(r.clone(), &device);
 
-    let measure = Meter::Host.start();
-    let mut h = x;
-    for chunk in ws.chunks(LAYERS_PER_REGION) {
-        h = if regions {
-            checkpoint(|| layers(h, chunk))
-        } else {
-            layers(h, chunk)
-        };
-    }
-    let loss = (h * r).sum();
-    let held = measure.now() as usize;
-    let grads = loss.backward();
-    let peak = measure.finish().in_use as usize;
-    Measured {
-        held,
-        peak,
-        grads: ws.iter().map(|w| values(w.grad(&grads).unwrap())).collect(),
-    }
+    measured(
+        || {
+            let mut h = x;
+            for chunk in ws.chunks(LAYERS_PER_REGION) {
+                h = if regions {
+                    checkpoint(|| layers(h, chunk))
+                } else {
+                    layers(h, chunk)
+                };
+            }
+            (h * r).sum()
+        },
+        |grads| ws.iter().map(|w| values(w.grad(grads).unwrap())).collect(),
+    )
 }
 
 #[test]

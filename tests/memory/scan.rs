@@ -9,10 +9,11 @@ use crate::common;
 use burn::tensor::activation::sigmoid;
 use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::{Tensor, TensorData};
-use burn_checkpoint::memory::Meter;
 use burn_checkpoint::{Region, Schedule};
 use burn_checkpoint_core::memory::mib;
 use common::{Ckpt, Plain, assert_values_bitwise, data, values};
+
+use crate::measured::{Measured, measured};
 
 const STEPS: usize = 36;
 const WIDTH: usize = 64;
@@ -33,13 +34,6 @@ fn lstm_step<B: AutodiffBackend>(
     (h.clone(), (h, c))
 }
 
-struct Measured {
-    /// Bytes held after forward, and the step's peak, above what was held before it.
-    held: usize,
-    peak: usize,
-    grads: Vec<Vec<f32>>,
-}
-
 fn step<B: AutodiffBackend>(
     w: &TensorData,
     xs: &TensorData,
@@ -52,38 +46,36 @@ fn step<B: AutodiffBackend>(
         Tensor::zeros([BATCH, WIDTH], &device),
         Tensor::zeros([BATCH, WIDTH], &device),
     );
-    let measure = Meter::Host.start();
-    let (hs, _) = match schedule {
-        Some(schedule) => Region::named("lstm").schedule(schedule).scan(
-            &w,
-            init,
-            xs.clone(),
-            1,
-            |w, carry, x: Tensor<B, 2>| lstm_step(w, carry, x),
-        ),
-        None => {
-            let (mut carry, mut hs) = (init, Vec::new());
-            for t in 0..STEPS {
-                let x = xs.clone().narrow(1, t, 1).squeeze_dim::<2>(1);
-                let (h, next) = lstm_step(&w, carry, x);
-                hs.push(h);
-                carry = next;
-            }
-            (Tensor::stack(hs, 1), carry)
-        }
-    };
-    let loss = hs.powf_scalar(2.0).mean();
-    let held = measure.now() as usize;
-    let grads = loss.backward();
-    let peak = measure.finish().in_use as usize;
-    Measured {
-        held,
-        peak,
-        grads: vec![
-            values(w.grad(&grads).expect("the weight's gradient")),
-            values(xs.grad(&grads).expect("the sequence's gradient")),
-        ],
-    }
+    measured(
+        || {
+            let (hs, _) = match schedule {
+                Some(schedule) => Region::named("lstm").schedule(schedule).scan(
+                    &w,
+                    init,
+                    xs.clone(),
+                    1,
+                    |w, carry, x: Tensor<B, 2>| lstm_step(w, carry, x),
+                ),
+                None => {
+                    let (mut carry, mut hs) = (init, Vec::new());
+                    for t in 0..STEPS {
+                        let x = xs.clone().narrow(1, t, 1).squeeze_dim::<2>(1);
+                        let (h, next) = lstm_step(&w, carry, x);
+                        hs.push(h);
+                        carry = next;
+                    }
+                    (Tensor::stack(hs, 1), carry)
+                }
+            };
+            hs.powf_scalar(2.0).mean()
+        },
+        |grads| {
+            vec![
+                values(w.grad(grads).expect("the weight's gradient")),
+                values(xs.grad(grads).expect("the sequence's gradient")),
+            ]
+        },
+    )
 }
 
 #[test]

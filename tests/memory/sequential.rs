@@ -12,10 +12,11 @@ use burn::tensor::activation::relu;
 use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::module::linear;
 use burn::tensor::{Tensor, TensorData};
-use burn_checkpoint::memory::Meter;
 use burn_checkpoint::{Layer, Segments, checkpoint_sequential};
 use burn_checkpoint_core::memory::mib;
 use common::{Ckpt, Plain, assert_values_bitwise, data, values};
+
+use crate::measured::{Measured, measured};
 
 const BLOCKS: usize = 16;
 const WIDTH: usize = 128;
@@ -33,12 +34,6 @@ impl<B: Backend> Layer<Tensor<B, 2>> for Block<B> {
     }
 }
 
-struct Measured {
-    /// Peak bytes of the step (forward and backward) above what was held before it.
-    peak: usize,
-    grads: Vec<Vec<f32>>,
-}
-
 fn step<B: AutodiffBackend>(
     x: &TensorData,
     weights: &[(TensorData, TensorData)],
@@ -53,25 +48,26 @@ fn step<B: AutodiffBackend>(
         })
         .collect();
     let x = Tensor::<B, 2>::from_data(x.clone(), &device);
-    let measure = Meter::Host.start();
-    let out = match segments {
-        Some(segments) => checkpoint_sequential(&blocks, segments, x),
-        None => blocks.iter().fold(x, |h, block| block.forward(h)),
-    };
-    let grads = out.sum().backward();
-    let peak = measure.finish().in_use as usize;
-    Measured {
-        peak,
-        grads: blocks
-            .iter()
-            .flat_map(|block| {
-                [
-                    values(block.weight.grad(&grads).unwrap()),
-                    values(block.bias.grad(&grads).unwrap()),
-                ]
-            })
-            .collect(),
-    }
+    measured(
+        || {
+            match segments {
+                Some(segments) => checkpoint_sequential(&blocks, segments, x),
+                None => blocks.iter().fold(x, |h, block| block.forward(h)),
+            }
+            .sum()
+        },
+        |grads| {
+            blocks
+                .iter()
+                .flat_map(|block| {
+                    [
+                        values(block.weight.grad(grads).unwrap()),
+                        values(block.bias.grad(grads).unwrap()),
+                    ]
+                })
+                .collect()
+        },
+    )
 }
 
 #[test]

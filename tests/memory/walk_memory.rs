@@ -9,11 +9,12 @@ use crate::common;
 
 use burn::tensor::Tensor;
 use burn::tensor::backend::AutodiffBackend;
-use burn_checkpoint::memory::Meter;
 use burn_checkpoint::{Layer, Segments, checkpoint, checkpoint_sequential};
 use burn_checkpoint_core::memory::mib;
 use common::transformer::Block;
 use common::{Ckpt, Plain, assert_values_bitwise, data, values};
+
+use crate::measured::{Measured, measured};
 
 const BLOCKS: usize = 8;
 const WIDTH: usize = 64;
@@ -28,39 +29,31 @@ enum Cut {
     Sequential,
 }
 
-struct Measured {
-    held: usize,
-    peak: usize,
-    grads: Vec<Vec<f32>>,
-}
-
 fn step<B: AutodiffBackend>(cut: Cut) -> Measured {
     let device = Default::default();
     let layers: Vec<Block<B>> = (0..BLOCKS as u64).map(|i| Block::new(WIDTH, i)).collect();
     let x = Tensor::<B, 3>::from_data(data([BATCH, SEQ, WIDTH], 1), &device);
     let r = Tensor::<B, 3>::from_data(data([BATCH, SEQ, WIDTH], 2), &device);
-    let measure = Meter::Host.start();
     let stack = |x| layers.iter().fold(x, |x, layer| layer.forward(x));
-    let y = match cut {
-        Cut::Plain => stack(x),
-        Cut::Whole => checkpoint(|| stack(x)),
-        Cut::PerBlock => layers
-            .iter()
-            .fold(x, |x, layer| checkpoint(|| layer.forward(x))),
-        Cut::Sequential => checkpoint_sequential(&layers, Segments::Sqrt, x),
-    };
-    let loss = (y * r).sum();
-    let held = measure.now() as usize;
-    let grads = loss.backward();
-    let peak = measure.finish().in_use as usize;
-    Measured {
-        held,
-        peak,
-        grads: layers
-            .iter()
-            .flat_map(|layer| layer.weights().map(|w| values(w.grad(&grads).unwrap())))
-            .collect(),
-    }
+    measured(
+        || {
+            let y = match cut {
+                Cut::Plain => stack(x),
+                Cut::Whole => checkpoint(|| stack(x)),
+                Cut::PerBlock => layers
+                    .iter()
+                    .fold(x, |x, layer| checkpoint(|| layer.forward(x))),
+                Cut::Sequential => checkpoint_sequential(&layers, Segments::Sqrt, x),
+            };
+            (y * r).sum()
+        },
+        |grads| {
+            layers
+                .iter()
+                .flat_map(|layer| layer.weights().map(|w| values(w.grad(grads).unwrap())))
+                .collect()
+        },
+    )
 }
 
 #[test]
