@@ -92,8 +92,9 @@ impl<B: Backend, const D: usize> RegionTensors<B> for nn::RnnState<B, D> {
 }
 
 /// A sequence a checkpointed scan walks (see [`Region::scan`]): a float tensor whose dimension
-/// `dim` is time; each step takes the tensor one rank lower, that dimension removed
-/// (`Tensor<B, 3>` `[batch, time, features]` gives `Tensor<B, 2>` steps along 1).
+/// `dim` is time, each step taking the tensor one rank lower, that dimension removed
+/// (`Tensor<B, 3>` `[batch, time, features]` gives `Tensor<B, 2>` steps along 1); or a `Vec` of
+/// the steps' inputs (`dim` unused).
 pub trait Sequence<B: Backend>: RegionTensors<B> {
     /// What one step takes.
     type Step;
@@ -103,6 +104,19 @@ pub trait Sequence<B: Backend>: RegionTensors<B> {
 
     /// Step `t`: the slice at `t` along `dim`, that dimension removed.
     fn step(&self, dim: usize, t: usize) -> Self::Step;
+}
+
+/// A `Vec` of the steps' inputs: step `t` takes the `t`-th.
+impl<B: Backend, T: RegionTensors<B> + Clone> Sequence<B> for Vec<T> {
+    type Step = T;
+
+    fn steps(&self, _: usize) -> usize {
+        self.len()
+    }
+
+    fn step(&self, _: usize, t: usize) -> T {
+        self[t].clone()
+    }
 }
 
 /// What a checkpointed scan's step gives besides its carry, stacked over the steps (see

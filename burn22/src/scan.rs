@@ -53,7 +53,8 @@ impl Region {
     ///
     /// The carry is any [`RegionTensors`] (burn-nn's `LstmState`, a struct deriving it) whose
     /// arrangement every step keeps; the inputs a [`Sequence`] (a `Tensor<D>`, each step a
-    /// `Tensor<D - 1>`); the output a [`Stack`] (a `Tensor<D>`, stacked into a `Tensor<D + 1>`).
+    /// `Tensor<D - 1>`, or a `Vec` of the steps' inputs, each arranged as the first); the output
+    /// a [`Stack`] (a `Tensor<D>`, stacked into a `Tensor<D + 1>`).
     /// A cell that draws random numbers (dropout) gets a seed per step, drawn in forward and
     /// replayed in backward; [`Region::is_recomputing`] is true in backward's runs of a step.
     /// Under a plan that keeps the region, or [`Policy::SaveComputeBound`](crate::Policy), the
@@ -89,7 +90,6 @@ impl Region {
         M: Module + Sync + 'static,
         C: RegionTensors + 'static,
         S: Sequence + 'static,
-        S::Step: Stack<Stacked = S>,
         Y: Stack + 'static,
         F: Fn(&M, C, S::Step) -> (Y, C) + Send + Sync + 'static,
     {
@@ -114,7 +114,6 @@ impl Region {
         M: Module + Sync + 'static,
         C: RegionTensors + 'static,
         S: Sequence + 'static,
-        S::Step: Stack<Stacked = S>,
         Y: Stack + 'static,
         F: Fn(&M, C, S::Step, usize) -> (Y, C) + Send + Sync + 'static,
     {
@@ -193,7 +192,6 @@ where
     M: Module + Sync + 'static,
     C: RegionTensors + 'static,
     S: Sequence + 'static,
-    S::Step: Stack<Stacked = S>,
     Y: Stack + 'static,
     F: Fn(&M, C, S::Step) -> (Y, C) + Send + Sync + 'static,
 {
@@ -241,7 +239,6 @@ where
     M: Module + Sync + 'static,
     C: RegionTensors + 'static,
     S: Sequence + 'static,
-    S::Step: Stack<Stacked = S>,
     Y: Stack + 'static,
     F: Fn(&M, C, S::Step, usize) -> (Y, C) + Send + Sync + 'static,
 {
@@ -273,7 +270,7 @@ where
         let mut seeds = Vec::new();
         let mut nested_seeds = Vec::with_capacity(self.steps);
         let mut outputs = Vec::with_capacity(self.steps);
-        let (mut step_layout, mut output_layout) = (None, None);
+        let (mut step_layout, mut output_layout, mut step_len) = (None, None, None);
         for t in 0..self.steps {
             if stores.contains(&t) {
                 let flat = Flat::new(carry);
@@ -285,8 +282,18 @@ where
                 Seed(Some(seed)).apply(&device);
                 seeds.push(seed);
             }
-            let x = inputs.step(self.dim, t);
-            step_layout.get_or_insert_with(|| x.layout());
+            let x = Flat::new(inputs.step(self.dim, t));
+            let first = *step_len.get_or_insert(x.tensors.len());
+            assert_eq!(
+                x.tensors.len(),
+                first,
+                "checkpoint scan {}: step {t}'s input has {} tensors, step 0's {first}: every \
+                 step's input must be arranged as the first's",
+                self.settings.name,
+                x.tensors.len()
+            );
+            step_layout.get_or_insert_with(|| x.layout.clone());
+            let x = x.into_value();
             let (output, next) = (self.step)(&stand_in, carry, x, t);
             // What the step's seeded regions drew: backward's runs of the step replay it.
             nested_seeds.push(opened.nested_seeds_so_far());
@@ -411,13 +418,12 @@ fn slicer<S: Sequence + 'static>(layout: S::Layout, dim: usize) -> Slicer {
 fn stacker<S>(layout: <S::Step as RegionTensors>::Layout, dim: usize) -> Stacker
 where
     S: Sequence + 'static,
-    S::Step: Stack<Stacked = S>,
 {
     Stacker(Arc::new(move |steps| {
         let steps = steps
             .into_iter()
             .map(|flat| <S::Step>::unflatten(&layout, &mut flat.into_iter()))
             .collect();
-        Flat::new(<S::Step>::stack(steps, dim)).tensors
+        Flat::new(S::from_steps(steps, dim)).tensors
     }))
 }

@@ -217,3 +217,35 @@ fn burn_nns_lstm_state_is_a_carry() {
         assert_values_bitwise(&format!("value {index}"), a, b);
     }
 }
+
+#[test]
+fn a_vec_of_the_steps_inputs_is_a_sequence() {
+    let run = |as_vec: bool| -> Vec<Vec<f32>> {
+        let device = Default::default();
+        let cell = Cell::<Ckpt>::new(&device);
+        let xs: Vec<Tensor<Ckpt, 2>> = (0..7)
+            .map(|t| Tensor::from_data(data([3, 6], 20 + t), &device).require_grad())
+            .collect();
+        let h0 = Tensor::<Ckpt, 2>::from_data(data([3, 8], 2), &device);
+        let step = |cell: &Cell<Ckpt>, h, x: Tensor<Ckpt, 2>| cell.step(h, x);
+        let region = Region::named("cell").schedule(Schedule::Snapshots(2));
+        let (ys, last) = if as_vec {
+            region.scan(&cell, h0, xs.clone(), 1, step)
+        } else {
+            region.scan(&cell, h0, Tensor::stack::<3>(xs.clone(), 1), 1, step)
+        };
+        let loss = ys.sum() + last.sum();
+        let grads = loss.clone().backward();
+        let mut all = vec![values(loss)];
+        all.extend(
+            xs.iter()
+                .map(|x| values(x.grad(&grads).expect("a gradient"))),
+        );
+        all.extend(cell.grads(&grads));
+        all
+    };
+    let (stacked, listed) = (run(false), run(true));
+    for (index, (a, b)) in stacked.iter().zip(&listed).enumerate() {
+        assert_values_bitwise(&format!("value {index}"), a, b);
+    }
+}

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use burn::module::Module;
 use burn::nn::{Linear, LinearConfig, Lstm, LstmConfig, LstmState};
-use burn::tensor::{Device, Tensor};
+use burn::tensor::{Device, Distribution, Tensor};
 use burn_checkpoint_22::{Region, Schedule, checkpoint_scan};
 
 use crate::common::device;
@@ -283,4 +283,75 @@ fn a_scan_inside_a_region_gives_the_loops_loss_and_gradients() {
     assert_eq!(inputs, plain.inputs);
     assert_eq!(initial, plain.initial);
     assert_eq!(hidden_weight, plain.params[2].1);
+}
+
+/// A `Vec` of the steps' inputs is a sequence too: the same loss, outputs and gradients as the
+/// loop written out over the `Vec`, bit for bit where the stacked sequence's are (the inputs',
+/// the initial carry's, `W_h`), under every schedule; a step whose input is arranged otherwise than
+/// the first's is stopped with a message.
+#[test]
+fn a_vec_of_the_steps_inputs_is_a_sequence() {
+    let device = device();
+    device.seed(8);
+    let cell = Elman::new(3, 5, &device);
+    let h0 = Tensor::<2>::random([2, 5], Distribution::Default, &device).require_grad();
+    let xs: Vec<Tensor<2>> = (0..9)
+        .map(|_| Tensor::<2>::random([2, 3], Distribution::Default, &device).require_grad())
+        .collect();
+    let outcome = |ys: Tensor<3>, last: Tensor<2>| {
+        let loss = ys.powf_scalar(2.0).sum() + last.sum();
+        let grads = loss.clone().backward();
+        let mut all = vec![bits(loss)];
+        all.extend(
+            xs.iter()
+                .map(|x| bits(x.grad(&grads).expect("a step's gradient"))),
+        );
+        all.push(bits(h0.grad(&grads).expect("the carry's gradient")));
+        all.push(bits(
+            cell.hidden
+                .weight
+                .val()
+                .grad(&grads)
+                .expect("W_h's gradient"),
+        ));
+        all
+    };
+    let written = {
+        let (mut hidden, mut ys) = (h0.clone(), Vec::new());
+        for x in &xs {
+            let (y, next) = cell.step(hidden, x.clone());
+            ys.push(y);
+            hidden = next;
+        }
+        outcome(Tensor::stack(ys, 1), hidden)
+    };
+    for schedule in [Schedule::EveryStep, Schedule::Snapshots(2)] {
+        let (ys, last) = Region::named("elman").schedule(schedule).scan(
+            &cell,
+            h0.clone(),
+            xs.clone(),
+            1,
+            |cell: &Elman, hidden, x: Tensor<2>| cell.step(hidden, x),
+        );
+        assert_eq!(outcome(ys, last), written, "{schedule:?}");
+    }
+
+    let ragged = vec![vec![xs[0].clone()], vec![xs[1].clone(), xs[2].clone()]];
+    let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        checkpoint_scan(
+            &cell,
+            h0.clone(),
+            ragged,
+            1,
+            |cell: &Elman, h, x: Vec<Tensor<2>>| cell.step(h, x[0].clone()),
+        )
+    }));
+    let message = caught.expect_err("a ragged Vec is stopped");
+    let message = message
+        .downcast_ref::<String>()
+        .expect("a formatted message");
+    assert!(
+        message.contains("must be arranged as the first's"),
+        "{message}"
+    );
 }
