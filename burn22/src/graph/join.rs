@@ -179,8 +179,8 @@ pub(super) fn placeholder<B: Backend>(device: &B::Device, dtype: DType) -> Float
     B::float_zeros(Shape::new([1]), device, dtype.into())
 }
 
-/// The most parents one node of a region has: a region over more tensors chains joins below
-/// its node.
+/// The most parents one node of a region has: a region over more tensors has joins below its
+/// node, each over up to this many.
 pub(super) const JOIN_WIDTH: usize = 32;
 
 /// The region node's parents: the region's tensors themselves where there are at most `width`
@@ -220,7 +220,7 @@ pub(super) fn join_down<B: Backend, C: CheckpointStrategy>(
         let mut rest = parents.into_iter();
         parents = (0..joins)
             .map(|k| {
-                let size = (rest.len()).div_ceil(joins - k);
+                let size = rest.len().div_ceil(joins - k);
                 let group: Vec<_> = rest.by_ref().take(size).collect();
                 (join_over::<B, C>(group, stash, metas), Slot::Join)
             })

@@ -8,8 +8,9 @@
 //!   Burn's data parallelism reads to know when a gradient is complete), and gets its gradient's
 //!   terms in plain autodiff's order. It holds the body and the inner primitives of its tensors
 //!   (a parameter's primitive shares the parameter's buffer). Over more than 32 tensors, *join*
-//!   nodes over the first ones stand between (a chain); a memory-bound region node (which Burn's
-//!   Balanced checkpointing may rematerialise) has one join over all of them as its one parent;
+//!   nodes stand between, each over up to 32 consecutive tensors; a memory-bound region node
+//!   (which Burn's Balanced checkpointing may rematerialise) has one join as its one parent
+//!   (over joins, beyond 32 tensors);
 //! - with several outputs, one *pick* node per output, child of the region node.
 //!
 //! Backward: the picks leave their gradients in the region's output stash; the region node runs the
