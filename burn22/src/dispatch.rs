@@ -14,7 +14,7 @@ use burn::backend::{
     DispatchTensor, DispatchTensorKind, GradientCheckpointingStrategy,
 };
 
-use crate::body::{Body, from_dispatch, to_dispatch};
+use crate::convert::{from_dispatch, to_dispatch};
 use crate::graph::{self, NodeSpec};
 
 /// The backends a region runs on.
@@ -71,11 +71,10 @@ fn route<T: OnBackend>(
 }
 
 /// Puts a region in the graph: `tensors` are its inputs, then its parameters; `outputs` what its
-/// forward gave (untracked); `body` what backward runs again.
+/// forward gave (untracked); `spec` how its backward replays it.
 pub(crate) fn run(
     tensors: Vec<DispatchTensor>,
     outputs: Vec<DispatchTensor>,
-    body: Body,
     spec: NodeSpec,
 ) -> Vec<DispatchTensor> {
     let mut strategies = tensors.iter().filter_map(|t| match t.autodiff {
@@ -97,7 +96,6 @@ pub(crate) fn run(
         Region {
             tensors,
             outputs,
-            body,
             spec,
         },
     )
@@ -107,7 +105,6 @@ pub(crate) fn run(
 struct Region {
     tensors: Vec<DispatchTensor>,
     outputs: Vec<DispatchTensor>,
-    body: Body,
     spec: NodeSpec,
 }
 
@@ -146,7 +143,7 @@ impl OnBackend for Region {
                 DispatchAutodiffContext::Disabled => from_dispatch::<B>(t),
             })
             .collect();
-        graph::autodiff_region::<B, C>(tensors, outputs, self.body, self.spec)
+        graph::autodiff_region::<B, C>(tensors, outputs, self.spec)
             .into_iter()
             .map(to_dispatch::<Autodiff<B, C>>)
             .collect()

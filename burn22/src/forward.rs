@@ -1,8 +1,11 @@
-//! A region's forward, the engine behind [`Region::run`](crate::Region::run): open the region,
-//! decide its seed, then run it as the plan or its code says — its body as plain ops (kept by a
-//! plan), under Burn's Balanced checkpointing (`SaveComputeBound`), as a region kept by name inside
-//! another's node, or as a region node: the body on stand-ins, the first instance's check, the
-//! node. One [`Call`] carries what every step needs (the module, the inputs, the body, the seed).
+//! A region's forward, the engine behind every way into a region. [`Entry`] is the first steps
+//! of all of them (a region's call and a scan's alike): open the region, survey its module, tell
+//! whether anything is tracked, decide whether it is seeded — its lazy parameters drawn before
+//! any seed. Then [`Call`] runs a region as the plan or its code says: its body as plain ops
+//! (kept by a plan), under Burn's Balanced checkpointing (`SaveComputeBound`, also a scan's:
+//! [`saving_compute_bound`]), as a region kept by name inside another's node, or as a region
+//! node: the body on stand-ins, the first instance's check, the node. One [`Call`] carries what
+//! every step needs (the module, the inputs, the body, the seed).
 
 use std::any::Any;
 use std::marker::PhantomData;
@@ -13,13 +16,12 @@ use burn::module::{Module, ParamId};
 use burn::tensor::Device;
 use burn_checkpoint_core::{RegionName, Schedule};
 
-use crate::body::Body;
-use crate::check;
 use crate::ddp;
 use crate::dispatch;
-use crate::graph::NodeSpec;
+use crate::graph::{NodeSpec, Replay};
 use crate::params::{self, Trainable, Used};
 use crate::policy::Policy;
+use crate::recompute::{Drawn, Recompute};
 use crate::retag;
 use crate::seed::Seed;
 use crate::state::{self, KeptAction, KeptRun, Opened, Rerun, Run};
@@ -52,29 +54,62 @@ impl Settings {
     }
 }
 
-/// The seed of a region that gets one, drawn now (or replayed in a recompute).
-///
-/// Every treatment draws a seeded region's seed: the masks dropout draws in a region, and every
-/// draw after it, do not depend on how a plan runs it. A region whose code keeps its
-/// compute-bound outputs runs its body once, as the same code without it: its draws need no seed
-/// of its own, unless a plan runs it.
-fn decide_seed<M: Module>(
-    region: &Settings,
-    survey: &Survey,
-    module: &M,
-    opened: &Opened,
-    device: &Device,
-) -> Seed {
-    let runs_once = opened.run == Run::SaveComputeBound && !opened.planned;
-    let seeded = (region.seeded || survey.stochastic(module)) && !runs_once;
-    if !seeded {
-        return Seed(None);
+/// A region entered: the first steps of every way into one (a region's call, a scan), so that a
+/// protection added here reaches them all.
+pub(crate) struct Entry {
+    /// The region, open.
+    pub(crate) opened: Opened,
+    /// Where its tensors live (its first tensor's device).
+    pub(crate) device: Device,
+    /// Whether its body (each of a scan's steps) runs with a seed of its own.
+    seeded: bool,
+}
+
+impl Entry {
+    /// Opens the region `settings` describe over `module` and `tensors` (a region's inputs; a
+    /// scan's initial carry and sequence) and decides whether it is seeded. `Err` with the open
+    /// region where nothing is tracked: nothing to keep or recompute, and no layer draws without
+    /// autodiff — the code runs as written, inside the open region.
+    ///
+    /// Every treatment seeds a seeded region: the masks dropout draws in a region, and every draw
+    /// after it, do not depend on how a plan runs it. A region whose code keeps its compute-bound
+    /// outputs runs its body once, as the same code without it: its draws need no seed of its
+    /// own, unless a plan runs it. A seeded region's lazy parameters are drawn here, before any
+    /// seed, from the generator as it stands: the recompute, which finds them initialised, must
+    /// draw what the forward's body drew after the seed.
+    pub(crate) fn open<M: Module>(
+        settings: &Settings,
+        module: &M,
+        tensors: &[DispatchTensor],
+    ) -> Result<Entry, Opened> {
+        // Open before any seed is drawn: the regions its body opens are nested in it.
+        let opened = settings.open();
+        let survey = Survey::of(module);
+        let autodiff = tensors
+            .iter()
+            .any(|t| matches!(t.autodiff, DispatchAutodiffContext::Enabled(_)))
+            || survey.on_autodiff;
+        let Some(first) = tensors.first().filter(|_| autodiff) else {
+            return Err(opened);
+        };
+        let device = tensors::device_of(first);
+        let runs_once = opened.run == Run::SaveComputeBound && !opened.planned;
+        let seeded = (settings.seeded || survey.stochastic(module)) && !runs_once;
+        if seeded {
+            params::initialise(module);
+        }
+        Ok(Entry {
+            opened,
+            device,
+            seeded,
+        })
     }
-    // Parameters Burn initialises lazily are drawn now, from the generator as it stands, not
-    // from the region's seed: the recompute, which finds them initialised, must draw what the
-    // forward's body drew after the seed.
-    params::initialise(module);
-    Seed(Some(opened.seed(device)))
+
+    /// The seed for the region's body (or a scan's next step): drawn now, or replayed in a
+    /// recompute, where the region is seeded.
+    pub(crate) fn seed(&self) -> Seed {
+        Seed(self.seeded.then(|| self.opened.seed(&self.device)))
+    }
 }
 
 /// One region call on its way through the forward: the region's settings, its module, its
@@ -84,7 +119,7 @@ pub(crate) struct Call<'a, M, I: RegionTensors, O, F> {
     module: &'a M,
     inputs: Flat<I>,
     device: Device,
-    forward: F,
+    forward: Arc<F>,
     seed: Seed,
     output: PhantomData<fn() -> O>,
 }
@@ -104,38 +139,39 @@ where
             !inputs.tensors.is_empty(),
             "a checkpoint region needs at least one input tensor"
         );
-        // Open before the seed is drawn: the regions its body opens are nested in it.
-        let mut opened = region.open();
-        let survey = Survey::of(module);
-        let autodiff = inputs
-            .tensors
-            .iter()
-            .any(|t| matches!(t.autodiff, DispatchAutodiffContext::Enabled(_)))
-            || survey.on_autodiff;
-        if !autodiff {
-            // Nothing to keep or recompute, and no layer draws without autodiff: the body.
-            return forward(module, inputs.into_value());
-        }
-        let device = tensors::device_of(&inputs.tensors[0]);
-        let seed = decide_seed(region, &survey, module, &opened, &device);
+        let entry = match Entry::open(region, module, &inputs.tensors) {
+            Ok(entry) => entry,
+            Err(_open) => return forward(module, inputs.into_value()),
+        };
+        let seed = entry.seed();
+        let Entry {
+            mut opened, device, ..
+        } = entry;
         let call = Call {
             region,
             module,
             inputs,
             device,
-            forward,
+            forward: Arc::new(forward),
             seed,
             output: PhantomData,
         };
-        match opened.run {
+        let (seed, device, named_kept) = (call.seed, call.device.clone(), opened.named_kept);
+        let outputs = match opened.run {
             Run::Keep => call.run_kept_by_plan(),
             Run::SaveComputeBound => call.run_saving_compute_bound(),
             Run::Kept => {
                 let action = opened.kept.take().expect("a kept region's action");
-                call.run_kept_by_name(opened, action)
+                return call.run_kept_by_name(opened, action);
             }
             Run::Region { offload } => call.run_region_node(opened, offload),
+        };
+        // Where a region kept by name leaves the generator (see `run_kept_by_name`), however
+        // the region that keeps it runs.
+        if named_kept {
+            seed.apply_after_recompute(&device);
         }
+        outputs
     }
 
     /// A region a plan keeps: its body as plain autodiff ops (a seeded one reseeds in backward
@@ -147,26 +183,11 @@ where
     }
 
     /// The body of a [`Policy::SaveComputeBound`] region, run once as Burn's own ops under
-    /// Burn's Balanced checkpointing (its inputs and module tagged Balanced, its outputs tagged
-    /// back to the caller's strategy).
+    /// Burn's Balanced checkpointing.
     fn run_saving_compute_bound(self) -> O {
-        use GradientCheckpointingStrategy::{Balanced, Disabled};
         self.seed.apply(&self.device);
-        // Under Burn's own `gradient_checkpointing()` everything is Balanced already.
-        let outputs = if retag::caller_strategy(&self.inputs.tensors, self.module) != Some(Disabled)
-        {
-            (self.forward)(self.module, self.inputs.into_value())
-        } else {
-            let (balanced, restore) = retag::balanced(self.module, Disabled);
-            let outputs = retag::explaining_mismatch(&self.region.name, || {
-                (self.forward)(
-                    &balanced,
-                    self.inputs.into_mapped(|t| retag::tagged(t, Balanced)),
-                )
-            });
-            drop(restore);
-            each_tensor(outputs, |t| retag::tagged(t, Disabled))
-        };
+        let outputs =
+            saving_compute_bound(&self.region.name, self.module, self.inputs, &*self.forward);
         reseeded_in_backward(outputs, self.seed)
     }
 
@@ -179,6 +200,25 @@ where
             !outputs.tensors.is_empty(),
             "a checkpoint region must give at least one tensor"
         );
+        let trainable = used.trainable();
+        // The stand-ins go inside the region: the memory report counts them there.
+        drop(used);
+        ddp::refuse_distributed(&self.region.name, &self.inputs.tensors, &trainable.values);
+        let drawn = Drawn {
+            seeds: vec![self.seed],
+            nested_seeds: vec![opened.nested_seeds()],
+            kept,
+        };
+        let recompute = self.recompute(trainable.ids.clone(), drawn);
+        if state::check_first(&self.region.name) {
+            let tensors: Vec<_> = self
+                .inputs
+                .tensors
+                .iter()
+                .chain(&trainable.values)
+                .collect();
+            recompute.check(&self.region.name, 0, tensors, &outputs.tensors);
+        }
         let spec = NodeSpec {
             offloaded_inputs: if offload {
                 self.inputs.tensors.len()
@@ -186,17 +226,9 @@ where
                 0
             },
             slot: opened.slot,
-            nested_seeds: opened.nested_seeds(),
             memory_bound: opened.memory_bound,
-            kept,
-            run: None,
-            scan: None,
+            replay: Replay::Recompute(recompute),
         };
-        let trainable = used.trainable();
-        ddp::refuse_distributed(&self.region.name, &self.inputs.tensors, &trainable.values);
-        if state::check_first(&self.region.name) {
-            self.check_first_instance(&trainable, &spec, &outputs.tensors);
-        }
         let layout = outputs.layout;
         let tensors = self.build_node(trainable, outputs.tensors, spec);
         drop(opened);
@@ -220,28 +252,20 @@ where
         (outputs, kept, used)
     }
 
-    /// The body again, as its recompute will run it (replayed seeds, fresh running statistics),
-    /// compared with its forward: once per name and thread.
-    fn check_first_instance(
-        &self,
-        trainable: &Trainable,
-        spec: &NodeSpec,
-        outputs: &[DispatchTensor],
-    ) {
-        let untracked_params = trainable.values.iter().cloned().map(tensors::untracked);
-        let module = params::for_recompute(
-            self.module.clone(),
-            &trainable.ids,
-            untracked_params.collect(),
-        );
-        let module = retag::all_tagged(module, retag::strategy_of(&self.inputs.tensors));
-        let again_inputs = self.inputs.rebuilt(tensors::untracked);
-        let again = state::recomputing(&spec.nested_seeds, &spec.kept, || {
-            self.seed.apply(&self.device);
-            let again = (self.forward)(&module, again_inputs);
-            Flat::new(again).tensors
-        });
-        check::same_values(&self.region.name, outputs, &again);
+    /// What backward runs again of this region (see [`Recompute`]): its body, on its inputs then
+    /// the leaves of the parameters `param_ids`, replaying what `drawn` says.
+    fn recompute(&self, param_ids: Vec<ParamId>, drawn: Drawn) -> Recompute {
+        let (forward, layout) = (self.forward.clone(), self.inputs.layout.clone());
+        Recompute::new(
+            self.module,
+            param_ids,
+            drawn,
+            self.device.clone(),
+            move |module, inputs, _| {
+                let inputs = I::unflatten(&layout, &mut inputs.into_iter());
+                Flat::new(forward(module, inputs)).tensors
+            },
+        )
     }
 
     /// The region's nodes in Burn's graph, over its inputs then `params` (the parameters its body
@@ -252,18 +276,9 @@ where
         outputs: Vec<DispatchTensor>,
         spec: NodeSpec,
     ) -> Vec<DispatchTensor> {
-        let input_count = self.inputs.tensors.len();
         let mut tensors = self.inputs.tensors;
         tensors.extend(params.values);
-        let body = Self::recompute_body(
-            self.module,
-            params.ids,
-            self.inputs.layout,
-            input_count,
-            self.forward,
-            self.seed,
-        );
-        dispatch::run(tensors, outputs, body, spec)
+        dispatch::run(tensors, outputs, spec)
     }
 
     /// A region kept by name by the region node it is nested in (see
@@ -342,11 +357,8 @@ where
         let spec = NodeSpec {
             offloaded_inputs: 0,
             slot: None,
-            nested_seeds: run.nested_seeds,
             memory_bound: false,
-            kept: Vec::new(),
-            run: Some(run.rerun),
-            scan: None,
+            replay: Replay::Kept(run.rerun),
         };
         let params = Trainable {
             ids: run.params,
@@ -355,38 +367,31 @@ where
         let tensors = self.build_node(params, outputs, spec);
         O::unflatten(&layout, &mut tensors.into_iter())
     }
+}
 
-    /// What a region node's backward runs again: `forward` on `module` with the parameters
-    /// `param_ids` replaced by the leaves after the first `input_count` tensors, the inputs those
-    /// before, seeded with `seed`.
-    fn recompute_body(
-        module: &M,
-        param_ids: Vec<ParamId>,
-        input_layout: I::Layout,
-        input_count: usize,
-        forward: F,
-        seed: Seed,
-    ) -> Body {
-        let template = module.clone();
-        Body(Arc::new(move |mut flat| {
-            let device = tensors::device_of(&flat[0]);
-            let strategy = retag::strategy_of(&flat);
-            let leaves = flat.split_off(input_count);
-            // Its caller's frozen parameters and running statistics carry the caller's strategy:
-            // a region nested in a `SaveComputeBound` one recomputes under Balanced.
-            let module = retag::all_tagged(
-                params::for_recompute(template.clone(), &param_ids, leaves),
-                strategy,
-            );
-            let inputs = I::unflatten(&input_layout, &mut flat.into_iter());
-            seed.apply(&device);
-            let outputs = Flat::new(forward(&module, inputs)).tensors;
-            // Not where the forward left it (unknowable), but where a kept region's backward
-            // leaves it too: the stream after backward does not depend on the plan.
-            seed.apply_after_recompute(&device);
-            outputs
-        }))
+/// `forward(module, inputs)` run once as Burn's own ops under Burn's Balanced checkpointing (a
+/// [`Policy::SaveComputeBound`] region's body, or a scan's loop): its inputs and module tagged
+/// Balanced, its outputs tagged back to the caller's strategy.
+pub(crate) fn saving_compute_bound<M: Module, I: RegionTensors, O: RegionTensors>(
+    name: &RegionName,
+    module: &M,
+    inputs: Flat<I>,
+    forward: impl FnOnce(&M, I) -> O,
+) -> O {
+    use GradientCheckpointingStrategy::{Balanced, Disabled};
+    // Under Burn's own `gradient_checkpointing()` everything is Balanced already.
+    if retag::caller_strategy(&inputs.tensors, module) != Some(Disabled) {
+        return forward(module, inputs.into_value());
     }
+    let (balanced, restore) = retag::balanced(module, Disabled);
+    let outputs = retag::explaining_mismatch(name, || {
+        forward(
+            &balanced,
+            inputs.into_mapped(|t| retag::tagged(t, Balanced)),
+        )
+    });
+    drop(restore);
+    each_tensor(outputs, |t| retag::tagged(t, Disabled))
 }
 
 /// Where a kept region's run is taken (passed on or made a node): the seeds its nested regions
@@ -396,9 +401,9 @@ fn taking<M: Module>(module: &M, opened: &mut Opened, run: &KeptRun) -> Vec<Disp
     params::values_of(module, &run.params)
 }
 
-/// A kept seeded region's outputs: in backward, the generator is left as a recompute would
-/// leave it (unseeded ones unchanged).
-fn reseeded_in_backward<O: RegionTensors>(outputs: O, seed: Seed) -> O {
+/// A kept seeded region's outputs (a kept scan's step's): in backward, the generator is left as
+/// a recompute would leave it (unseeded ones unchanged).
+pub(crate) fn reseeded_in_backward<O: RegionTensors>(outputs: O, seed: Seed) -> O {
     match seed {
         Seed(Some(seed)) => {
             let after = crate::seed::after_recompute(seed);

@@ -29,8 +29,8 @@
 // burn-checkpoint-core.
 //
 // The vocabulary: leaves, importing nothing of the crate.
-mod body;
 mod check;
+mod convert;
 mod ddp;
 mod params;
 mod produced;
@@ -46,6 +46,8 @@ pub mod planner;
 mod offload;
 mod retag;
 mod state;
+// What backward runs again of a region's code.
+mod recompute;
 // A region in Burn's autodiff graph.
 mod graph;
 // Routing a region to the backend its tensors live on.

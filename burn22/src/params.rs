@@ -42,12 +42,12 @@ impl Used {
         self.0.iter().map(|entry| entry.id).collect()
     }
 
-    /// The trainable parameters the body used, in visit order: the region's parameters (the
-    /// parents of its node besides its inputs).
-    pub(crate) fn trainable(self) -> Trainable {
+    /// The trainable parameters the body used so far, in visit order: the region's parameters
+    /// (the parents of its node besides its inputs).
+    pub(crate) fn trainable(&self) -> Trainable {
         let (ids, values) = self
             .0
-            .into_iter()
+            .iter()
             .filter(|entry| (entry.used)())
             .map(|entry| (entry.id, (entry.value)()))
             .filter(|(_, value)| Tensor::<1>::from_dispatch(value.clone()).is_require_grad())

@@ -14,8 +14,10 @@ use crate::tensors::RegionTensors;
 
 /// A checkpoint region: its name, what it keeps ([`policy`](Region::policy)), whether its stored
 /// inputs wait for backward in host memory, and whether it gives its body a seed of its own.
-/// One value, three ways in: [`run`](Region::run) a module's forward, [`run_fn`](Region::run_fn)
-/// a body without parameters, or [`sequential`](Region::sequential) a stack of layers;
+/// One value, four ways in: [`run`](Region::run) a module's forward, [`run_fn`](Region::run_fn)
+/// a body without parameters, [`sequential`](Region::sequential) a stack of layers, or
+/// [`scan`](Region::scan) a recurrent loop — each entered the same way, so each keeps the
+/// guarantees below (docs/conformance.md holds every way against every hazard);
 /// [`checkpoint`] is `Region::new().run(..)`, [`checkpoint_fn`] is `Region::new().run_fn(..)`,
 /// and `#[checkpoint(name = .., policy = .., offload)]` expands to `Region::named(..).run(..)`.
 /// The same words as the crate for Burn 0.21. A `Region` can run many times.

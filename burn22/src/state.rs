@@ -36,6 +36,8 @@ enum Frame {
         /// The seeds drawn inside its body, at any depth, in order, until its node takes them
         /// ([`Opened::nested_seeds`]).
         seeds: Option<Vec<u64>>,
+        /// The names its policy keeps ([`Policy::recompute_all_but`]), at any depth.
+        keeps: Option<KeptRegions>,
     },
     /// A region's body run again in backward, or by the first instance's check ([`recomputing`]).
     Recompute {
@@ -230,6 +232,11 @@ pub(crate) struct Opened {
     pub(crate) planned: bool,
     /// With [`Run::Kept`]: what it does with its run.
     pub(crate) kept: Option<KeptAction>,
+    /// Whether a region it is nested in keeps its name (its policy's
+    /// [`recompute_all_but`](Policy::recompute_all_but)), however that region runs: a seeded
+    /// one then leaves the generator after its forward where taking its kept run leaves it, so
+    /// that what comes after it draws the same whether a plan keeps the enclosing region or not.
+    pub(crate) named_kept: bool,
     /// The schedule a plan gives it (`Treatment::Scan`): a scan keeps its carries so, whatever
     /// its code's schedule.
     pub(crate) schedule: Option<Schedule>,
@@ -241,10 +248,13 @@ pub(crate) struct Opened {
 /// Opens a region called `name` whose code asks for `policy` and `offload`: a top-level region
 /// gets the next index of its name and runs as the plan in force says (if it names it).
 pub(crate) fn open(name: RegionName, policy: &Policy, offload: bool) -> Opened {
-    let (top_level, memory_bound) = with_state(|state| {
+    let (top_level, memory_bound, named_kept) = with_state(|state| {
         let innermost = state.enclosing_region();
         let memory_bound = matches!(innermost, Some(Frame::Region { saving: true, .. }));
-        (innermost.is_none(), memory_bound)
+        let named_kept = state.frames.iter().any(
+            |frame| matches!(frame, Frame::Region { keeps: Some(keeps), .. } if keeps.keeps(&name)),
+        );
+        (innermost.is_none(), memory_bound, named_kept)
     });
     let coded = match policy {
         Policy::RecomputeAll | Policy::RecomputeAllBut(_) => Run::Region { offload },
@@ -271,6 +281,7 @@ pub(crate) fn open(name: RegionName, policy: &Policy, offload: bool) -> Opened {
     let frame = push(Frame::Region {
         saving: run == Run::SaveComputeBound,
         seeds: Some(Vec::new()),
+        keeps: policy.kept().cloned(),
     });
     Opened {
         run,
@@ -278,6 +289,7 @@ pub(crate) fn open(name: RegionName, policy: &Policy, offload: bool) -> Opened {
         memory_bound,
         planned,
         kept,
+        named_kept,
         schedule,
         top_level,
         frame,

@@ -6,15 +6,17 @@
 //! - the *region* node, whose parents are the region's tensors (inputs and parameters), so that
 //!   every tensor keeps its place in Burn's traversal order and its count of consumers (which
 //!   Burn's data parallelism reads to know when a gradient is complete), and gets its gradient's
-//!   terms in plain autodiff's order. It holds the body and the inner primitives of its tensors
-//!   (a parameter's primitive shares the parameter's buffer). Over more than 32 tensors, *join*
+//!   terms in plain autodiff's order. It holds how it replays the region ([`Replay`]) and the
+//!   inner primitives of its tensors (a parameter's primitive shares the parameter's buffer).
+//!   Over more than 32 tensors, *join*
 //!   nodes stand between, each over up to 32 consecutive tensors; a memory-bound region node
 //!   (which Burn's Balanced checkpointing may rematerialise) has one join as its one parent
 //!   (over joins, beyond 32 tensors);
 //! - with several outputs, one *pick* node per output, child of the region node.
 //!
 //! Backward: the picks leave their gradients in the region's output stash; the region node runs the
-//! body again on fresh autodiff leaves, calls a nested backward that starts by giving each output
+//! body again on fresh autodiff leaves (or differentiates a kept region's run, or walks a scan's
+//! steps: `scan.rs`), calls a nested backward that starts by giving each output
 //! its gradient (an output-gradient node per output, the same bits as Σ⟨out, grad⟩), and leaves
 //! each tensor's gradient in the input stash, and hands its parents their gradients (a join
 //! parent a placeholder: each join hands its own parents theirs). An output the loss
@@ -36,10 +38,10 @@ use burn::backend::{
     Autodiff, AutodiffBackend, Backend, DispatchKindConversion, DispatchTensor, TensorMetadata,
 };
 
-use crate::body::Body;
 use crate::offload::Stored;
 use crate::produced;
-use crate::state::{KeptRun, Rerun};
+use crate::recompute::Recompute;
+use crate::state::Rerun;
 
 mod join;
 mod nodes;
@@ -48,30 +50,35 @@ mod scan;
 
 use join::{JOIN_WIDTH, Slot, Stash, TensorMeta, finish_over, join_down, placeholder};
 pub(crate) use nodes::reseed_in_backward;
-use nodes::{Pick, RegionState, RegionStep, Rematerialise};
+use nodes::{NodeReplay, Pick, RegionState, RegionStep, Rematerialise};
 use scan::ScanState;
-pub(crate) use scan::{ScanSpec, Slicer, Stacker, StepBody};
+pub(crate) use scan::{ScanSpec, Slicer, Stacker};
 
-/// What the region node keeps besides its body: how many of its first tensors (its inputs) go
-/// to host memory, its slot in the step's memory report, and the seeds its recompute replays.
+/// What a region node does in backward to give its tensors their gradients.
+#[derive(Debug, Clone)]
+pub(crate) enum Replay {
+    /// Runs the region's code again on fresh leaves and differentiates that run.
+    Recompute(Recompute),
+    /// Differentiates the run its forward made (a region kept by name, whose node is built in
+    /// the recompute of the node that kept it): the body does not run again.
+    Kept(Rerun),
+    /// Walks a scan's steps, last first.
+    Scan(ScanSpec),
+}
+
+/// What the region node keeps besides its tensors: how many of its first tensors (its inputs)
+/// go to host memory, its slot in the step's memory report, whether Burn may rematerialise it,
+/// and how its backward replays the region.
 #[derive(Debug, Clone)]
 pub(crate) struct NodeSpec {
     /// The region's inputs, offloaded; 0 keeps every tensor on the device.
     pub(crate) offloaded_inputs: usize,
     /// The top-level region's slot in the memory report being recorded, if any.
     pub(crate) slot: Option<usize>,
-    /// The seeds the regions nested in this one drew in its forward, in order.
-    pub(crate) nested_seeds: Vec<u64>,
     /// Whether the node is a memory-bound op (a region nested in a `SaveComputeBound` one):
     /// Burn's Balanced checkpointing then recomputes its output where backward needs it.
     pub(crate) memory_bound: bool,
-    /// The runs of the regions its forward kept by name, in order: its recompute takes them.
-    pub(crate) kept: Vec<KeptRun>,
-    /// For the node of a region kept by name: its run, which its backward differentiates (the
-    /// body is not run again).
-    pub(crate) run: Option<Rerun>,
-    /// A scan's steps: its backward walks them rather than running `body`.
-    pub(crate) scan: Option<ScanSpec>,
+    pub(crate) replay: Replay,
 }
 
 /// A region on `Autodiff<B, C>` whose forward gave `outputs`: puts the region's nodes in the
@@ -79,72 +86,26 @@ pub(crate) struct NodeSpec {
 pub(crate) fn autodiff_region<B: Backend, C: CheckpointStrategy>(
     tensors: Vec<FloatTensor<Autodiff<B, C>>>,
     outputs: Vec<FloatTensor<B>>,
-    body: Body,
     spec: NodeSpec,
 ) -> Vec<FloatTensor<Autodiff<B, C>>>
 where
     DispatchTensor: DispatchKindConversion<Autodiff<B, C>>,
 {
-    let wanted: Vec<bool> = tensors.iter().map(|t| t.is_tracked()).collect();
-    let inner: Vec<FloatTensor<B>> = tensors.iter().map(|t| t.primitive().clone()).collect();
-    if !wanted.iter().any(|&w| w) {
+    if !tensors.iter().any(|t| t.is_tracked()) {
         return outputs
             .into_iter()
             .map(Autodiff::<B, C>::from_inner)
             .collect();
     }
-    let (device, dtype) = (inner[0].device(), inner[0].dtype());
-    let metas: Arc<Vec<TensorMeta>> = Arc::new(
-        tensors
-            .iter()
-            .map(|t| TensorMeta {
-                shape: t.shape(),
-                dtype: t.dtype(),
-                region_output: produced::is_region_output(t.id()),
-            })
-            .collect(),
-    );
-    let input_stash = Stash::<B>::new(tensors.len());
     let several = outputs.len() > 1;
     // A memory-bound node with several outputs would need its picks rematerialised too: it is
     // kept as a compute-bound one.
     let memory_bound = spec.memory_bound && !several;
+    let mut state = region_state::<B, C>(&tensors, &outputs, spec);
+    let (device, dtype) = (state.device.clone(), state.dtype);
     // A memory-bound node's parent is one join (see below); any other's are its tensors.
     let width = if memory_bound { 1 } else { JOIN_WIDTH };
-    let parents = join_down::<B, C>(tensors, width, &input_stash, &metas);
-    let output_stash = several.then(|| Stash::<B>::new(outputs.len()));
-    // The inputs' buffers leave the device (where nothing else holds them) once their copies
-    // are in host memory; parameters stay: they are the module's own buffers.
-    let stored = inner
-        .into_iter()
-        .enumerate()
-        .map(|(index, tensor)| {
-            if index < spec.offloaded_inputs {
-                Stored::to_host(tensor)
-            } else {
-                Stored::Device(tensor)
-            }
-        })
-        .collect();
-    let state = RegionState {
-        body,
-        nested_seeds: spec.nested_seeds.into(),
-        metas,
-        tensors: stored,
-        device: device.clone(),
-        dtype,
-        slot: spec.slot,
-        wanted,
-        input_stash,
-        // Set as the node is built, over the parents it gets.
-        parents: Vec::new(),
-        outputs: outputs.iter().map(|o| (o.shape(), o.dtype())).collect(),
-        output_stash: output_stash.clone(),
-        _produced: None,
-        rematerialised: Arc::new(Mutex::new(spec.run)),
-        kept: spec.kept.into(),
-        scan: spec.scan.map(ScanState::new::<C>),
-    };
+    let parents = join_down::<B, C>(tensors, width, &state.input_stash, &state.metas);
     let node_output = if several {
         placeholder::<B>(&device, dtype)
     } else {
@@ -152,8 +113,8 @@ where
     };
     // The mark (a region's output) lives as long as the node's state holds its token.
     let token = Arc::new(());
-    let mut state = state;
     state._produced = (!several).then(|| token.clone());
+    let output_stash = state.output_stash.clone();
     let region = if memory_bound {
         memory_bound_node::<B, C>(parents, state, node_output)
     } else {
@@ -171,10 +132,76 @@ where
         drop(parents);
         region
     };
-    let Some(stash) = output_stash else {
-        produced::mark(region.id(), &token);
-        return vec![region];
+    match output_stash {
+        Some(stash) => picks::<B, C>(&region, outputs, &stash, &device),
+        None => {
+            produced::mark(region.id(), &token);
+            vec![region]
+        }
+    }
+}
+
+/// The region node's state over `tensors` (their inner primitives kept, the first
+/// `spec.offloaded_inputs` in host memory) for the forward's `outputs`.
+fn region_state<B: Backend, C: CheckpointStrategy>(
+    tensors: &[FloatTensor<Autodiff<B, C>>],
+    outputs: &[FloatTensor<B>],
+    spec: NodeSpec,
+) -> RegionState<B>
+where
+    DispatchTensor: DispatchKindConversion<Autodiff<B, C>>,
+{
+    let metas = tensors
+        .iter()
+        .map(|t| TensorMeta {
+            shape: t.shape(),
+            dtype: t.dtype(),
+            region_output: produced::is_region_output(t.id()),
+        })
+        .collect();
+    // The inputs' buffers leave the device (where nothing else holds them) once their copies
+    // are in host memory; parameters stay: they are the module's own buffers.
+    let stored = (tensors.iter().enumerate())
+        .map(|(index, tensor)| {
+            let tensor = tensor.primitive().clone();
+            if index < spec.offloaded_inputs {
+                Stored::to_host(tensor)
+            } else {
+                Stored::Device(tensor)
+            }
+        })
+        .collect();
+    let replay = match spec.replay {
+        Replay::Recompute(recompute) => NodeReplay::Recompute(recompute, Arc::default()),
+        Replay::Kept(run) => NodeReplay::Kept(Arc::new(Mutex::new(Some(run)))),
+        Replay::Scan(scan) => NodeReplay::Scan(ScanState::new::<C>(scan)),
     };
+    let first = tensors[0].primitive();
+    RegionState {
+        replay,
+        metas: Arc::new(metas),
+        tensors: stored,
+        device: first.device(),
+        dtype: first.dtype(),
+        slot: spec.slot,
+        wanted: tensors.iter().map(|t| t.is_tracked()).collect(),
+        input_stash: Stash::<B>::new(tensors.len()),
+        // Set as the node is built, over the parents it gets.
+        parents: Vec::new(),
+        outputs: outputs.iter().map(|o| (o.shape(), o.dtype())).collect(),
+        output_stash: (outputs.len() > 1).then(|| Stash::<B>::new(outputs.len())),
+        _produced: None,
+    }
+}
+
+/// A region node's outputs, one pick each (a node with several outputs gives a placeholder),
+/// each marked as a region's output.
+fn picks<B: Backend, C: CheckpointStrategy>(
+    region: &FloatTensor<Autodiff<B, C>>,
+    outputs: Vec<FloatTensor<B>>,
+    stash: &Arc<Stash<B>>,
+    device: &B::Device,
+) -> Vec<FloatTensor<Autodiff<B, C>>> {
     outputs
         .into_iter()
         .enumerate()

@@ -14,7 +14,6 @@ use burn::backend::autodiff::checkpoint::state::BackwardStates;
 use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
 use burn::backend::autodiff::grads::Gradients;
 use burn::backend::autodiff::ops::{Backward, NodeGuard, Ops, OpsKind};
-use burn::backend::ops::FloatTensorOps;
 use burn::backend::tensor::FloatTensor;
 use burn::backend::{
     Autodiff, AutodiffBackend, Backend, DispatchKindConversion, DispatchTensor, TensorMetadata,
@@ -23,13 +22,14 @@ use burn::tensor::{DType, Shape};
 
 use burn_checkpoint_core::memory::recording;
 
-use crate::body::{Body, from_dispatch, to_dispatch};
+use crate::convert::{from_dispatch, to_dispatch};
 use crate::offload::Stored;
-use crate::state::{self, KeptRun, Rerun};
+use crate::recompute::Recompute;
+use crate::state::Rerun;
 
 use super::join::{AnyParents, Parent, Slot, Stash, TensorMeta, hand_down_each, placeholder};
-use super::objective::nested_backward;
-use super::scan::{self, ScanState};
+use super::objective::{bytes_of, leaf, nested_backward};
+use super::scan::{ScanBackward, ScanState};
 
 /// The gradient a region's node consumed for its output of shape `expected`, or none where only
 /// the one-element stand-ins of regions that ignored it came (a real gradient, with or without
@@ -38,11 +38,35 @@ fn real_gradient<B: Backend>(grad: FloatTensor<B>, expected: &Shape) -> Option<F
     (grad.shape() == *expected).then_some(grad)
 }
 
+/// How a region node's backward replays its region (see [`Replay`](super::Replay)), with what
+/// the replay needs while backward runs.
+pub(super) enum NodeReplay<B: Backend> {
+    /// The region's code run again. A memory-bound node's run, made by its retro-forward when
+    /// Burn's Balanced checkpointing needs its output, waits here for its backward to
+    /// differentiate it rather than run the body a third time.
+    Recompute(Recompute, Arc<Mutex<Option<Rerun>>>),
+    /// A region kept by name: the run its forward made, differentiated once.
+    Kept(Arc<Mutex<Option<Rerun>>>),
+    /// A scan's steps and stored carries.
+    Scan(Arc<ScanState<B>>),
+}
+
+impl<B: Backend> Clone for NodeReplay<B> {
+    fn clone(&self) -> Self {
+        match self {
+            NodeReplay::Recompute(recompute, run) => {
+                NodeReplay::Recompute(recompute.clone(), run.clone())
+            }
+            NodeReplay::Kept(run) => NodeReplay::Kept(run.clone()),
+            NodeReplay::Scan(scan) => NodeReplay::Scan(scan.clone()),
+        }
+    }
+}
+
 /// The region node's backward state.
 pub(super) struct RegionState<B: Backend> {
-    pub(super) body: Body,
-    /// The seeds the regions nested in this one drew in its forward: its recompute replays them.
-    pub(super) nested_seeds: Arc<[u64]>,
+    /// How its backward replays the region.
+    pub(super) replay: NodeReplay<B>,
     /// What the tensors are (for the joins' stand-in gradients).
     pub(super) metas: Arc<Vec<TensorMeta>>,
     /// The inner primitives of the region's tensors (inputs, then parameters), or host copies
@@ -67,21 +91,12 @@ pub(super) struct RegionState<B: Backend> {
     pub(super) output_stash: Option<Arc<Stash<B>>>,
     /// With one output: keeps the node marked as a region's output while it lives.
     pub(super) _produced: Option<Arc<()>>,
-    /// The body's run with autodiff (its leaves, then its outputs) for its backward to
-    /// differentiate rather than run the body: a memory-bound node's, made by its retro-forward
-    /// (else the body would run a third time), or a region kept by name's, made in forward.
-    pub(super) rematerialised: Arc<Mutex<Option<Rerun>>>,
-    /// The runs of the regions its forward kept by name: each recompute takes them.
-    pub(super) kept: Arc<[KeptRun]>,
-    /// A scan's node: its steps and stored carries (its backward walks the steps).
-    pub(super) scan: Option<Arc<ScanState<B>>>,
 }
 
 impl<B: Backend> Clone for RegionState<B> {
     fn clone(&self) -> Self {
         Self {
-            body: self.body.clone(),
-            nested_seeds: self.nested_seeds.clone(),
+            replay: self.replay.clone(),
             metas: self.metas.clone(),
             tensors: self.tensors.clone(),
             device: self.device.clone(),
@@ -93,9 +108,6 @@ impl<B: Backend> Clone for RegionState<B> {
             outputs: self.outputs.clone(),
             output_stash: self.output_stash.clone(),
             _produced: self._produced.clone(),
-            rematerialised: self.rematerialised.clone(),
-            kept: self.kept.clone(),
-            scan: self.scan.clone(),
         }
     }
 }
@@ -126,20 +138,28 @@ where
             None => vec![real_gradient::<B>(node_grad, &state.outputs[0].0)],
             Some(stash) => (0..state.outputs.len()).map(|k| stash.take(k)).collect(),
         };
-        let tensor_grads = match &state.scan {
-            Some(scan) => scan::differentiate::<B, C>(
-                state.tensors.iter().map(Stored::load).collect(),
-                &state.wanted,
-                &state
-                    .outputs
-                    .iter()
-                    .map(|(shape, _)| shape.clone())
-                    .collect::<Vec<_>>(),
-                scan,
-                state.slot,
-                output_grads,
-            ),
-            None => recompute_and_differentiate::<B, C>(&state, output_grads),
+        let tensor_grads = match &state.replay {
+            NodeReplay::Scan(scan) => {
+                let tensors = state.tensors.iter().map(Stored::load).collect();
+                let shapes: Vec<Shape> = state.outputs.iter().map(|(s, _)| s.clone()).collect();
+                let walk = ScanBackward::<B, C>::new(
+                    scan,
+                    tensors,
+                    &state.wanted,
+                    state.slot,
+                    &shapes,
+                    output_grads,
+                );
+                walk.run()
+            }
+            NodeReplay::Recompute(recompute, rematerialised) => {
+                let run = taken(rematerialised).unwrap_or_else(|| rerun_timed(&state, recompute));
+                differentiate::<B, C>(run, &state.wanted, output_grads)
+            }
+            NodeReplay::Kept(run) => {
+                let run = taken(run).expect("a kept region's run is differentiated once");
+                differentiate::<B, C>(run, &state.wanted, output_grads)
+            }
         };
         for (index, grad) in tensor_grads.into_iter().enumerate() {
             if let Some(grad) = grad {
@@ -182,88 +202,70 @@ where
     }
 }
 
-/// Runs the body again on fresh autodiff leaves (offloaded inputs uploaded first) and returns
-/// the gradient of each wanted tensor for the given output gradients (a nested backward, which
-/// Burn 0.22 allows inside a step). The memory report times the uploads and the body's run.
-fn recompute_and_differentiate<B: Backend, C: CheckpointStrategy>(
-    state: &RegionState<B>,
+/// The run a mutex holds, taken.
+fn taken(run: &Mutex<Option<Rerun>>) -> Option<Rerun> {
+    run.lock().unwrap_or_else(|e| e.into_inner()).take()
+}
+
+/// The gradient of each wanted leaf of `run` for the given output gradients (a nested backward,
+/// which Burn 0.22 allows inside a step).
+fn differentiate<B: Backend, C: CheckpointStrategy>(
+    run: Rerun,
+    wanted: &[bool],
     output_grads: Vec<Option<FloatTensor<B>>>,
 ) -> Vec<Option<FloatTensor<B>>>
 where
     DispatchTensor: DispatchKindConversion<Autodiff<B, C>>,
 {
-    type Ad<B, C> = Autodiff<B, C>;
-    let wanted = &state.wanted;
-    let rerun = state
-        .rematerialised
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .take();
-    let (leaves, outputs) = match rerun {
-        Some(Rerun { leaves, outputs }) => (
-            leaves.into_iter().map(from_dispatch::<Ad<B, C>>).collect(),
-            outputs,
-        ),
-        None => {
-            let size = |(_, outputs): &(_, Vec<DispatchTensor>)| {
-                outputs
-                    .iter()
-                    .map(|o| (o.shape().num_elements() * o.dtype().size()) as u64)
-                    .sum()
-            };
-            let recompute = || rerun_tracked::<B, C>(state);
-            match state.slot {
-                Some(slot) => recording::recompute(slot, recompute, size),
-                None => recompute(),
-            }
-        }
+    let Some(nested) = nested_backward::<B, C>(run.outputs, output_grads) else {
+        return wanted.iter().map(|_| None).collect();
     };
-    let Some(nested) = nested_backward::<B, C>(outputs, output_grads) else {
-        return state.tensors.iter().map(|_| None).collect();
-    };
-    leaves
-        .iter()
+    run.leaves
+        .into_iter()
         .zip(wanted)
         .map(|(leaf, &wanted)| {
-            if wanted {
-                Ad::<B, C>::grad(leaf, &nested)
-            } else {
-                None
-            }
+            let leaf = from_dispatch::<Autodiff<B, C>>(leaf);
+            wanted
+                .then(|| Autodiff::<B, C>::grad(&leaf, &nested))
+                .flatten()
         })
         .collect()
 }
 
-/// The body run again on fresh autodiff leaves of the region's tensors (offloaded inputs
-/// uploaded first; the wanted ones requiring a gradient), its nested regions' seeds replayed.
-fn rerun_tracked<B: Backend, C: CheckpointStrategy>(
+/// [`rerun_tracked`], timed for the memory report as a recompute of the node's region while one
+/// is recorded.
+fn rerun_timed<B: Backend, C: CheckpointStrategy>(
     state: &RegionState<B>,
-) -> (Vec<FloatTensor<Autodiff<B, C>>>, Vec<DispatchTensor>)
+    recompute: &Recompute,
+) -> Rerun
 where
     DispatchTensor: DispatchKindConversion<Autodiff<B, C>>,
 {
-    type Ad<B, C> = Autodiff<B, C>;
-    let leaves: Vec<FloatTensor<Ad<B, C>>> = state
+    let run = || rerun_tracked::<B, C>(state, recompute);
+    match state.slot {
+        Some(slot) => recording::recompute(slot, run, |run: &Rerun| bytes_of(&run.outputs)),
+        None => run(),
+    }
+}
+
+/// The region's code run again on fresh autodiff leaves of its tensors (offloaded inputs
+/// uploaded first; the wanted ones requiring a gradient), checked against its forward.
+fn rerun_tracked<B: Backend, C: CheckpointStrategy>(
+    state: &RegionState<B>,
+    recompute: &Recompute,
+) -> Rerun
+where
+    DispatchTensor: DispatchKindConversion<Autodiff<B, C>>,
+{
+    let leaves: Vec<DispatchTensor> = state
         .tensors
         .iter()
         .zip(&state.wanted)
-        .map(|(tensor, &wanted)| {
-            let leaf = Ad::<B, C>::from_inner(tensor.load());
-            if wanted {
-                Ad::<B, C>::float_set_require_grad(leaf, true)
-            } else {
-                leaf
-            }
-        })
+        .map(|(tensor, &wanted)| to_dispatch::<Autodiff<B, C>>(leaf::<B, C>(tensor.load(), wanted)))
         .collect();
-    let inputs = leaves
-        .iter()
-        .cloned()
-        .map(to_dispatch::<Ad<B, C>>)
-        .collect();
-    let outputs = state::recomputing(&state.nested_seeds, &state.kept, || (state.body.0)(inputs));
+    let outputs = recompute.in_backward(0, leaves.clone());
     check_recompute(&state.outputs, &outputs);
-    (leaves, outputs)
+    Rerun { leaves, outputs }
 }
 
 /// The recompute check: a region whose recompute gives outputs of other shapes or dtypes than
@@ -309,19 +311,15 @@ where
 {
     fn forward(&self, states: &mut BackwardStates, out_node: NodeId) {
         let state = &self.state;
-        let (leaves, outputs) = rerun_tracked::<B, C>(state);
-        let output = from_dispatch::<Autodiff<B, C>>(outputs[0].clone());
+        let NodeReplay::Recompute(recompute, rematerialised) = &state.replay else {
+            unreachable!("only a region's recompute is memory-bound")
+        };
+        let run = rerun_tracked::<B, C>(state, recompute);
+        let output = from_dispatch::<Autodiff<B, C>>(run.outputs[0].clone());
         states.save(out_node, output.into_primitive());
         // The node's backward, next to come (it is the op that made this output), differentiates
         // this run rather than running the body again.
-        let leaves = leaves
-            .into_iter()
-            .map(to_dispatch::<Autodiff<B, C>>)
-            .collect();
-        *state
-            .rematerialised
-            .lock()
-            .unwrap_or_else(|e| e.into_inner()) = Some(Rerun { leaves, outputs });
+        *rematerialised.lock().unwrap_or_else(|e| e.into_inner()) = Some(run);
     }
 }
 

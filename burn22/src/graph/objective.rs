@@ -1,5 +1,6 @@
 //! A recompute's nested backward ([`nested_backward`]): each output given the gradient backward
-//! brought to the region, for a region node's recompute and a scan's steps alike.
+//! brought to the region, for a region node's recompute and a scan's steps alike; the leaves it
+//! differentiates for ([`leaf`]), and the bytes a recompute gives ([`bytes_of`]).
 
 use burn::backend::autodiff::checkpoint::base::Checkpointer;
 use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
@@ -11,7 +12,7 @@ use burn::backend::{
     Autodiff, AutodiffBackend, Backend, DispatchKindConversion, DispatchTensor, TensorMetadata,
 };
 
-use crate::body::from_dispatch;
+use crate::convert::from_dispatch;
 
 use super::join::placeholder;
 
@@ -78,4 +79,25 @@ where
         });
     }
     objective.map(Ad::<B, C>::backward)
+}
+
+/// A leaf of `tensor`, wanting a gradient if `wanted`.
+pub(super) fn leaf<B: Backend, C: CheckpointStrategy>(
+    tensor: FloatTensor<B>,
+    wanted: bool,
+) -> FloatTensor<Autodiff<B, C>> {
+    let leaf = Autodiff::<B, C>::from_inner(tensor);
+    if wanted {
+        Autodiff::<B, C>::float_set_require_grad(leaf, true)
+    } else {
+        leaf
+    }
+}
+
+/// The bytes of `tensors`' values (what the memory report counts a recompute as giving).
+pub(super) fn bytes_of(tensors: &[DispatchTensor]) -> u64 {
+    tensors
+        .iter()
+        .map(|t| (t.shape().num_elements() * t.dtype().size()) as u64)
+        .sum()
 }

@@ -9,10 +9,10 @@
 
 use std::collections::HashMap;
 use std::fmt;
+use std::marker::PhantomData;
 use std::sync::{Arc, Mutex};
 
 use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
-use burn::backend::ops::FloatTensorOps;
 use burn::backend::tensor::FloatTensor;
 use burn::backend::{
     Autodiff, AutodiffBackend, Backend, DispatchKindConversion, DispatchTensor, TensorMetadata,
@@ -20,18 +20,13 @@ use burn::backend::{
 use burn_checkpoint_core::memory::recording;
 use burn_checkpoint_core::{ScanAction, ScanPlan};
 
-use crate::body::{from_dispatch, to_dispatch};
+use burn::tensor::Shape;
+
+use crate::convert::{from_dispatch, to_dispatch};
 use crate::offload::Stored;
+use crate::recompute::Recompute;
 
-use super::objective::nested_backward;
-
-/// A scan's step as its backward runs it, on dispatch tensors: step `t` on its carry's tensors,
-/// then its input's, then the cell's parameters; the step's output tensors out, then its
-/// carry's. Runs as a recompute and seeds the step's draws itself.
-#[derive(Clone)]
-pub(crate) struct StepBody(
-    pub(crate) Arc<dyn Fn(usize, Vec<DispatchTensor>) -> Vec<DispatchTensor> + Send + Sync>,
-);
+use super::objective::{bytes_of, leaf, nested_backward};
 
 /// A typed cut of stacked tensors: a sequence's tensors and a step index in, that step's
 /// tensors out.
@@ -57,7 +52,9 @@ pub(crate) struct ScanSpec {
     pub(crate) carry_len: usize,
     pub(crate) input_len: usize,
     pub(crate) output_len: usize,
-    pub(crate) step: StepBody,
+    /// A step as backward runs it again: its carry's tensors, then its input's, then the
+    /// cell's parameters in; the step's output tensors out, then its carry's.
+    pub(crate) step: Recompute,
     /// A step of the stacked inputs.
     pub(crate) inputs: Slicer,
     /// A step of the stacked outputs (their gradients).
@@ -122,206 +119,247 @@ where
     to_dispatch::<Autodiff<B, C>>(Autodiff::<B, C>::from_inner(tensor))
 }
 
-/// A leaf of `tensor`, wanting a gradient if `wanted`.
-fn leaf<B: Backend, C: CheckpointStrategy>(
-    tensor: FloatTensor<B>,
-    wanted: bool,
-) -> FloatTensor<Autodiff<B, C>> {
-    let leaf = Autodiff::<B, C>::from_inner(tensor);
-    if wanted {
-        Autodiff::<B, C>::float_set_require_grad(leaf, true)
-    } else {
-        leaf
-    }
+/// A scan's backward: the gradient of each of its node's tensors (initial carry, stacked
+/// inputs, parameters) for the given output gradients (stacked outputs, last carry), walking the
+/// plan's actions, one method each (`None` where a tensor wants none or gets none).
+pub(super) struct ScanBackward<'a, B: Backend, C> {
+    spec: &'a ScanSpec,
+    /// The scan's slot in the memory report being recorded, if any.
+    slot: Option<usize>,
+    /// Which of the node's tensors want a gradient.
+    wanted: &'a [bool],
+    /// The stacked sequence, as untracked dispatch tensors (each step's input cut from it).
+    sequence: Vec<DispatchTensor>,
+    params: Vec<FloatTensor<B>>,
+    /// The carries stored, by the step they start (the initial one at 0).
+    stored: HashMap<usize, Vec<Stored<B>>>,
+    /// The carry the walk is at.
+    current: Vec<FloatTensor<B>>,
+    /// The stacked outputs' gradients (zeros where the loss does not reach an output), and
+    /// whether it reaches each.
+    stacked_grads: Vec<DispatchTensor>,
+    reached: Vec<bool>,
+    /// The gradient of the carry the step to differentiate next gave.
+    carry_grads: Vec<Option<FloatTensor<B>>>,
+    /// Each step's inputs' gradients, once differentiated.
+    input_grads: Vec<Option<Vec<FloatTensor<B>>>>,
+    /// Each parameter's gradient: its steps' terms summed, last step first.
+    param_grads: Vec<Option<FloatTensor<B>>>,
+    strategy: PhantomData<fn() -> C>,
 }
 
-/// The scan's backward: the gradient of each of its node's tensors (initial carry, stacked
-/// inputs, parameters) for the given output gradients (stacked outputs, last carry), `None`
-/// where a tensor wants none or gets none.
-pub(super) fn differentiate<B: Backend, C: CheckpointStrategy>(
-    tensors: Vec<FloatTensor<B>>,
-    wanted: &[bool],
-    output_shapes: &[burn::tensor::Shape],
-    scan: &ScanState<B>,
-    slot: Option<usize>,
-    output_grads: Vec<Option<FloatTensor<B>>>,
-) -> Vec<Option<FloatTensor<B>>>
+impl<'a, B: Backend, C: CheckpointStrategy> ScanBackward<'a, B, C>
 where
     DispatchTensor: DispatchKindConversion<Autodiff<B, C>>,
 {
-    type Ad<B, C> = Autodiff<B, C>;
-    let spec = &scan.spec;
-    let (carry_len, input_len, output_len) = (spec.carry_len, spec.input_len, spec.output_len);
-    let mut tensors = tensors;
-    let params = tensors.split_off(carry_len + input_len);
-    let sequence = tensors.split_off(carry_len);
-    let initial = tensors;
-    let param_wanted = &wanted[carry_len + input_len..];
-    let inputs_wanted = wanted[carry_len..carry_len + input_len].iter().any(|&w| w);
-    let first = initial
-        .first()
-        .or(sequence.first())
-        .expect("a scan has a tensor in its carry or its sequence");
-    let (device, dtype) = (first.device(), first.dtype());
+    /// The walk over the scan's node tensors (`tensors`, loaded), for the given output
+    /// gradients; `output_shapes` are the node's outputs'.
+    pub(super) fn new(
+        scan: &'a ScanState<B>,
+        mut tensors: Vec<FloatTensor<B>>,
+        wanted: &'a [bool],
+        slot: Option<usize>,
+        output_shapes: &[Shape],
+        mut output_grads: Vec<Option<FloatTensor<B>>>,
+    ) -> Self {
+        let spec = &scan.spec;
+        let params = tensors.split_off(spec.carry_len + spec.input_len);
+        let sequence = tensors.split_off(spec.carry_len);
+        let first = (tensors.first().or(sequence.first()))
+            .unwrap_or_else(|| unreachable!("a scan has a tensor in its carry or sequence"));
+        let (device, dtype) = (first.device(), first.dtype());
+        let sequence: Vec<DispatchTensor> = sequence.into_iter().map(outer::<B, C>).collect();
+        let carry_grads = output_grads.split_off(spec.output_len);
+        let reached = output_grads.iter().map(Option::is_some).collect();
+        let stacked_grads = output_grads
+            .into_iter()
+            .zip(output_shapes)
+            .map(|(grad, shape)| {
+                let zeros = || B::float_zeros(shape.clone(), &device, dtype.into());
+                outer::<B, C>(grad.unwrap_or_else(zeros))
+            })
+            .collect();
+        let mut stored =
+            std::mem::take(&mut *scan.stored.lock().unwrap_or_else(|e| e.into_inner()));
+        stored.insert(0, tensors.into_iter().map(Stored::Device).collect());
+        let steps = spec.plan.steps();
+        ScanBackward {
+            spec,
+            slot,
+            wanted,
+            sequence,
+            param_grads: params.iter().map(|_| None).collect(),
+            params,
+            stored,
+            current: Vec::new(),
+            stacked_grads,
+            reached,
+            carry_grads,
+            input_grads: (0..steps).map(|_| None).collect(),
+            strategy: PhantomData,
+        }
+    }
 
-    // The stacked outputs' gradients (zeros where the loss does not reach one: such an output
-    // gets no gradient in any step), and which outputs have one.
-    let mut output_grads = output_grads;
-    let mut carry_grads: Vec<Option<FloatTensor<B>>> = output_grads.split_off(output_len);
-    let reached: Vec<bool> = output_grads.iter().map(Option::is_some).collect();
-    let stacked_grads: Vec<DispatchTensor> = output_grads
-        .into_iter()
-        .zip(output_shapes)
-        .map(|(grad, shape)| {
-            outer::<B, C>(
-                grad.unwrap_or_else(|| B::float_zeros(shape.clone(), &device, dtype.into())),
-            )
-        })
-        .collect();
-    let sequence: Vec<DispatchTensor> = sequence.into_iter().map(outer::<B, C>).collect();
+    /// Walks the plan's backward, then gives each tensor its gradient.
+    pub(super) fn run(mut self) -> Vec<Option<FloatTensor<B>>> {
+        for action in self.spec.plan.backward() {
+            match *action {
+                ScanAction::Restore(t) => self.restore(t),
+                ScanAction::Store(t) => self.store(t),
+                ScanAction::Drop(t) => drop(self.stored.remove(&t)),
+                ScanAction::Advance(t) => self.advance(t),
+                ScanAction::Differentiate(t) => self.differentiate(t),
+            }
+        }
+        self.gradients()
+    }
 
-    let mut stored = std::mem::take(&mut *scan.stored.lock().unwrap_or_else(|e| e.into_inner()));
-    stored.insert(0, initial.into_iter().map(Stored::Device).collect());
-    let steps = spec.plan.steps();
-    let mut current: Vec<FloatTensor<B>> = Vec::new();
-    let mut input_grads: Vec<Option<Vec<FloatTensor<B>>>> = (0..steps).map(|_| None).collect();
-    let mut param_grads: Vec<Option<FloatTensor<B>>> = params.iter().map(|_| None).collect();
-    for action in spec.plan.backward() {
-        match *action {
-            ScanAction::Restore(t) => {
-                current = stored
-                    .get(&t)
-                    .expect("a scan's plan restores a carry it stored")
-                    .iter()
-                    .map(Stored::load)
-                    .collect();
-            }
-            ScanAction::Store(t) => {
-                stored.insert(t, current.iter().cloned().map(Stored::Device).collect());
-            }
-            ScanAction::Drop(t) => {
-                stored.remove(&t);
-            }
-            ScanAction::Advance(t) => {
-                let mut step_inputs: Vec<DispatchTensor> =
-                    current.drain(..).map(outer::<B, C>).collect();
-                step_inputs.extend((spec.inputs.0)(sequence.clone(), t));
-                step_inputs.extend(params.iter().cloned().map(outer::<B, C>));
-                let outputs = run_step(spec, slot, t, step_inputs);
-                current = outputs
-                    .into_iter()
-                    .skip(output_len)
-                    .map(inner::<B, C>)
-                    .collect();
-            }
-            ScanAction::Differentiate(t) => {
-                let carry_leaves: Vec<FloatTensor<Ad<B, C>>> = current
-                    .drain(..)
-                    .enumerate()
-                    .map(|(index, c)| leaf::<B, C>(c, t > 0 || wanted[index]))
-                    .collect();
-                let input_leaves: Vec<FloatTensor<Ad<B, C>>> = (spec.inputs.0)(sequence.clone(), t)
-                    .into_iter()
-                    .map(|x| leaf::<B, C>(inner::<B, C>(x), inputs_wanted))
-                    .collect();
-                let param_leaves: Vec<FloatTensor<Ad<B, C>>> = params
-                    .iter()
-                    .zip(param_wanted)
-                    .map(|(p, &w)| leaf::<B, C>(p.clone(), w))
-                    .collect();
-                let step_inputs = carry_leaves
-                    .iter()
-                    .chain(&input_leaves)
-                    .chain(&param_leaves)
-                    .cloned()
-                    .map(to_dispatch::<Ad<B, C>>)
-                    .collect();
-                let outputs = run_step(spec, slot, t, step_inputs);
-                // The step's slices of the outputs' gradients; none to cut where the loss
-                // reached no output (a sequential's segments give none).
-                let output_step_grads: Vec<Option<FloatTensor<B>>> = if reached.contains(&true) {
-                    (spec.outputs.0)(stacked_grads.clone(), t)
-                        .into_iter()
-                        .zip(&reached)
-                        .map(|(grad, &reached)| reached.then(|| inner::<B, C>(grad)))
-                        .collect()
-                } else {
-                    reached.iter().map(|_| None).collect()
-                };
-                let step_grads = output_step_grads.into_iter().chain(carry_grads.drain(..));
-                let Some(nested) = nested_backward::<B, C>(outputs, step_grads) else {
-                    carry_grads = carry_leaves.iter().map(|_| None).collect();
-                    continue;
-                };
-                carry_grads = carry_leaves
-                    .iter()
-                    .map(|leaf| Ad::<B, C>::grad(leaf, &nested))
-                    .collect();
-                if inputs_wanted {
-                    input_grads[t] = Some(
-                        input_leaves
-                            .iter()
-                            .map(|leaf| {
-                                Ad::<B, C>::grad(leaf, &nested).unwrap_or_else(|| {
-                                    let value = leaf.primitive();
-                                    B::float_zeros(value.shape(), &device, value.dtype().into())
-                                })
-                            })
-                            .collect(),
-                    );
-                }
-                for (sum, leaf) in param_grads.iter_mut().zip(&param_leaves) {
-                    if let Some(term) = Ad::<B, C>::grad(leaf, &nested) {
-                        *sum = Some(match sum.take() {
-                            None => term,
-                            Some(sum) => B::float_add(sum, term),
-                        });
-                    }
-                }
+    /// The walk at the carry stored before step `t`.
+    fn restore(&mut self, t: usize) {
+        let stored = (self.stored.get(&t)).expect("a scan's plan restores a carry it stored");
+        self.current = stored.iter().map(Stored::load).collect();
+    }
+
+    /// The carry the walk is at stored, as the one before step `t`.
+    fn store(&mut self, t: usize) {
+        let carry = self.current.iter().cloned().map(Stored::Device).collect();
+        self.stored.insert(t, carry);
+    }
+
+    /// Step `t` run again without autodiff: the walk at the carry it gives.
+    fn advance(&mut self, t: usize) {
+        let mut inputs: Vec<DispatchTensor> = self.current.drain(..).map(outer::<B, C>).collect();
+        inputs.extend((self.spec.inputs.0)(self.sequence.clone(), t));
+        inputs.extend(self.params.iter().cloned().map(outer::<B, C>));
+        let outputs = self.run_step(t, inputs);
+        let carry = outputs.into_iter().skip(self.spec.output_len);
+        self.current = carry.map(inner::<B, C>).collect();
+    }
+
+    /// Step `t` run again on leaves of its carry, input and the parameters, and differentiated
+    /// for its output's slice of the outputs' gradients and the gradient its carry got from step
+    /// `t + 1` (or the node's last carry): its carry's gradient passed on to step `t - 1`, its
+    /// input's kept, the parameters' added to their sums.
+    fn differentiate(&mut self, t: usize) {
+        let spec = self.spec;
+        let (carry_len, input_len) = (spec.carry_len, spec.input_len);
+        let inputs_wanted = self.inputs_wanted();
+        let carry_leaves: Vec<FloatTensor<Autodiff<B, C>>> = (self.current.drain(..))
+            .enumerate()
+            .map(|(index, c)| leaf::<B, C>(c, t > 0 || self.wanted[index]))
+            .collect();
+        let input_leaves: Vec<FloatTensor<Autodiff<B, C>>> =
+            (spec.inputs.0)(self.sequence.clone(), t)
+                .into_iter()
+                .map(|x| leaf::<B, C>(inner::<B, C>(x), inputs_wanted))
+                .collect();
+        let param_wanted = &self.wanted[carry_len + input_len..];
+        let param_leaves: Vec<FloatTensor<Autodiff<B, C>>> = (self.params.iter())
+            .zip(param_wanted)
+            .map(|(p, &wanted)| leaf::<B, C>(p.clone(), wanted))
+            .collect();
+        let leaves = carry_leaves
+            .iter()
+            .chain(&input_leaves)
+            .chain(&param_leaves);
+        let outputs = self.run_step(
+            t,
+            leaves.cloned().map(to_dispatch::<Autodiff<B, C>>).collect(),
+        );
+        let step_grads = self
+            .output_step_grads(t)
+            .into_iter()
+            .chain(self.carry_grads.drain(..));
+        let Some(nested) = nested_backward::<B, C>(outputs, step_grads) else {
+            self.carry_grads = carry_leaves.iter().map(|_| None).collect();
+            return;
+        };
+        let grad = |leaf: &FloatTensor<Autodiff<B, C>>| Autodiff::<B, C>::grad(leaf, &nested);
+        self.carry_grads = carry_leaves.iter().map(grad).collect();
+        if inputs_wanted {
+            let or_zeros = |leaf: &FloatTensor<Autodiff<B, C>>| {
+                grad(leaf).unwrap_or_else(|| zeros_like::<B>(leaf.primitive()))
+            };
+            self.input_grads[t] = Some(input_leaves.iter().map(or_zeros).collect());
+        }
+        for (sum, leaf) in self.param_grads.iter_mut().zip(&param_leaves) {
+            if let Some(term) = grad(leaf) {
+                *sum = Some(match sum.take() {
+                    None => term,
+                    Some(sum) => B::float_add(sum, term),
+                });
             }
         }
     }
 
-    let mut grads: Vec<Option<FloatTensor<B>>> = carry_grads
-        .into_iter()
-        .zip(wanted)
-        .map(|(grad, &wanted)| grad.filter(|_| wanted))
-        .collect();
-    grads.extend(stacked_input_grads::<B, C>(
-        spec,
-        &sequence,
-        input_grads,
-        inputs_wanted,
-    ));
-    grads.extend(
-        param_grads
+    /// Step `t`'s slices of the outputs' gradients; none to cut where the loss reached no
+    /// output (a sequential's segments give none).
+    fn output_step_grads(&self, t: usize) -> Vec<Option<FloatTensor<B>>> {
+        if !self.reached.contains(&true) {
+            return self.reached.iter().map(|_| None).collect();
+        }
+        (self.spec.outputs.0)(self.stacked_grads.clone(), t)
             .into_iter()
-            .zip(param_wanted)
-            .map(|(grad, &wanted)| grad.filter(|_| wanted)),
-    );
-    grads
+            .zip(&self.reached)
+            .map(|(grad, &reached)| reached.then(|| inner::<B, C>(grad)))
+            .collect()
+    }
+
+    /// Whether the stacked sequence wants a gradient.
+    fn inputs_wanted(&self) -> bool {
+        let (carry_len, input_len) = (self.spec.carry_len, self.spec.input_len);
+        self.wanted[carry_len..carry_len + input_len].contains(&true)
+    }
+
+    /// Step `t` run again in backward on `inputs`, timed for the memory report as a recompute of
+    /// the scan's region while one is recorded, and checked.
+    fn run_step(&self, t: usize, inputs: Vec<DispatchTensor>) -> Vec<DispatchTensor> {
+        let run = || self.spec.step.in_backward(t, inputs);
+        let outputs = match self.slot {
+            Some(slot) => {
+                recording::recompute(slot, run, |outputs: &Vec<DispatchTensor>| bytes_of(outputs))
+            }
+            None => run(),
+        };
+        check_step(self.spec, t, &outputs);
+        outputs
+    }
+
+    /// The node's tensors' gradients: the initial carry's (what step 0 passed on), the stacked
+    /// sequence's, the parameters' sums.
+    fn gradients(self) -> Vec<Option<FloatTensor<B>>> {
+        let inputs_wanted = self.inputs_wanted();
+        let ScanBackward {
+            spec,
+            wanted,
+            sequence,
+            carry_grads,
+            input_grads,
+            param_grads,
+            ..
+        } = self;
+        let param_wanted = &wanted[spec.carry_len + spec.input_len..];
+        let wanted_only =
+            |(grad, &wanted): (Option<FloatTensor<B>>, &bool)| grad.filter(|_| wanted);
+        let mut grads: Vec<_> = carry_grads
+            .into_iter()
+            .zip(wanted)
+            .map(wanted_only)
+            .collect();
+        grads.extend(stacked_input_grads::<B, C>(
+            spec,
+            &sequence,
+            input_grads,
+            inputs_wanted,
+        ));
+        grads.extend(param_grads.into_iter().zip(param_wanted).map(wanted_only));
+        grads
+    }
 }
 
-/// Step `t` run again in backward on `inputs`, timed for the memory report as a recompute of the
-/// scan's region (`slot`) while one is recorded, and checked.
-fn run_step(
-    spec: &ScanSpec,
-    slot: Option<usize>,
-    t: usize,
-    inputs: Vec<DispatchTensor>,
-) -> Vec<DispatchTensor> {
-    let run = || (spec.step.0)(t, inputs);
-    let outputs = match slot {
-        Some(slot) => recording::recompute(slot, run, |outputs: &Vec<DispatchTensor>| {
-            outputs
-                .iter()
-                .map(|o| (o.shape().num_elements() * o.dtype().size()) as u64)
-                .sum()
-        }),
-        None => run(),
-    };
-    check_step(spec, t, &outputs);
-    outputs
+/// Zeros of `tensor`'s shape, device and dtype.
+fn zeros_like<B: Backend>(tensor: &FloatTensor<B>) -> FloatTensor<B> {
+    B::float_zeros(tensor.shape(), &tensor.device(), tensor.dtype().into())
 }
 
 /// A step run again in backward gives as many tensors as in forward: a cell whose path depends
@@ -360,10 +398,7 @@ where
             Some(grads) => grads.into_iter().map(outer::<B, C>).collect(),
             None => (spec.inputs.0)(sequence.to_vec(), t)
                 .into_iter()
-                .map(|x| {
-                    let x = inner::<B, C>(x);
-                    outer::<B, C>(B::float_zeros(x.shape(), &x.device(), x.dtype().into()))
-                })
+                .map(|x| outer::<B, C>(zeros_like::<B>(&inner::<B, C>(x))))
                 .collect(),
         })
         .collect();

@@ -10,5 +10,6 @@ static ALLOCATOR: CountingAllocator = CountingAllocator;
 mod common;
 
 mod budget;
+mod conformance;
 mod memory;
 mod timeline;

@@ -9,9 +9,10 @@
 //! [`agreement`] says how closely a step with regions must agree with plain autodiff's on a backend
 //! (the gradient tests of both crates), [`vulkan`] whether their wgpu tests have an adapter, and
 //! the device for one test at a time, [`repeats`] how often a test repeats a run that could race,
-//! [`out_of_memory`] how both trainers end a run that ran out of device memory, and [`timeline`]
+//! [`out_of_memory`] how both trainers end a run that ran out of device memory, [`timeline`]
 //! a step's memory timeline as a picture (several runs overlaid) and a file, with the trainers'
-//! `--memory-timeline` flags.
+//! `--memory-timeline` flags, and [`generated`] a page's section that a test measures and writes
+//! (the conformance matrices of both crates).
 //!
 //! The Burn 0.21 applications (`densenet-bc`, `gpt`) and their test support (`bench-kit`, which
 //! re-exports some of it) use it directly, as the Burn 0.22 library's wgpu tests, the networks'
@@ -22,6 +23,7 @@ pub mod args;
 pub mod densenet;
 pub mod devices;
 pub mod figure;
+pub mod generated;
 pub mod gpt;
 pub mod method;
 pub mod out_of_memory;

@@ -166,3 +166,211 @@ fn the_recurrent_network_as_scans_gives_the_gradients_of_plain_autodiff() {
         }
     }
 }
+
+/// Every float parameter's gradient with its path in the module (`forward.layers.0.weight_hh.
+/// weight`), in visit order.
+fn named_param_grads(
+    module: &impl burn::module::Module,
+    grads: &burn::tensor::Gradients,
+) -> Vec<(String, Option<burn::tensor::TensorData>)> {
+    use burn::module::{ModuleVisitor, Param};
+
+    struct Named<'a> {
+        grads: &'a burn::tensor::Gradients,
+        path: Vec<String>,
+        found: Vec<(String, Option<burn::tensor::TensorData>)>,
+    }
+
+    impl ModuleVisitor for Named<'_> {
+        fn enter_module(&mut self, name: &str, _: &str) {
+            self.path.push(name.to_string());
+        }
+
+        fn exit_module(&mut self, _: &str, _: &str) {
+            self.path.pop();
+        }
+
+        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+            let grad = param.val().grad(self.grads).map(|g| g.into_data());
+            let path = self.path.iter().filter(|p| !p.is_empty()).cloned();
+            self.found.push((path.collect::<Vec<_>>().join("."), grad));
+        }
+    }
+
+    let mut named = Named {
+        grads,
+        path: Vec::new(),
+        found: Vec::new(),
+    };
+    module.visit(&mut named);
+    named.found
+}
+
+/// The largest difference between two gradients, relative to the plain one's largest value.
+fn relative_difference(plain: &burn::tensor::TensorData, other: &burn::tensor::TensorData) -> f32 {
+    let (plain, other) = (
+        plain.try_to_vec::<f32>().unwrap(),
+        other.try_to_vec::<f32>().unwrap(),
+    );
+    let scale = plain.iter().fold(f32::MIN_POSITIVE, |m, v| m.max(v.abs()));
+    let differences = plain.iter().zip(&other).map(|(a, b)| (a - b).abs() / scale);
+    differences.fold(0.0, f32::max)
+}
+
+/// What docs/burn-0.22-scan.md ("What is exact") says, measured on modern-lstm's network: with
+/// one layer in one direction, two stacked, two in both directions, a loss on the head (the last
+/// step) or on every step's output, which parameters a scan gives bit for bit and how far the
+/// others are — and how far apart training through the loop and through the scan drift (8 SGD
+/// steps). Prints the figures the page quotes; asserts the loss and the input bit for bit, every
+/// parameter within 1e-6 of the loop's.
+#[test]
+fn which_parameters_a_scan_gives_bit_for_bit_on_stacked_and_bidirectional_networks() {
+    let _generator = generator();
+    let device = Device::flex().autodiff();
+    for (layers, bidirectional) in [(1, false), (2, false), (2, true)] {
+        for every_step in [false, true] {
+            let (model, x) = recurrent_network(layers, bidirectional, &device);
+            let loss = |scan: bool| {
+                let stack = |stack: &burn_checkpoint_22_models::lstm::StackedLstm, x| match scan {
+                    true => stack.forward_scan(x, Schedule::EveryStep),
+                    false => stack.forward(x, Cut::None),
+                };
+                match every_step {
+                    // The forward stack's every output (the reverse one's too).
+                    true => {
+                        let mut loss = stack(&model.forward, x.clone()).powf_scalar(2.0).mean();
+                        if let Some(reverse) = &model.reverse {
+                            loss =
+                                loss + stack(reverse, x.clone().flip([1])).powf_scalar(2.0).mean();
+                        }
+                        loss
+                    }
+                    false => match scan {
+                        true => model.forward_scan(x.clone(), Schedule::EveryStep),
+                        false => model.forward(x.clone(), Cut::None),
+                    }
+                    .powf_scalar(2.0)
+                    .mean(),
+                }
+            };
+            let (plain, scan) = (loss(false), loss(true));
+            let (plain_grads, scan_grads) = (plain.backward(), scan.backward());
+            let what = format!(
+                "{layers} layer(s), {}, loss on {}",
+                if bidirectional {
+                    "both directions"
+                } else {
+                    "one direction"
+                },
+                if every_step { "every step" } else { "the head" }
+            );
+            assert_eq!(plain.into_data(), scan.into_data(), "{what}: the loss");
+            let x_grads = (grad_of(&x, &plain_grads), grad_of(&x, &scan_grads));
+            assert!(
+                x_grads.0.is_some() && x_grads.0 == x_grads.1,
+                "{what}: the input"
+            );
+            let plain = named_param_grads(&model, &plain_grads);
+            let scan = named_param_grads(&model, &scan_grads);
+            let (mut bitwise, mut reached, mut off) = (0, 0, Vec::new());
+            for ((name, plain), (_, scan)) in plain.iter().zip(&scan) {
+                let (Some(plain), Some(scan)) = (plain, scan) else {
+                    assert_eq!(plain.is_some(), scan.is_some(), "{what}: {name}");
+                    continue;
+                };
+                reached += 1;
+                if plain == scan {
+                    bitwise += 1;
+                    continue;
+                }
+                let difference = relative_difference(plain, scan);
+                assert!(difference <= 1e-6, "{what}: {name} off by {difference:.1e}");
+                off.push(format!("{name} {difference:.1e}"));
+            }
+            println!(
+                "{what}: {bitwise} of {reached} bit for bit; off: {}",
+                off.join(", ")
+            );
+        }
+    }
+    // Training through the scan is not training through the loop bit for bit: the parameters'
+    // last bits differ after a step, and Adam (which divides each gradient by its running size)
+    // carries the difference into the weights.
+    let (plain_model, x) = recurrent_network(2, false, &device);
+    let (scan_model, _) = recurrent_network(2, false, &device);
+    let train = |model: LstmNetwork, scan: bool| {
+        let mut adam = Adam::default();
+        (0..8).fold(model, |model, _| {
+            let output = match scan {
+                true => model.forward_scan(x.clone(), Schedule::EveryStep),
+                false => model.forward(x.clone(), Cut::None),
+            };
+            let grads = output.powf_scalar(2.0).mean().backward();
+            adam.step(model, &grads)
+        })
+    };
+    let (plain_model, scan_model) = (train(plain_model, false), train(scan_model, true));
+    let largest = weights(&plain_model)
+        .iter()
+        .zip(weights(&scan_model))
+        .map(|(plain, scan)| relative_difference(plain, &scan))
+        .fold(0.0, f32::max);
+    println!("2 layers, one direction, 8 Adam steps: weights {largest:.1e} apart (relative)");
+    assert!(largest <= 1e-4, "the runs drifted {largest:.1e} apart");
+}
+
+/// Every float parameter's value, in visit order.
+fn weights(module: &impl burn::module::Module) -> Vec<burn::tensor::TensorData> {
+    use burn::module::{ModuleVisitor, Param};
+
+    struct Values(Vec<burn::tensor::TensorData>);
+
+    impl ModuleVisitor for Values {
+        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+            self.0.push(param.val().into_data());
+        }
+    }
+
+    let mut values = Values(Vec::new());
+    module.visit(&mut values);
+    values.0
+}
+
+/// Adam (lr 1e-3, β 0.9 and 0.999, ε 1e-8), each parameter's moments kept by its id.
+#[derive(Default)]
+struct Adam {
+    moments: std::collections::HashMap<burn::module::ParamId, (Tensor<1>, Tensor<1>)>,
+    steps: i32,
+}
+
+impl Adam {
+    fn step<M: burn::module::Module>(&mut self, module: M, grads: &burn::tensor::Gradients) -> M {
+        use burn::module::{ModuleMapper, Param};
+
+        struct Step<'a>(&'a mut Adam, &'a burn::tensor::Gradients);
+
+        impl ModuleMapper for Step<'_> {
+            fn map_float<const D: usize>(&mut self, param: Param<Tensor<D>>) -> Param<Tensor<D>> {
+                let Some(grad) = param.val().grad(self.1) else {
+                    return param;
+                };
+                let (adam, shape) = (&mut *self.0, grad.dims());
+                let grad: Tensor<1> = grad.flatten(0, D - 1);
+                let zeros = || (grad.zeros_like(), grad.zeros_like());
+                let (m, v) = adam.moments.remove(&param.id).unwrap_or_else(zeros);
+                let m = m * 0.9 + grad.clone() * 0.1;
+                let v = v * 0.999 + grad.powf_scalar(2.0) * 0.001;
+                let t = adam.steps + 1;
+                let m_hat = m.clone() / (1.0 - 0.9f64.powi(t));
+                let v_hat = v.clone() / (1.0 - 0.999f64.powi(t));
+                let update: Tensor<D> = (m_hat / (v_hat.sqrt() + 1e-8) * 1e-3).reshape(shape);
+                adam.moments.insert(param.id, (m, v));
+                param.map(|value| (value - update).detach().require_grad())
+            }
+        }
+
+        let module = module.map(&mut Step(self, grads));
+        self.steps += 1;
+        module
+    }
+}

@@ -1,24 +1,8 @@
-//! A region's body as the graph sees it ([`Body`]: what backward runs again) and the conversions
-//! between dispatch tensors and a backend's float tensors. A leaf: `dispatch.rs` (which backend a
-//! region runs on) and `graph/` (the region's nodes) both use it.
-
-use std::fmt;
-use std::sync::Arc;
+//! The conversions between dispatch tensors and a backend's float tensors. A leaf:
+//! `dispatch.rs` (which backend a region runs on) and `graph/` (the region's nodes) both use it.
 
 use burn::backend::tensor::FloatTensor;
 use burn::backend::{Backend, BackendTensor, DispatchKindConversion, DispatchTensor};
-
-/// A region's body as its recompute runs it, on dispatch tensors: the region's inputs, then its
-/// parameters, in (fresh autodiff leaves), its outputs out. Type-erased so that one graph node
-/// type serves every region. (The forward ran before the node was built, in `forward.rs`.)
-#[derive(Clone)]
-pub struct Body(pub Arc<dyn Fn(Vec<DispatchTensor>) -> Vec<DispatchTensor> + Send + Sync>);
-
-impl fmt::Debug for Body {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("Body")
-    }
-}
 
 /// A float tensor of backend `X` as a dispatch tensor (with `X = Autodiff<B, C>`: carrying
 /// strategy `C`).
