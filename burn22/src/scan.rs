@@ -235,8 +235,9 @@ where
         )
     }
 
-    /// The loop as written under Burn's Balanced checkpointing ([`Policy::SaveComputeBound`]
-    /// (crate::Policy), or a plan's `SaveComputeBound`), as a region's body is.
+    /// The loop as written under Burn's Balanced checkpointing
+    /// ([`Policy::SaveComputeBound`](crate::Policy::SaveComputeBound), or a plan's
+    /// `SaveComputeBound`), as a region's body is.
     fn saving_compute_bound(self, entry: &Entry) -> (Y::Stacked, C) {
         let (dim, steps, step) = (self.dim, self.steps, &*self.step);
         let tensors = Flat::new((self.init.into_value(), self.inputs.into_value()));

@@ -20,15 +20,13 @@ use burn::backend::{
 };
 use burn::tensor::{DType, Shape};
 
-use burn_checkpoint_core::memory::recording;
-
 use crate::convert::{from_dispatch, to_dispatch};
 use crate::offload::Stored;
 use crate::recompute::Recompute;
 use crate::state::Rerun;
 
 use super::join::{AnyParents, Parent, Slot, Stash, TensorMeta, hand_down_each, placeholder};
-use super::objective::{bytes_of, leaf, nested_backward};
+use super::objective::{bytes_of, leaf, nested_backward, recomputing_in};
 use super::scan::{ScanBackward, ScanState};
 
 /// The gradient a region's node consumed for its output of shape `expected`, or none where only
@@ -242,10 +240,7 @@ where
     DispatchTensor: DispatchKindConversion<Autodiff<B, C>>,
 {
     let run = || rerun_tracked::<B, C>(state, recompute);
-    match state.slot {
-        Some(slot) => recording::recompute(slot, run, |run: &Rerun| bytes_of(&run.outputs)),
-        None => run(),
-    }
+    recomputing_in(state.slot, run, |run: &Rerun| bytes_of(&run.outputs))
 }
 
 /// The region's code run again on fresh autodiff leaves of its tensors (offloaded inputs

@@ -12,6 +12,8 @@ use burn::backend::{
     Autodiff, AutodiffBackend, Backend, DispatchKindConversion, DispatchTensor, TensorMetadata,
 };
 
+use burn_checkpoint_core::memory::recording;
+
 use crate::convert::from_dispatch;
 
 use super::join::placeholder;
@@ -100,4 +102,17 @@ pub(super) fn bytes_of(tensors: &[DispatchTensor]) -> u64 {
         .iter()
         .map(|t| (t.shape().num_elements() * t.dtype().size()) as u64)
         .sum()
+}
+
+/// `run`, a recompute of the region in `slot` of the memory report being recorded (none: no
+/// report), timed there and counted as giving `bytes` of its result.
+pub(super) fn recomputing_in<T>(
+    slot: Option<usize>,
+    run: impl FnOnce() -> T,
+    bytes: impl FnOnce(&T) -> u64,
+) -> T {
+    match slot {
+        Some(slot) => recording::recompute(slot, run, bytes),
+        None => run(),
+    }
 }

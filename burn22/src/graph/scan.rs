@@ -17,7 +17,6 @@ use burn::backend::tensor::FloatTensor;
 use burn::backend::{
     Autodiff, AutodiffBackend, Backend, DispatchKindConversion, DispatchTensor, TensorMetadata,
 };
-use burn_checkpoint_core::memory::recording;
 use burn_checkpoint_core::{ScanAction, ScanPlan};
 
 use burn::tensor::Shape;
@@ -26,7 +25,7 @@ use crate::convert::{from_dispatch, to_dispatch};
 use crate::offload::Stored;
 use crate::recompute::Recompute;
 
-use super::objective::{bytes_of, leaf, nested_backward};
+use super::objective::{bytes_of, leaf, nested_backward, recomputing_in};
 
 /// A typed cut of stacked tensors: a sequence's tensors and a step index in, that step's
 /// tensors out.
@@ -315,12 +314,9 @@ where
     /// the scan's region while one is recorded, and checked.
     fn run_step(&self, t: usize, inputs: Vec<DispatchTensor>) -> Vec<DispatchTensor> {
         let run = || self.spec.step.in_backward(t, inputs);
-        let outputs = match self.slot {
-            Some(slot) => {
-                recording::recompute(slot, run, |outputs: &Vec<DispatchTensor>| bytes_of(outputs))
-            }
-            None => run(),
-        };
+        let outputs = recomputing_in(self.slot, run, |outputs: &Vec<DispatchTensor>| {
+            bytes_of(outputs)
+        });
         check_step(self.spec, t, &outputs);
         outputs
     }

@@ -3,7 +3,7 @@
 
 // Each binary uses some of them.
 #[allow(unused_imports)]
-pub use bench_kit_22::{alone, assert_close, generator, grad_of, initialised, param_grads};
+pub use bench_kit_22::{alone, assert_close, generator, grad_of, initialised, param_grads, sgd};
 
 use burn::module::Module;
 use burn::nn::{Linear, LinearConfig};

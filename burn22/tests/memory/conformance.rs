@@ -10,10 +10,10 @@
 //! Each cell runs on a thread of its own: a region name's first instance is checked on each
 //! thread, and region indices count per thread.
 
-use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
-use burn::module::{Module, ModuleMapper, ModuleVisitor, Param};
+use app_kit::conformance::{self, Hazard, Outcome, Way, table};
+use burn::module::{Module, ModuleVisitor, Param};
 use burn::nn::{BatchNorm, BatchNormConfig, Dropout, DropoutConfig, Linear, LinearConfig};
 use burn::tensor::{Device, Distribution, Gradients, Tensor, TensorData};
 use burn_checkpoint_22::memory::{Meter, StepReport};
@@ -25,181 +25,35 @@ use burn_checkpoint_core::memory::panic_message;
 
 use crate::common;
 
+use Hazard::*;
+use Way::*;
+
 /// Rows, features, layers (each chain way's regions), scan steps.
-const N: usize = 64;
+const N: usize = 256;
 const W: usize = 32;
 const K: usize = 6;
 const T: usize = 5;
 
-/// How the program enters regions.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Way {
-    Attribute,
-    Run,
-    Checkpoint,
-    CheckpointFn,
-    SequentialCount,
-    SequentialSqrt,
-    ScanEveryStep,
-    ScanSnapshots,
-    ScanBudget,
-    Offloaded,
-    SaveComputeBound,
-    KeptByName,
-    Nested,
-    PlanKeep,
-    PlanRecompute,
-    PlanOffload,
-    PlanKeepSequential,
-    PlanKeepScan,
-    PlanSchedule,
+/// Whether a way's code runs once (nothing recomputed): a plan keeps it, or it keeps its
+/// compute-bound outputs.
+fn runs_once(way: Way) -> bool {
+    way.kept_by_plan() || way == SaveComputeBound
 }
 
-use Way::*;
-
-const WAYS: [Way; 19] = [
-    Attribute,
-    Run,
-    Checkpoint,
-    CheckpointFn,
-    SequentialCount,
-    SequentialSqrt,
-    ScanEveryStep,
-    ScanSnapshots,
-    ScanBudget,
-    Offloaded,
-    SaveComputeBound,
-    KeptByName,
-    Nested,
-    PlanKeep,
-    PlanRecompute,
-    PlanOffload,
-    PlanKeepSequential,
-    PlanKeepScan,
-    PlanSchedule,
-];
-
-impl Way {
-    fn label(self) -> &'static str {
-        match self {
-            Attribute => "`#[checkpoint]`",
-            Run => "`Region::run`",
-            Checkpoint => "`checkpoint`",
-            CheckpointFn => "`checkpoint_fn`",
-            SequentialCount => "`checkpoint_sequential`, `Count(3)`",
-            SequentialSqrt => "`checkpoint_sequential`, `Sqrt`",
-            ScanEveryStep => "scan, `EveryStep`",
-            ScanSnapshots => "scan, `Snapshots(1)`",
-            ScanBudget => "scan, `Budget` of 2 carries",
-            Offloaded => "`Region::offloaded`",
-            SaveComputeBound => "`Policy::SaveComputeBound`",
-            KeptByName => "kept by name",
-            Nested => "nested",
-            PlanKeep => "a plan keeps",
-            PlanRecompute => "a plan recomputes",
-            PlanOffload => "a plan offloads",
-            PlanKeepSequential => "a plan keeps a sequential",
-            PlanKeepScan => "a plan keeps a scan",
-            PlanSchedule => "a plan's `Scan(Snapshots(1))`",
-        }
-    }
-
-    fn is_scan(self) -> bool {
-        matches!(
-            self,
-            ScanEveryStep | ScanSnapshots | ScanBudget | PlanKeepScan | PlanSchedule
-        )
-    }
-
-    fn is_sequential(self) -> bool {
-        matches!(self, SequentialCount | SequentialSqrt | PlanKeepSequential)
-    }
-
-    /// Whether its code runs once (nothing recomputed): a plan keeps it, or it keeps its
-    /// compute-bound outputs.
-    fn runs_once(self) -> bool {
-        matches!(
-            self,
-            PlanKeep | PlanKeepScan | PlanKeepSequential | SaveComputeBound
-        )
-    }
-
-    /// The plan it runs under, if any.
-    fn plan(self) -> Option<Plan> {
-        let every = |name: &str, treatment| {
-            (0..K as u64).fold(Plan::new(), |plan, index| plan.with(name, index, treatment))
-        };
-        Some(match self {
-            PlanKeep => every("layer", Treatment::Keep),
-            PlanRecompute => every("layer", Treatment::RecomputeAll),
-            PlanOffload => every("layer", Treatment::Offload),
-            PlanKeepSequential => Plan::new().with("stack", 0, Treatment::Keep),
-            PlanKeepScan => Plan::new().with("scan", 0, Treatment::Keep),
-            PlanSchedule => Plan::new().with("scan", 0, Treatment::Scan(Schedule::Snapshots(1))),
-            _ => return None,
-        })
-    }
-}
-
-/// What the user's program brings.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Hazard {
-    Nothing,
-    Lazy,
-    DropoutInside,
-    DropoutBefore,
-    DropoutAfter,
-    BatchNorm,
-    Seeded,
-    TwoOutputs,
-    ParameterOutside,
-    InputWithoutGradient,
-    SideEffect,
-    ThreeSteps,
-    MutatesCapture,
-}
-
-use Hazard::*;
-
-const HAZARDS: [Hazard; 13] = [
-    Nothing,
-    Lazy,
-    DropoutInside,
-    DropoutBefore,
-    DropoutAfter,
-    BatchNorm,
-    Seeded,
-    TwoOutputs,
-    ParameterOutside,
-    InputWithoutGradient,
-    SideEffect,
-    ThreeSteps,
-    MutatesCapture,
-];
-
-impl Hazard {
-    fn label(self) -> &'static str {
-        match self {
-            Nothing => "none",
-            Lazy => "lazy parameters",
-            DropoutInside => "dropout inside",
-            DropoutBefore => "dropout before",
-            DropoutAfter => "dropout after",
-            BatchNorm => "batch norm",
-            Seeded => "seeded body",
-            TwoOutputs => "two outputs",
-            ParameterOutside => "parameter used outside",
-            InputWithoutGradient => "input without gradient",
-            SideEffect => "side effect",
-            ThreeSteps => "three steps",
-            MutatesCapture => "mutates a capture",
-        }
-    }
-
-    /// Whether the region's body draws random numbers (its region is seeded).
-    fn draws_inside(self) -> bool {
-        matches!(self, DropoutInside | Seeded)
-    }
+/// The plan a way runs under, if any.
+fn plan_of(way: Way) -> Option<Plan> {
+    let every = |name: &str, treatment| {
+        (0..K as u64).fold(Plan::new(), |plan, index| plan.with(name, index, treatment))
+    };
+    Some(match way {
+        PlanKeep => every("layer", Treatment::Keep),
+        PlanRecompute => every("layer", Treatment::RecomputeAll),
+        PlanOffload => every("layer", Treatment::Offload),
+        PlanKeepSequential => Plan::new().with("stack", 0, Treatment::Keep),
+        PlanKeepScan => Plan::new().with("scan", 0, Treatment::Keep),
+        PlanSchedule => Plan::new().with("scan", 0, Treatment::Scan(Schedule::Snapshots(1))),
+        _ => return None,
+    })
 }
 
 /// The hazards' switches the body reads (a body's captured state): the cells run one at a
@@ -303,7 +157,7 @@ impl Net {
         };
         // A model as users build it draws its parameters at their first use: the draws a
         // region's seed must not move (the body's randomness builds on it too).
-        if matches!(hazard, Lazy | DropoutInside) || hazard.label() == "seeded body" {
+        if hazard.lazy() {
             net
         } else {
             common::initialised(net)
@@ -417,8 +271,8 @@ fn carry_bytes(hazard: Hazard) -> u64 {
 }
 
 /// What a run of a cell gave: every loss, the last step's output (before the dropout after it)
-/// and gradients (the input's, the scans' sequence's, then every parameter's), the running statistics and weights at
-/// the end, the body's forward runs.
+/// and gradients (the input's, the scans' sequence's, then every parameter's), the running
+/// statistics and weights at the end, the body's forward runs.
 #[derive(Clone, Debug, PartialEq)]
 struct Outputs {
     losses: Vec<TensorData>,
@@ -427,6 +281,19 @@ struct Outputs {
     statistics: Vec<TensorData>,
     weights: Vec<TensorData>,
     forwards: usize,
+}
+
+impl Outputs {
+    /// Every number the run gave, tensor by tensor.
+    fn numbers(&self) -> Vec<Vec<f32>> {
+        let tensors = (self.losses.iter().chain([&self.y]))
+            .chain(self.grads.iter().flatten())
+            .chain(&self.statistics)
+            .chain(&self.weights);
+        tensors
+            .map(|t| t.to_vec::<f32>().expect("f32 values"))
+            .collect()
+    }
 }
 
 /// A run, with the memory report of its last step where regions ran.
@@ -486,7 +353,7 @@ fn run(way: Way, hazard: Hazard, regions: bool, plan: Option<Plan>) -> Result<Ra
                 });
                 let mut all = vec![common::grad_of(&x, &grads), common::grad_of(&xs, &grads)];
                 all.extend(common::param_grads(&net, &grads));
-                net = sgd(net, &grads, 0.1);
+                net = common::sgd(net, &grads, 0.1);
                 losses.push(loss);
                 last = Some((y, all, report));
             }
@@ -569,22 +436,6 @@ fn training_step(
     (loss.into_data(), y.into_data(), grads)
 }
 
-fn sgd<M: Module>(module: M, grads: &Gradients, lr: f64) -> M {
-    struct Step<'a>(&'a Gradients, f64);
-
-    impl ModuleMapper for Step<'_> {
-        fn map_float<const D: usize>(&mut self, param: Param<Tensor<D>>) -> Param<Tensor<D>> {
-            let Some(grad) = param.val().grad(self.0) else {
-                return param;
-            };
-            let lr = self.1;
-            param.map(|value| (value - grad.mul_scalar(lr)).detach().require_grad())
-        }
-    }
-
-    module.map(&mut Step(grads, lr))
-}
-
 /// Every trainable parameter's value.
 fn weights(module: &impl Module) -> Vec<TensorData> {
     struct Values(Vec<TensorData>);
@@ -621,58 +472,16 @@ fn statistics(net: &Net) -> Vec<TensorData> {
 /// guarantees").
 const BOUND: f32 = 1e-6;
 
-/// What a cell gave.
-#[derive(Clone, Debug, PartialEq)]
-enum Outcome {
-    /// Loss, gradients, statistics, weights, side effects: the plain program's, bit for bit.
-    Bitwise,
-    /// Within [`BOUND`] of the plain program's: gradient terms added in another order.
-    Within,
-    /// The documented exception: the body's draws come from the region's own seed; its masks
-    /// are replayed (a gradient zero exactly where forward dropped), and the run is the same
-    /// twice and under a plan keeping every region.
-    OwnSeed,
-    /// Stopped with this message.
-    Refused(String),
-}
-
-impl fmt::Display for Outcome {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Outcome::Bitwise => write!(f, "="),
-            Outcome::Within => write!(f, "≈"),
-            Outcome::OwnSeed => write!(f, "seed"),
-            Outcome::Refused(_) => write!(f, "refused"),
-        }
-    }
-}
-
-/// The largest difference between two runs' numbers, relative to each tensor's largest value;
-/// `None` where they differ otherwise (a gradient present in one only, shapes, side effects).
+/// The largest difference between two runs' numbers (see
+/// [`conformance::largest_difference`]); `None` where they differ otherwise (a gradient present
+/// in one only, side effects).
 fn largest_difference(plain: &Outputs, regions: &Outputs) -> Option<f32> {
     let same_presence =
         (plain.grads.iter().map(Option::is_some)).eq(regions.grads.iter().map(Option::is_some));
     if plain.forwards != regions.forwards || !same_presence {
         return None;
     }
-    let grads = (plain.grads.iter().flatten()).zip(regions.grads.iter().flatten());
-    let pairs = grads
-        .chain(plain.losses.iter().zip(&regions.losses))
-        .chain(plain.statistics.iter().zip(&regions.statistics))
-        .chain(plain.weights.iter().zip(&regions.weights))
-        .chain([(&plain.y, &regions.y)]);
-    let mut largest = 0f32;
-    for (a, b) in pairs {
-        let (a, b) = (a.try_to_vec::<f32>().ok()?, b.try_to_vec::<f32>().ok()?);
-        if a.len() != b.len() {
-            return None;
-        }
-        let scale = a.iter().fold(f32::MIN_POSITIVE, |m, v| m.max(v.abs()));
-        for (a, b) in a.iter().zip(&b) {
-            largest = largest.max((a - b).abs() / scale);
-        }
-    }
-    Some(largest)
+    conformance::largest_difference(&plain.numbers(), &regions.numbers())
 }
 
 /// Which parts of two runs differ, for a failure's message.
@@ -729,8 +538,8 @@ fn expected_reruns(way: Way, hazard: Hazard) -> Vec<u64> {
         vec![runs.count() as u64]
     };
     match way {
-        _ if way.runs_once() && way.is_scan() || way == PlanKeepSequential => vec![0],
-        _ if way.runs_once() => vec![0; K],
+        _ if runs_once(way) && way.is_scan() || way == PlanKeepSequential => vec![0],
+        _ if runs_once(way) => vec![0; K],
         ScanEveryStep => scan(Schedule::EveryStep),
         ScanSnapshots | PlanSchedule => scan(Schedule::Snapshots(1)),
         ScanBudget => scan(Schedule::Budget(2 * carry_bytes(hazard))),
@@ -745,7 +554,7 @@ fn expected_reruns(way: Way, hazard: Hazard) -> Vec<u64> {
 /// The cell `way` × `hazard`: its outcome, and the bytes its regions held after forward.
 fn cell(way: Way, hazard: Hazard) -> (Outcome, i64) {
     let plain = run(way, hazard, false, None).expect("the plain program runs");
-    let regions = match run(way, hazard, true, way.plan()) {
+    let regions = match run(way, hazard, true, plan_of(way)) {
         Ok(regions) => regions,
         Err(message) => return (Outcome::Refused(message), 0),
     };
@@ -762,6 +571,7 @@ fn cell(way: Way, hazard: Hazard) -> (Outcome, i64) {
             "{way:?} × {hazard:?}: offloaded nothing: {report}"
         );
     }
+    check_held(way, hazard, report);
     let held = report.held_by_regions() as i64;
     if regions.outputs == plain.outputs.clone() {
         return (Outcome::Bitwise, held);
@@ -789,7 +599,7 @@ fn own_seed(way: Way, hazard: Hazard, outputs: &Outputs) {
             "{way:?} × {hazard:?}: backward used other masks than forward"
         );
     }
-    let again = run(way, hazard, true, way.plan()).expect("ran once");
+    let again = run(way, hazard, true, plan_of(way)).expect("ran once");
     assert!(
         again.outputs == *outputs,
         "{way:?} × {hazard:?}: not the same run twice"
@@ -830,26 +640,33 @@ fn refusal_expected(way: Way, hazard: Hazard) -> bool {
     match hazard {
         Seeded => matches!(way, Checkpoint | CheckpointFn),
         DropoutInside => way == CheckpointFn,
-        MutatesCapture => !way.runs_once(),
+        MutatesCapture => !runs_once(way),
         _ => false,
     }
 }
 
-/// The matrix as docs/conformance.md shows it.
-fn table(cells: &[(Way, Vec<Outcome>)]) -> String {
-    let mut table = String::from("| way in |");
-    for hazard in HAZARDS {
-        table += &format!(" {} |", hazard.label());
-    }
-    table += "\n|---|";
-    table += &"---|".repeat(HAZARDS.len());
-    for (way, outcomes) in cells {
-        table += &format!("\n| {} |", way.label());
-        for outcome in outcomes {
-            table += &format!(" {outcome} |");
+/// The bytes each region held after forward, as the way says: a region a plan keeps holds its
+/// activations (the layer's hidden one alone is four boundaries wide); a recomputed region over
+/// one layer its outputs (and, offloaded, its input's host copy) and a little bookkeeping.
+fn check_held(way: Way, hazard: Hazard, report: &StepReport) {
+    let boundary = (N * W * 4) as i64;
+    let outputs = if hazard == TwoOutputs { 2 } else { 1 };
+    // The lazy hazard draws a layer's parameters inside its region.
+    let slack = 2 * boundary;
+    for region in &report.regions {
+        let held = region.held_bytes;
+        if matches!(way, PlanKeep | PlanKeepSequential | PlanKeepScan) {
+            assert!(held >= 4 * boundary, "{way:?} × {hazard:?}: {report}");
+        } else if matches!(
+            way,
+            Attribute | Run | Checkpoint | Offloaded | PlanRecompute | PlanOffload
+        ) {
+            assert!(
+                held <= 3 * outputs * boundary + slack,
+                "{way:?} × {hazard:?}: {report}"
+            );
         }
     }
-    table + "\n"
 }
 
 #[test]
@@ -895,9 +712,9 @@ fn matrix() -> (
     let mut cells = Vec::new();
     let mut held: Vec<((Way, Hazard), i64)> = Vec::new();
     let mut wrong = Vec::new();
-    for way in WAYS {
+    for way in Way::ALL {
         let mut outcomes = Vec::new();
-        for hazard in HAZARDS {
+        for hazard in Hazard::ALL {
             // A wrong cell is listed with the others, not the end of the matrix.
             let checked = std::panic::catch_unwind(|| cell(way, hazard));
             let Ok((outcome, bytes)) = checked else {

@@ -10,10 +10,10 @@
 
 use crate::common;
 
-use burn::module::{Module, ModuleMapper, ModuleVisitor, Param};
+use burn::module::{Module, ModuleVisitor, Param};
 use burn::nn::{Dropout, DropoutConfig, GaussianNoise, GaussianNoiseConfig, Linear, LinearConfig};
 use burn::tensor::activation::gelu;
-use burn::tensor::{Device, Distribution, Gradients, Tensor};
+use burn::tensor::{Device, Distribution, Tensor};
 use burn_checkpoint_22::planner::{Plan, Treatment};
 use burn_checkpoint_22::{Policy, Region, checkpoint, checkpoint_fn, region_seed};
 use common::initialised;
@@ -212,21 +212,6 @@ fn saving() -> Region {
 }
 
 /// One SGD step on every parameter that has a gradient.
-fn sgd<M: Module>(module: M, grads: &Gradients, lr: f64) -> M {
-    struct Step<'a>(&'a Gradients, f64);
-
-    impl ModuleMapper for Step<'_> {
-        fn map_float<const D: usize>(&mut self, param: Param<Tensor<D>>) -> Param<Tensor<D>> {
-            let Some(grad) = param.val().grad(self.0) else {
-                return param;
-            };
-            let lr = self.1;
-            param.map(|value| (value - grad.mul_scalar(lr)).detach().require_grad())
-        }
-    }
-
-    module.map(&mut Step(grads, lr))
-}
 
 /// Every parameter's value, in visit order, as bits.
 fn weights(module: &impl Module) -> Vec<Vec<u32>> {
@@ -276,7 +261,7 @@ fn three_steps<M: Module>(
         let loss = forward(&net, x).powi_scalar(2).mean();
         losses.push(loss.clone().into_scalar::<f32>().to_bits());
         let grads = loss.backward();
-        net = sgd(net, &grads, 0.1);
+        net = common::sgd(net, &grads, 0.1);
     }
     let next_draw = Tensor::<1>::random([4], Distribution::Default, device)
         .into_data()

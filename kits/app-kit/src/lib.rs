@@ -11,8 +11,8 @@
 //! the device for one test at a time, [`repeats`] how often a test repeats a run that could race,
 //! [`out_of_memory`] how both trainers end a run that ran out of device memory, [`timeline`]
 //! a step's memory timeline as a picture (several runs overlaid) and a file, with the trainers'
-//! `--memory-timeline` flags, and [`generated`] a page's section that a test measures and writes
-//! (the conformance matrices of both crates).
+//! `--memory-timeline` flags, [`conformance`] the words of both crates' conformance matrices, and
+//! [`generated`] a page's section that a test measures and writes (those matrices' tables).
 //!
 //! The Burn 0.21 applications (`densenet-bc`, `gpt`) and their test support (`bench-kit`, which
 //! re-exports some of it) use it directly, as the Burn 0.22 library's wgpu tests, the networks'
@@ -20,6 +20,7 @@
 
 pub mod agreement;
 pub mod args;
+pub mod conformance;
 pub mod densenet;
 pub mod devices;
 pub mod figure;

@@ -4,7 +4,7 @@
 //!
 //! - [`initialised`]: a module's lazy parameters drawn now;
 //! - [`param_grads`], [`grad_of`]: gradients as data, to compare runs; [`assert_close`] where
-//!   they may differ in their last bits;
+//!   they may differ in their last bits; [`sgd`], a training step's update;
 //! - [`generator`] and [`alone`]: the locks of a test that reads what the whole process does.
 //!
 //! ```
@@ -22,7 +22,7 @@
 
 use std::sync::{Mutex, MutexGuard};
 
-use burn::module::{Module, ModuleVisitor, Param};
+use burn::module::{Module, ModuleMapper, ModuleVisitor, Param};
 use burn::tensor::{Gradients, Tensor, TensorData};
 
 /// Initialises a module's lazy parameters now (Burn draws them from the generator at their
@@ -48,6 +48,37 @@ pub fn initialised<M: Module>(module: M) -> M {
 
     module.visit(&mut Touch);
     module
+}
+
+/// One SGD step of rate `lr` on every parameter with a gradient in `grads` (each detached and
+/// requiring a gradient again): a training run's update, for tests that run several steps.
+///
+/// ```
+/// use burn::nn::LinearConfig;
+/// use burn::tensor::{Device, Tensor};
+/// use bench_kit_22::{initialised, sgd};
+///
+/// let device = Device::flex().autodiff();
+/// let linear = initialised(LinearConfig::new(2, 2).init(&device));
+/// let before = linear.weight.val().into_data();
+/// let grads = linear.forward(Tensor::<2>::ones([1, 2], &device)).sum().backward();
+/// let linear = sgd(linear, &grads, 0.1);
+/// assert_ne!(linear.weight.val().into_data(), before);
+/// ```
+pub fn sgd<M: Module>(module: M, grads: &Gradients, lr: f64) -> M {
+    struct Step<'a>(&'a Gradients, f64);
+
+    impl ModuleMapper for Step<'_> {
+        fn map_float<const D: usize>(&mut self, param: Param<Tensor<D>>) -> Param<Tensor<D>> {
+            let Some(grad) = param.val().grad(self.0) else {
+                return param;
+            };
+            let lr = self.1;
+            param.map(|value| (value - grad.mul_scalar(lr)).detach().require_grad())
+        }
+    }
+
+    module.map(&mut Step(grads, lr))
 }
 
 /// Every float parameter's gradient, in visit order.
