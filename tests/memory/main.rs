@@ -10,6 +10,7 @@ static ALLOCATOR: CountingAllocator = CountingAllocator;
 mod common;
 
 mod budget;
+mod conformance;
 mod measured;
 mod memory;
 mod offload;
