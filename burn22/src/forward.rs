@@ -65,11 +65,18 @@ pub(crate) struct Entry {
     seeded: bool,
 }
 
+/// A region opened by [`Entry::open`].
+pub(crate) enum Entered {
+    /// Something is tracked: the region runs as its plan or code says.
+    Tracked(Entry),
+    /// Nothing is tracked: nothing to keep or recompute, and no layer draws without autodiff —
+    /// the code runs as written, inside the open region.
+    Untracked(Opened),
+}
+
 impl Entry {
     /// Opens the region `settings` describe over `module` and `tensors` (a region's inputs; a
-    /// scan's initial carry and sequence) and decides whether it is seeded. `Err` with the open
-    /// region where nothing is tracked: nothing to keep or recompute, and no layer draws without
-    /// autodiff — the code runs as written, inside the open region.
+    /// scan's initial carry and sequence) and decides whether it is seeded (see [`Entered`]).
     ///
     /// Every treatment seeds a seeded region: the masks dropout draws in a region, and every draw
     /// after it, do not depend on how a plan runs it. A region whose code keeps its compute-bound
@@ -81,7 +88,7 @@ impl Entry {
         settings: &Settings,
         module: &M,
         tensors: &[DispatchTensor],
-    ) -> Result<Entry, Opened> {
+    ) -> Entered {
         // Open before any seed is drawn: the regions its body opens are nested in it.
         let opened = settings.open();
         let survey = Survey::of(module);
@@ -90,7 +97,7 @@ impl Entry {
             .any(|t| matches!(t.autodiff, DispatchAutodiffContext::Enabled(_)))
             || survey.on_autodiff;
         let Some(first) = tensors.first().filter(|_| autodiff) else {
-            return Err(opened);
+            return Entered::Untracked(opened);
         };
         let device = tensors::device_of(first);
         let runs_once = opened.run == Run::SaveComputeBound && !opened.planned;
@@ -98,7 +105,7 @@ impl Entry {
         if seeded {
             params::initialise(module);
         }
-        Ok(Entry {
+        Entered::Tracked(Entry {
             opened,
             device,
             seeded,
@@ -140,8 +147,8 @@ where
             "a checkpoint region needs at least one input tensor"
         );
         let entry = match Entry::open(region, module, &inputs.tensors) {
-            Ok(entry) => entry,
-            Err(_open) => return forward(module, inputs.into_value()),
+            Entered::Tracked(entry) => entry,
+            Entered::Untracked(_open) => return forward(module, inputs.into_value()),
         };
         let seed = entry.seed();
         let Entry {

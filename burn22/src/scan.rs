@@ -14,7 +14,7 @@ use burn_checkpoint_core::ScanPlan;
 
 use crate::ddp;
 use crate::dispatch;
-use crate::forward::{Entry, Settings, reseeded_in_backward, saving_compute_bound};
+use crate::forward::{Entered, Entry, Settings, reseeded_in_backward, saving_compute_bound};
 use crate::graph::{NodeSpec, Replay, ScanSpec, Slicer, Stacker};
 use crate::params::{self, Used};
 use crate::recompute::{Drawn, Recompute};
@@ -133,12 +133,12 @@ impl Region {
             .cloned()
             .collect();
         let mut entry = match Entry::open(scan.settings, cell, &tensors) {
-            Ok(entry) => entry,
-            Err(_open) => return scan.as_written(None),
+            Entered::Tracked(entry) => entry,
+            Entered::Untracked(_open) => return scan.run_as_written(None),
         };
         match entry.opened.run {
             Run::Region { offload } => scan.run_node(&mut entry, offload),
-            Run::Keep => scan.as_written(Some(&entry)),
+            Run::Keep => scan.run_as_written(Some(&entry)),
             Run::SaveComputeBound => scan.saving_compute_bound(&entry),
             Run::Kept => panic!(
                 "checkpoint scan {}: a scan cannot be kept by name (Policy::recompute_all_but) in \
@@ -222,7 +222,7 @@ where
     /// and what it stands for. Each step of a seeded scan (`entry` says) is seeded as the node's
     /// forward seeds it, and its outputs leave the generator in backward where backward's run of
     /// the step leaves it: the masks and the stream do not depend on the plan.
-    fn as_written(self, entry: Option<&Entry>) -> (Y::Stacked, C) {
+    fn run_as_written(self, entry: Option<&Entry>) -> (Y::Stacked, C) {
         let (init, inputs) = (self.init.into_value(), self.inputs.into_value());
         steps_as_written(
             self.cell,
@@ -445,7 +445,7 @@ where
     }
 }
 
-/// The steps as written on `cell` (see [`Scan::as_written`]).
+/// The steps as written on `cell` (see [`Scan::run_as_written`]).
 fn steps_as_written<M, C, S, Y, F>(
     cell: &M,
     init: C,

@@ -291,7 +291,7 @@ impl Outputs {
             .chain(&self.statistics)
             .chain(&self.weights);
         tensors
-            .map(|t| t.to_vec::<f32>().expect("f32 values"))
+            .map(|t| t.try_to_vec::<f32>().expect("f32 values"))
             .collect()
     }
 }

@@ -211,8 +211,6 @@ fn saving() -> Region {
     Region::named("saving").policy(Policy::SaveComputeBound)
 }
 
-/// One SGD step on every parameter that has a gradient.
-
 /// Every parameter's value, in visit order, as bits.
 fn weights(module: &impl Module) -> Vec<Vec<u32>> {
     struct Read(Vec<Vec<u32>>);
