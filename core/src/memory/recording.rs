@@ -18,7 +18,7 @@ use super::failure::{AfterFailure, OutOfMemory, Watch, outcome_message, read_aft
 use super::meter::MemoryMeter;
 use super::offloaded as offload;
 use super::report::{RegionRecord, StepReport};
-use super::sampler::Sampler;
+use super::sampler::{Sampled, Sampler};
 use super::timeline::{self, AtPeak, Holding, Live, MAX_POINTS, Phase, Point, Span, Timeline};
 use crate::op_kind::OpKind;
 use crate::treatment::Treatment;
@@ -80,6 +80,12 @@ struct Drawn {
     reads: (f64, f64),
     /// Where the step was at its highest read so far, to say what was live then.
     peak: PeakPlace,
+    /// Every interval between two reads: the later read's time, where the step was meanwhile
+    /// and its place. The sampler's highest reading, where it is above every read's (a device
+    /// meter, which keeps no peak, read between the events), falls in one of them. Kept only for
+    /// such a meter (`polled`): on the host, whose peak is exact, it would be the step's bytes.
+    intervals: Vec<(f64, String, PeakPlace)>,
+    polled: bool,
 }
 
 /// Where the step was when a read saw a new peak: what [`at_peak`] needs.
@@ -146,24 +152,56 @@ impl Recording {
             }
             None => self.outside_windows = self.outside_windows.max(peak),
         }
+        // Where the step was, for the timeline's breakdown of the peak.
+        let place = self.timeline.as_ref().map(|drawn| PeakPlace {
+            seconds: drawn.reads.1,
+            after: drawn.reads.0,
+            closed: self.last_closed.map_or(0, |slot| slot + 1),
+            forward: self.open.map(|(slot, opened, _)| (slot, opened)),
+            window: drawn
+                .window_span
+                .and_then(|(_, opened)| Some((self.window?, opened))),
+        });
+        if let (Some(place), Some(drawn)) = (place, &mut self.timeline) {
+            if drawn.polled {
+                drawn
+                    .intervals
+                    .push((place.seconds, self.now.clone(), place));
+            }
+            if peak > self.peak {
+                drawn.peak = place;
+            }
+        }
         if peak > self.peak {
             self.peak = peak;
             self.report.peak_at = std::mem::replace(&mut self.now, next);
-            // Where the step was, for the timeline's breakdown of the peak.
-            let place = self.timeline.as_ref().map(|drawn| PeakPlace {
-                seconds: drawn.reads.1,
-                after: drawn.reads.0,
-                closed: self.last_closed.map_or(0, |slot| slot + 1),
-                forward: self.open.map(|(slot, opened, _)| (slot, opened)),
-                window: drawn
-                    .window_span
-                    .and_then(|(_, opened)| Some((self.window?, opened))),
-            });
-            if let (Some(place), Some(drawn)) = (place, &mut self.timeline) {
-                drawn.peak = place;
-            }
         } else {
             self.now = next;
+        }
+    }
+
+    /// Takes in the sampler's readings (a timeline's): the most bytes reserved, and, where its
+    /// highest reading is above every read's, that peak, dated in the interval between the two
+    /// reads it fell between (where the step was then). A device meter keeps no peak: without
+    /// this a step without regions, read at its start and end only, would peak at its end.
+    fn take_in(&mut self, sampled: &Sampled) {
+        if let Some(reserved) = &mut self.reserved {
+            *reserved = (*reserved).max(sampled.peak.reserved);
+        }
+        if sampled.peak.in_use <= self.peak {
+            return;
+        }
+        self.peak = sampled.peak.in_use;
+        let highest = sampled.series.iter().max_by_key(|(_, usage)| usage.in_use);
+        let (Some(&(at, _)), Some(drawn)) = (highest, &mut self.timeline) else {
+            return;
+        };
+        // The first read at or after the reading closes its interval (the last read, the
+        // step's end, closes every one).
+        let interval = drawn.intervals.iter().find(|(read, _, _)| *read >= at);
+        if let Some((_, was, place)) = interval.or(drawn.intervals.last()) {
+            self.report.peak_at = was.clone();
+            drawn.peak = *place;
         }
     }
 
@@ -356,6 +394,8 @@ fn start(meter: Box<dyn MemoryMeter>, timeline: bool) -> Option<Off> {
             backward_at: None,
             reads: (0.0, 0.0),
             peak: PeakPlace::default(),
+            intervals: Vec::with_capacity(256),
+            polled: meter.peak().is_none(),
         }
     });
     meter.reset_peak();
@@ -442,6 +482,9 @@ fn finish(settled: bool) -> (StepReport, Option<Timeline>) {
             .map(Sampler::finish);
         if settled {
             recording.event("the end".to_string());
+        }
+        if let Some(sampled) = &sampled {
+            recording.take_in(sampled);
         }
         let mut report = std::mem::take(&mut recording.report);
         report.peak_bytes = recording.peak.saturating_sub(recording.start_bytes);
@@ -800,6 +843,7 @@ mod tests {
 
     use super::super::failure::{RETURNED, fail_on_the_device_thread, one_failing_test_at_a_time};
     use super::*;
+    use crate::memory::Reader;
 
     /// Bytes the test sets by hand; the peak is what it was set to at most since the reset.
     static IN_USE: AtomicU64 = AtomicU64::new(0);
@@ -1099,5 +1143,71 @@ mod tests {
         let other = std::panic::catch_unwind(|| OutOfMemory::catch(Hand, || panic!("a bug")));
         assert!(other.is_err());
         assert_eq!(OutOfMemory::catch(Hand, || 7).expect("no failure"), 7);
+    }
+
+    /// A meter like a device's: no peak of its own, read at the events and by the sampler.
+    struct Polled;
+
+    impl MemoryMeter for Polled {
+        fn in_use(&self) -> u64 {
+            IN_USE.load(Ordering::Relaxed)
+        }
+        fn reserved(&self) -> Option<u64> {
+            Some(2 * IN_USE.load(Ordering::Relaxed))
+        }
+        fn describe(&self) -> String {
+            "bytes set by the test, polled".into()
+        }
+        fn reader(&self) -> Option<Reader> {
+            Some(Box::new(|| Usage {
+                in_use: IN_USE.load(Ordering::Relaxed),
+                reserved: 2 * IN_USE.load(Ordering::Relaxed),
+            }))
+        }
+    }
+
+    /// Holds `bytes` long enough for the sampler (every 200 µs) to read them many times.
+    fn hold(bytes: u64) {
+        set(bytes);
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+
+    /// On a meter without a peak of its own (a device's), a step's peak between two reads is
+    /// the sampler's: a step without regions (read at its start and end only) peaks where it
+    /// did, not at its end, and so does one between two regions, where the step was then.
+    #[test]
+    fn a_polled_meters_peak_between_reads_is_the_samplers() {
+        let _alone = alone();
+        set(0);
+        let ((), plain) = Timeline::measure(Polled, || {
+            hold(300);
+            hold(20);
+        });
+        assert_eq!(plain.report.peak_bytes, 300, "{}", plain.report);
+        assert_eq!(plain.report.reserved_peak_bytes, Some(600));
+        assert_eq!(plain.at_peak.bytes, 300);
+        assert!(plain.highest() >= 300);
+
+        set(0);
+        let ((), regions) = Timeline::measure(Polled, || {
+            top_level_opened(&"block", 0, None);
+            hold(10);
+            top_level_closed();
+            hold(500);
+            hold(30);
+            top_level_opened(&"block", 1, None);
+            hold(40);
+            top_level_closed();
+        });
+        let report = &regions.report;
+        assert_eq!(report.peak_bytes, 500, "{report}");
+        assert_eq!(report.peak_at, "forward, after block#0", "{report}");
+        assert_eq!(regions.at_peak.bytes, 500);
+        let stored: i64 = regions.at_peak.regions.iter().map(|live| live.bytes).sum();
+        assert_eq!(
+            stored + regions.at_peak.outside,
+            500,
+            "the peak's parts sum to it"
+        );
     }
 }

@@ -89,6 +89,61 @@ fn densenet_trains_on_wgpu_the_same_run_every_run() {
         .expect("regions train plain autodiff's weights");
 }
 
+/// `--memory-timeline` on a device: each run's timeline peaks at least where the table's step
+/// peaked — plain autodiff's too, which has no region events to read the device at (its
+/// timeline once peaked at the step's end, 0.2 MiB against 123.6 MiB). The table's peak and the
+/// timeline's are the same step's, read by two samplers (every 100 and 200 µs), each a lower
+/// bound of a peak that may last less: within a quarter (0.84 to 1.01 measured on lavapipe).
+#[test]
+fn each_runs_timeline_peaks_where_the_tables_step_did() {
+    let _alone = crate::alone();
+    let Some(_device) = claim() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("wgpu.json");
+    let file = file.to_str().unwrap();
+    let trained = train_on(
+        "wgpu",
+        "2",
+        &[
+            "--checkpoint",
+            "plain,balanced,regions",
+            "--memory-timeline",
+            file,
+            "--timeline-step",
+            "2",
+        ],
+    );
+    for method in &trained {
+        let timeline = method.timeline.as_ref().expect("step 2's timeline");
+        let (table, drawn) = (
+            method.row.peak_step_bytes as f64,
+            timeline.report.peak_bytes,
+        );
+        println!(
+            "{}: the timeline peaks at {drawn} bytes, the table's step at {table} ({:.2}×)",
+            method.row.method,
+            drawn as f64 / table
+        );
+        assert!(
+            drawn as f64 >= 0.75 * table && table > 0.0,
+            "{}: the timeline peaks at {drawn} bytes, the table's step at {table}",
+            method.row.method
+        );
+        assert!(
+            timeline.highest() as f64 >= 0.75 * table,
+            "{}",
+            method.row.method
+        );
+        assert_eq!(
+            timeline.at_peak.bytes, drawn as i64,
+            "{}",
+            method.row.method
+        );
+    }
+}
+
 /// `--memory-budget` on a device: both bases profiled there, the plan checked on a step there
 /// (reserved bytes, as the budget counts them on a device), and the row says the plan's
 /// predicted and checked peaks.
