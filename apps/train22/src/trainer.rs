@@ -9,7 +9,8 @@ use std::sync::Arc;
 use anyhow::{Context, bail, ensure};
 use app_kit::args::{Sgd, byte_size, positive};
 use app_kit::densenet::DenseNetShape;
-use app_kit::out_of_memory::RanOutOfMemory;
+use app_kit::out_of_memory::{RanOutOfMemory, Refused};
+use app_kit::output::{writable_dir, writable_file};
 use app_kit::schedule;
 use app_kit::table::{MethodRow, PlanPeaks};
 use app_kit::timeline::TimelineArgs;
@@ -326,6 +327,7 @@ impl Options {
                  a region's recompute needs one (docs/burn-0.22-train.md)"
             );
         }
+        self.check_outputs(&data)?;
         let artifacts = match &self.artifact_dir {
             Some(dir) => Artifacts::Kept(dir.clone()),
             None => Artifacts::Temporary(tempfile::tempdir().context("a temporary folder")?),
@@ -420,6 +422,33 @@ impl Options {
             timeline: probed.timeline.clone(),
             step_peaks: probed.step_peaks,
         })
+    }
+
+    /// Refuses ([`Refused`]: exit status 2), before the first step, what the run could not
+    /// finish: an output it cannot write (`--json`, `--memory-timeline`, `--artifact-dir`), a
+    /// `--timeline-overlay` it cannot read or of another model, a `--timeline-step` past the
+    /// run's training steps.
+    fn check_outputs(&self, data: &Data) -> anyhow::Result<()> {
+        let refused = |message: String| anyhow::Error::new(Refused(message));
+        if let Some(path) = &self.json {
+            writable_file("--json", path).map_err(refused)?;
+        }
+        self.timeline.check(&self.title()).map_err(refused)?;
+        if let Some(step) = self.timeline.step() {
+            let (steps, _) = self.steps(data)?;
+            let total = steps * self.epochs;
+            if step > total {
+                return Err(refused(format!(
+                    "--timeline-step {step}: the run has {total} training steps ({} epoch(s) of \
+                     {steps}): a smaller --timeline-step, or a larger --limit",
+                    self.epochs
+                )));
+            }
+        }
+        if let Some(dir) = &self.artifact_dir {
+            writable_dir("--artifact-dir", dir).map_err(refused)?;
+        }
+        Ok(())
     }
 
     /// Training steps (whole batches only, the same number on every device: each step has the

@@ -55,17 +55,39 @@ impl fmt::Display for RanOutOfMemory {
 
 impl std::error::Error for RanOutOfMemory {}
 
+/// The exit status of a run refused before its first step ([`Refused`]): a flag's value the run
+/// could not use (as clap's own flag errors).
+pub const REFUSED_STATUS: u8 = 2;
+
+/// A run refused before its first step: an output it could not write, an input it could not
+/// read, a flag's value outside the run. What it says is the whole message.
+#[derive(Debug)]
+pub struct Refused(pub String);
+
+impl fmt::Display for Refused {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Refused {}
+
 /// The process's exit status for a run that ended with `error`: [`EXIT_STATUS`] where a
-/// [`RanOutOfMemory`] is in its chain, 1 otherwise.
+/// [`RanOutOfMemory`] is in its chain, [`REFUSED_STATUS`] where it was [`Refused`] before its
+/// first step, 1 otherwise.
 ///
 /// ```
-/// use app_kit::out_of_memory::exit_status;
+/// use app_kit::out_of_memory::{Refused, exit_status};
 ///
 /// assert_eq!(exit_status(&anyhow::anyhow!("--depth 11 is not a DenseNet-BC depth")), 1);
+/// let refused = anyhow::Error::new(Refused("--json /: a directory".into()));
+/// assert_eq!(exit_status(&refused), 2);
 /// ```
 pub fn exit_status(error: &anyhow::Error) -> u8 {
     if error.downcast_ref::<RanOutOfMemory>().is_some() {
         EXIT_STATUS
+    } else if error.downcast_ref::<Refused>().is_some() {
+        REFUSED_STATUS
     } else {
         1
     }

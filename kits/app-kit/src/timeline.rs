@@ -380,15 +380,7 @@ impl TimelineArgs {
             runs: Vec::new(),
         };
         for earlier in &self.timeline_overlay {
-            let text = std::fs::read_to_string(earlier)
-                .map_err(|e| format!("--timeline-overlay {}: {e}", earlier.display()))?;
-            let read: Overlay = serde_json::from_str(&text).map_err(|e| {
-                format!(
-                    "--timeline-overlay {}: not a --memory-timeline JSON file: {e}",
-                    earlier.display()
-                )
-            })?;
-            overlay.runs.extend(read.runs);
+            overlay.runs.extend(read_overlay(earlier)?.runs);
         }
         overlay.runs.extend(runs);
         overlay.write(path)?;
@@ -397,6 +389,67 @@ impl TimelineArgs {
             .chain(overlay.differences())
             .collect())
     }
+}
+
+impl TimelineArgs {
+    /// Checks before the run's first step what [`write`](TimelineArgs::write) will need:
+    /// `--memory-timeline`'s file writable, and each `--timeline-overlay` a timeline JSON file of
+    /// the model `title` names (its words before `, batch`), read now.
+    ///
+    /// ```
+    /// use app_kit::timeline::TimelineArgs;
+    /// use clap::Parser;
+    ///
+    /// #[derive(Parser)]
+    /// struct Cli {
+    ///     #[command(flatten)]
+    ///     timeline: TimelineArgs,
+    /// }
+    ///
+    /// let file = std::env::temp_dir().join("step.svg");
+    /// let cli = Cli::parse_from(["t", "--memory-timeline", file.to_str().unwrap()]);
+    /// assert!(cli.timeline.check("DenseNet-BC-22, batch 32").is_ok());
+    /// let cli = Cli::parse_from(["t", "--memory-timeline", "/no/such/folder/step.svg"]);
+    /// let refused = cli.timeline.check("DenseNet-BC-22, batch 32").unwrap_err();
+    /// assert!(refused.contains("does not exist"), "{refused}");
+    /// ```
+    pub fn check(&self, title: &str) -> Result<(), String> {
+        let Some(path) = &self.memory_timeline else {
+            return Ok(());
+        };
+        crate::output::writable_file("--memory-timeline", path)?;
+        let ours = model_of(title);
+        for earlier in &self.timeline_overlay {
+            let overlay = read_overlay(earlier)?;
+            let theirs = model_of(&overlay.title);
+            if theirs != ours {
+                return Err(format!(
+                    "--timeline-overlay {}: a timeline of {theirs}; this run trains {ours}: \
+                     overlay the runs of one model",
+                    earlier.display()
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The model a timeline's title names: its words before `, batch` (or before `: the memory`).
+fn model_of(title: &str) -> &str {
+    let model = title.split(": the memory").next().unwrap_or(title);
+    model.split(", batch").next().unwrap_or(model)
+}
+
+/// A `--timeline-overlay` file, read.
+fn read_overlay(path: &Path) -> Result<Overlay, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("--timeline-overlay {}: {e}", path.display()))?;
+    serde_json::from_str(&text).map_err(|e| {
+        format!(
+            "--timeline-overlay {}: not a --memory-timeline JSON file: {e}",
+            path.display()
+        )
+    })
 }
 
 /// A `--memory-timeline` file: `.svg`, `.png` or `.json`.

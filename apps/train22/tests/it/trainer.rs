@@ -270,3 +270,57 @@ fn the_other_trainers_words_are_aliases() {
     assert_eq!(parse(&["--growth", "24"]).densenet.growth, 24);
     assert_eq!(parse(&["--growth-rate", "24"]).densenet.growth, 24);
 }
+
+/// What the run could not finish is refused before its first step, each with a message that
+/// names the flag and exit status 2: an output that cannot be written (`--json`,
+/// `--memory-timeline`, `--artifact-dir`), a `--timeline-overlay` that cannot be read or is of
+/// another model, a `--timeline-step` past the run. (Each used to train first, then print
+/// "no memory timeline: …" and exit 0, fail writing `--json`, or abort in burn-train.)
+#[test]
+fn what_the_run_could_not_finish_is_refused_before_its_first_step() {
+    use app_kit::timeline::Overlay;
+
+    let dir = tempfile::tempdir().unwrap();
+    let path = |name: &str| dir.path().join(name).to_str().unwrap().to_string();
+    let a_file = path("a-file");
+    std::fs::write(&a_file, "not a folder").unwrap();
+    let gpt = path("gpt.json");
+    let overlay = Overlay {
+        title: "GPT, 2 blocks of width 64, context 32, batch 8: the memory of training step 2"
+            .into(),
+        runs: Vec::new(),
+    };
+    std::fs::write(&gpt, serde_json::to_string(&overlay).unwrap()).unwrap();
+    let (missing_json, missing_svg) = (path("none/rows.json"), path("none/step.svg"));
+    let (svg, absent) = (path("step.svg"), path("absent.json"));
+    let under_a_file = format!("{a_file}/artifacts");
+    let cases: [(&[&str], &str); 6] = [
+        (&["--json", &missing_json], "--json"),
+        (&["--memory-timeline", &missing_svg], "does not exist"),
+        (
+            &["--memory-timeline", &svg, "--timeline-overlay", &absent],
+            "--timeline-overlay",
+        ),
+        (
+            &["--memory-timeline", &svg, "--timeline-overlay", &gpt],
+            "a timeline of GPT",
+        ),
+        (
+            &["--memory-timeline", &svg, "--timeline-step", "99"],
+            "--timeline-step 99: the run has 6 training steps",
+        ),
+        (&["--artifact-dir", &under_a_file], "--artifact-dir"),
+    ];
+    for (flags, says) in cases {
+        let started = std::time::Instant::now();
+        let error = try_train(flags).expect_err("refused");
+        let message = format!("{error:#}");
+        assert!(message.contains(says), "{flags:?}: {message}");
+        assert_eq!(exit_status(&error), 2, "{flags:?}: {message}");
+        println!(
+            "{flags:?}: {message} ({:.1} s)",
+            started.elapsed().as_secs_f64()
+        );
+    }
+    assert!(!std::path::Path::new(&svg).exists(), "nothing written");
+}
