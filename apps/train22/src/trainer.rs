@@ -35,7 +35,7 @@ use burn_checkpoint_22::planner::{Base, Candidates, Plan, Profile, Treatment, au
 use burn_checkpoint_22_models::densenet::DenseNet;
 use burn_checkpoint_22_models::gpt::Gpt;
 use burn_checkpoint_22_models::{Cut, initialised};
-use burn_checkpoint_core::memory::mib;
+use burn_checkpoint_core::memory::{mib, size};
 use clap::{Parser, ValueEnum};
 use image_data::seeds::{Purpose, derive};
 use image_data::{DataSource, Images, Splits};
@@ -544,8 +544,8 @@ impl Options {
     fn label(&self, method: Method, planned: bool, base: Base) -> String {
         match (planned, self.memory_budget) {
             (true, Some(bytes)) => format!(
-                "regions, planned for {:.1} MiB{}",
-                mib(bytes as usize),
+                "regions, planned for {}{}",
+                size(bytes),
                 match base {
                     Base::Balanced => "",
                     Base::Plain => " (on plain autodiff)",
@@ -628,7 +628,7 @@ impl Options {
         // The choice compares the steps' times across the bases: medians of interleaved
         // samples, not one each.
         candidates.retime().context("timing the profiled steps")?;
-        let context = || format!("--memory-budget {:.1} MiB", mib(budget as usize));
+        let context = || format!("--memory-budget {}", size(budget));
         let (chosen, fitted) = candidates
             .fit(meter.clone(), budget)
             .with_context(context)?;

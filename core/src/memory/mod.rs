@@ -37,7 +37,8 @@ pub use device::{DeviceMemory, Usage};
 #[cfg(test)]
 pub(crate) use failure::one_failing_test_at_a_time;
 pub use failure::{OutOfMemory, panic_message};
-pub use host::{CountingAllocator, mib};
+pub(crate) use host::sizes_apart;
+pub use host::{CountingAllocator, mib, size};
 pub use measure::{Measure, Peak};
 pub use meter::{HostMeter, MemoryMeter, Meter, Reader};
 pub use offloaded::{OffloadedBytes, host_copy_dropped, host_copy_made};

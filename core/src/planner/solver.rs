@@ -34,7 +34,7 @@
 
 use super::plan::Plan;
 use super::profile::{Profile, TreatedStep};
-use crate::memory::{StepReport, mib};
+use crate::memory::{StepReport, mib, sizes_apart};
 use crate::treatment::Treatment;
 
 /// Why no plan fits the budget.
@@ -43,10 +43,9 @@ use crate::treatment::Treatment;
 pub enum PlanError {
     /// Even the plan that holds least is predicted (or measured) over the budget.
     #[error(
-        "a budget of {budget:.1} MiB cannot be met: the smallest peak these regions reach is \
-         {floor:.1} MiB ({holders})",
-        budget = mib(*budget as usize),
-        floor = mib(*floor as usize)
+        "a budget of {} cannot be met: the smallest peak these regions reach is {} ({holders})",
+        sizes_apart(*budget, *floor).0,
+        sizes_apart(*budget, *floor).1
     )]
     BelowFloor {
         /// The budget asked for, in bytes.

@@ -144,18 +144,21 @@ pub fn weight_decay(text: &str) -> Result<f64, String> {
 /// let options = Options::parse_from(["train", "--momentum", "0"]);
 /// assert_eq!(options.sgd, Sgd { lr: 0.1, momentum: 0.0, weight_decay: 1e-4 });
 /// assert!(Options::try_parse_from(["train", "--lr", "0"]).is_err());
+/// // A negative value is read as one (and refused for what it is), not as a flag.
+/// let negative = Options::try_parse_from(["train", "--lr", "-0.1"]).err().unwrap().to_string();
+/// assert!(negative.contains("must be above 0"), "{negative}");
 /// ```
 #[derive(clap::Args, Clone, Copy, Debug, PartialEq)]
 pub struct Sgd {
     /// Initial learning rate, above 0 (divided by 10 at 50% and at 75% of the epochs).
-    #[arg(long, default_value_t = 0.1, value_parser = learning_rate)]
+    #[arg(long, default_value_t = 0.1, value_parser = learning_rate, allow_negative_numbers = true)]
     pub lr: f64,
 
     /// SGD momentum (Nesterov), from 0 (off) to below 1.
-    #[arg(long, default_value_t = 0.9, value_parser = momentum)]
+    #[arg(long, default_value_t = 0.9, value_parser = momentum, allow_negative_numbers = true)]
     pub momentum: f64,
 
     /// L2 weight decay, 0 (off) or more.
-    #[arg(long, default_value_t = 1e-4, value_parser = weight_decay)]
+    #[arg(long, default_value_t = 1e-4, value_parser = weight_decay, allow_negative_numbers = true)]
     pub weight_decay: f64,
 }

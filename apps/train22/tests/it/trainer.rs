@@ -206,6 +206,11 @@ fn a_budget_plan_trains_the_same_weights_and_an_unmeetable_one_says_the_floor() 
         message.contains("cannot be met: the smallest peak"),
         "{message}"
     );
+    // The budget as given, not rounded to "0.0 MiB".
+    assert!(
+        message.contains("--memory-budget 1.0 KiB") && message.contains("a budget of 1.0 KiB"),
+        "{message}"
+    );
     assert_eq!(exit_status(&error), 1, "not a failed allocation");
     let printed = String::from_utf8(out).unwrap();
     assert!(printed.contains("| plain | 1 | 8 |"), "{printed}");
