@@ -10,6 +10,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use app_kit::out_of_memory::RanOutOfMemory;
+use image_data::seeds::{Purpose, derive};
+use serde::{Deserialize, Serialize};
 
 use burn::data::dataloader::batcher::Batcher;
 use burn::module::Module;
@@ -46,6 +48,16 @@ pub enum Batch {
     Tokens(TokenBatch),
 }
 
+impl Batch {
+    /// The device its tensors are on.
+    pub fn device(&self) -> Device {
+        match self {
+            Batch::Images(batch) => batch.images.device(),
+            Batch::Tokens(batch) => batch.inputs.device(),
+        }
+    }
+}
+
 impl Batcher<ImageItem, Batch> for ImageBatcher {
     fn batch(&self, items: Vec<ImageItem>, device: &Device) -> Batch {
         Batch::Images(Batcher::<_, ImageBatch>::batch(self, items, device))
@@ -58,8 +70,9 @@ impl Batcher<Vec<u8>, Batch> for TokenBatcher {
     }
 }
 
-/// What a run's steps measured.
-#[derive(Debug, Clone, Default)]
+/// What a run's steps measured (saved with a run's epochs: a resumed method's row counts its
+/// earlier epochs' steps too).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Probed {
     /// Each training step's peak memory above its start (forward, loss, backward), in bytes.
     pub step_peaks: Vec<u64>,
@@ -88,6 +101,8 @@ pub struct Probe {
     per_epoch: (usize, usize),
     /// The training step (from 1) whose timeline is recorded, if any.
     timeline_step: Option<usize>,
+    /// The run's seed: each epoch's first step reseeds its device's generator from it.
+    seed: Option<u64>,
     failure: Arc<Mutex<Option<RanOutOfMemory>>>,
 }
 
@@ -108,6 +123,7 @@ impl Probe {
             valid_batches: Arc::default(),
             per_epoch: (0, 0),
             timeline_step: None,
+            seed: None,
             failure: Arc::default(),
         }
     }
@@ -128,6 +144,39 @@ impl Probe {
         Probe {
             per_epoch: (steps, valid_batches),
             ..self
+        }
+    }
+
+    /// The same, each epoch's first step reseeding its device's generator from `seed` (and
+    /// the epoch): an epoch's random draws (dropout's masks) are then the same whether the run
+    /// went through or was resumed at that epoch. Needs [`Probe::per_epoch`].
+    pub fn reseeding(self, seed: u64) -> Self {
+        Probe {
+            seed: Some(seed),
+            ..self
+        }
+    }
+
+    /// The same, for a method resumed after `epochs` epochs that measured `probed`: its steps
+    /// and validation batches count on from there.
+    pub fn resumed(self, probed: Probed, epochs: usize) -> Self {
+        *self.lock() = probed;
+        self.steps
+            .store(epochs * self.per_epoch.0, Ordering::Relaxed);
+        self.valid_batches
+            .store(epochs * self.per_epoch.1, Ordering::Relaxed);
+        self
+    }
+
+    /// Before a training step on `device`: at an epoch's first step, the generator reseeded
+    /// ([`Probe::reseeding`]).
+    fn reseed(&self, device: &Device) {
+        let (Some(seed), steps) = (self.seed, self.per_epoch.0) else {
+            return;
+        };
+        let index = self.steps.load(Ordering::Relaxed);
+        if steps > 0 && index.is_multiple_of(steps) {
+            device.seed(derive(seed, Purpose::Backend, index / steps));
         }
     }
 
@@ -273,6 +322,7 @@ impl TrainStep for Classifier {
     type Output = ClassificationOutput;
 
     fn step(&self, batch: Batch) -> TrainOutput<ClassificationOutput> {
+        self.probe.reseed(&batch.device());
         let measure = self.probe.meter.start();
         let start = Instant::now();
         let forward_backward = || {

@@ -17,6 +17,8 @@ pub mod devices;
 pub mod images;
 pub mod mlp;
 pub mod run;
+pub mod save;
+pub mod stop;
 pub mod text;
 pub mod trainer;
 

@@ -1,40 +1,54 @@
-//! The `train22` command: each method of `--checkpoint` trained ([`Options::train_into`]), the
-//! table of those that finished printed and written (`--json`) whatever stopped the run, and a run
-//! stopped by a failed allocation told what the step held and what would fit.
+//! The `train22` command: each method of `--checkpoint` trained ([`Options::train_into`]), its
+//! row written (`--json`) as it finishes, the table of those that finished printed whatever
+//! stopped the run (a failure, a stop request), and a run stopped by a failed allocation told
+//! what the step held and what would fit.
 
 use std::io::Write;
 
-use anyhow::Context;
 use app_kit::out_of_memory::{RanOutOfMemory, budget_size};
+use app_kit::save::write_atomic;
 use app_kit::table::{MethodRow, markdown};
 use app_kit::timeline::Run;
 use burn_checkpoint_22::memory::{MemoryMeter, Meter};
 use burn_checkpoint_core::memory::mib;
 
-use crate::trainer::{Options, PLANNING};
+use crate::stop::StopRequest;
+use crate::trainer::{Options, PLANNING, Trained};
 
-/// Trains `options`' methods on `meter`'s memory, writing to `out` the table of the methods
-/// that finished (and `--json` their rows) even when a later one fails; a run stopped by a step
-/// out of device memory also writes the failure's report and the `--memory-budget` that would
-/// fit. Returns the rows, or the error that stopped the run (its
-/// [`exit_status`](app_kit::out_of_memory::exit_status): 3 for a failed allocation, 1 otherwise).
+/// Trains `options`' methods on `meter`'s memory (`stop` stops them at a step boundary),
+/// writing `--json`'s rows as each method finishes and to `out` the table of the methods that
+/// finished, even when a later one fails or is stopped; a run stopped by a step out of device
+/// memory also writes the failure's report and the `--memory-budget` that would fit. Returns
+/// the rows, or the error that stopped the run (its exit status: 3 for a failed allocation, 2
+/// for settings refused before the first step, [`Interrupted`](crate::stop::Interrupted)'s for a
+/// stop, 1 otherwise).
 ///
 /// ```no_run
 /// use burn_checkpoint_22_train::run::run;
+/// use burn_checkpoint_22_train::stop::StopRequest;
 /// use burn_checkpoint_22_train::trainer::Options;
 /// use clap::Parser;
 ///
 /// let options = Options::parse_from(["train22", "--data", "synthetic", "--limit", "2"]);
-/// let rows = run(&options, &options.devices.meter(), &mut std::io::stdout()).unwrap();
+/// let meter = options.devices.meter();
+/// let rows = run(&options, &meter, &StopRequest::new(), &mut std::io::stdout()).unwrap();
 /// assert_eq!(rows[0].method, "regions");
 /// ```
 pub fn run(
     options: &Options,
     meter: &Meter,
+    stop: &StopRequest,
     out: &mut dyn Write,
 ) -> anyhow::Result<Vec<MethodRow>> {
     let mut trained = Vec::new();
-    let outcome = options.train_into(meter, &mut trained);
+    let mut write_rows = |trained: &[Trained]| -> anyhow::Result<()> {
+        let Some(path) = &options.json else {
+            return Ok(());
+        };
+        let rows: Vec<&MethodRow> = trained.iter().map(|t| &t.row).collect();
+        write_atomic(path, &serde_json::to_vec_pretty(&rows)?)
+    };
+    let outcome = options.train_into(meter, stop, &mut trained, &mut write_rows);
     // The timelines of the methods that finished, and of a step that failed to allocate.
     let mut runs: Vec<Run> = trained
         .iter_mut()
@@ -87,12 +101,6 @@ pub fn run(
                 mib(budget as usize)
             )?;
         }
-    }
-    if let Some(path) = &options.json
-        && (outcome.is_ok() || !rows.is_empty())
-    {
-        let json = serde_json::to_vec_pretty(&rows)?;
-        std::fs::write(path, json).with_context(|| format!("writing {}", path.display()))?;
     }
     if let Err(error) = &outcome
         && let Some(stopped) = error.downcast_ref::<RanOutOfMemory>()

@@ -2,6 +2,7 @@
 //! burn-train's `Learner` and `SupervisedTraining`, once per checkpoint method asked for, every
 //! method from the same seed, and the table of memory, time per step and accuracy at the end.
 
+use std::io::IsTerminal;
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -11,6 +12,7 @@ use app_kit::args::{Sgd, byte_size, positive};
 use app_kit::densenet::DenseNetShape;
 use app_kit::out_of_memory::{RanOutOfMemory, Refused};
 use app_kit::output::{writable_dir, writable_file};
+use app_kit::save::SaveDir;
 use app_kit::schedule;
 use app_kit::table::{MethodRow, PlanPeaks};
 use app_kit::timeline::TimelineArgs;
@@ -22,10 +24,12 @@ use burn::data::dataset::transform::PartialDataset;
 use burn::lr_scheduler::LrSchedulerConfig;
 use burn::lr_scheduler::module_lr_scheduler::ModuleLrScheduler;
 use burn::lr_scheduler::sequential::SequentialLrSchedulerConfig;
+use burn::module::Module;
 use burn::optim::decay::WeightDecayConfig;
 use burn::optim::momentum::MomentumConfig;
 use burn::optim::{ModuleOptimizer, SgdConfig};
-use burn::tensor::Device;
+use burn::store::ModuleRecord;
+use burn::tensor::{Bytes, Device};
 use burn::train::metric::{AccuracyMetric, LossMetric};
 use burn::train::{
     ExecutionStrategy, Learner, MultiDeviceOptim, SupervisedTraining, TrainingStrategy,
@@ -44,6 +48,8 @@ use crate::classifier::{Batch, Classifier, Network, Probe, Probed};
 use crate::devices::Devices;
 use crate::images::{ImageBatcher, ImageDataset};
 use crate::parameters;
+use crate::save::{self, SavedMethod, SavedPlan, SavedRun, Saving, Settings};
+use crate::stop::{Interrupted, StopRequest};
 use crate::text::{Text, TokenBatcher, VOCAB};
 
 /// Trains DenseNet-BC (or a GPT, `--model gpt`) on Burn 0.22 through burn-train's Learner, with
@@ -162,9 +168,28 @@ pub struct Options {
     #[arg(long)]
     pub artifact_dir: Option<PathBuf>,
 
-    /// Write the table's rows to FILE as JSON.
+    /// Write the table's rows to FILE as JSON, each method's as it finishes (atomically: a
+    /// run stopped at any point leaves the rows of the methods that finished).
     #[arg(long)]
     pub json: Option<PathBuf>,
+
+    /// Save the run in DIR at each epoch's end: each method's model, optimizer state, schedule
+    /// and what its steps measured, written atomically with their SHA-256 (a run stopped at any
+    /// point leaves its last complete epoch loadable), and the rows of the methods that
+    /// finished. DIR must be new or empty, or hold this run (--resume).
+    #[arg(long, value_name = "DIR")]
+    pub save: Option<PathBuf>,
+
+    /// Continue the run saved in --save DIR: the methods that finished are read back, the one
+    /// in progress goes on from its last complete epoch, with the results of an uninterrupted
+    /// run (on the CPU bit for bit); the settings must be the saved run's.
+    #[arg(long, requires = "save")]
+    pub resume: bool,
+
+    /// Stop after N epochs of this invocation (counted across the methods), the run saved for
+    /// --resume.
+    #[arg(long, value_name = "N", requires = "save", value_parser = positive())]
+    pub stop_after: Option<usize>,
 
     /// A training step's memory over time: `--memory-timeline FILE` (`.svg`, `.png`, `.json`),
     /// `--timeline-step N`, `--timeline-overlay FILE.json`.
@@ -236,6 +261,22 @@ pub struct Trained {
     pub timeline: Option<Timeline>,
 }
 
+/// Where a method starts: its save, if the run saves, and what of it was saved before.
+struct Resume {
+    saved: Option<SavedMethod>,
+    saving: Option<Saving>,
+    /// `--stop-after`'s epochs left to this invocation.
+    epochs_left: Option<usize>,
+}
+
+/// What a method's training gave: the method trained (none where it stopped before its end)
+/// and its epochs complete, in all and in this invocation.
+struct Outcome {
+    trained: Option<Trained>,
+    epochs_done: usize,
+    epochs_trained: usize,
+}
+
 impl Options {
     /// Refuses settings that would not train.
     pub fn check(&self) -> anyhow::Result<()> {
@@ -289,16 +330,25 @@ impl Options {
     /// Trains each method of `--checkpoint` in turn, on `meter`'s memory.
     pub fn train_all(&self, meter: &Meter) -> anyhow::Result<Vec<Trained>> {
         let mut trained = Vec::new();
-        self.train_into(meter, &mut trained)?;
+        self.train_into(meter, &StopRequest::new(), &mut trained, &mut |_| Ok(()))?;
         Ok(trained)
     }
 
     /// Trains each method of `--checkpoint` in turn, on `meter`'s memory, each pushed on
-    /// `trained` as it finishes: where one fails, those before it are there. A step or
-    /// validation batch that fails to allocate on the device stops the run with app-kit's
+    /// `trained` as it finishes, then given to `finished` (the rows so far: `--json` writes
+    /// them): where one fails, those before it are there. A step or validation batch that fails
+    /// to allocate on the device stops the run with app-kit's
     /// [`RanOutOfMemory`](app_kit::out_of_memory::RanOutOfMemory) under the error's context (its
-    /// [`exit_status`](app_kit::out_of_memory::exit_status) is 3).
-    pub fn train_into(&self, meter: &Meter, trained: &mut Vec<Trained>) -> anyhow::Result<()> {
+    /// [`exit_status`](app_kit::out_of_memory::exit_status) is 3); `stop` stops it at a step
+    /// boundary with [`Interrupted`], as `--stop-after` does. With `--save`, every epoch is
+    /// saved; with `--resume`, the saved run goes on.
+    pub fn train_into(
+        &self,
+        meter: &Meter,
+        stop: &StopRequest,
+        trained: &mut Vec<Trained>,
+        finished: &mut dyn FnMut(&[Trained]) -> anyhow::Result<()>,
+    ) -> anyhow::Result<()> {
         self.check()?;
         let data = match self.model {
             Model::Gpt => {
@@ -328,59 +378,240 @@ impl Options {
             );
         }
         self.check_outputs(&data)?;
+        let (_claimed, saving) = self.claim_save()?;
         let artifacts = match &self.artifact_dir {
             Some(dir) => Artifacts::Kept(dir.clone()),
             None => Artifacts::Temporary(tempfile::tempdir().context("a temporary folder")?),
         };
-        for &method in &self.checkpoint {
+        // A second SIGINT ends the process at once: the temporary folder goes first.
+        let _removed = match &artifacts {
+            Artifacts::Temporary(dir) => Some(stop.removes_on_exit(dir.path())),
+            Artifacts::Kept(_) => None,
+        };
+        let mut epochs_left = self.stop_after;
+        for (index, &method) in self.checkpoint.iter().enumerate() {
+            let saved = saving.as_ref().and_then(|s| s.saved(method.name()));
+            if let Some(saved) = saved.clone().filter(|saved| saved.row.is_some())
+                && let Some(saving) = &saving
+            {
+                trained.push(self.restored(method, &data, saved, &saving.root(), meter)?);
+                finished(trained)?;
+                continue;
+            }
+            let done = saved.as_ref().map_or(0, |saved| saved.epochs_done);
+            let interrupted = |reason: String, status, epochs_done| Interrupted {
+                method: method.name().to_string(),
+                reason,
+                epochs_done,
+                epochs: self.epochs,
+                resume: self.resume_hint(),
+                status,
+            };
+            if let Some((reason, status)) = stop.reason() {
+                return Err(interrupted(reason, status, None).into());
+            }
+            if epochs_left == Some(0) {
+                let reason = format!("--stop-after {}", self.stop_after.unwrap_or(0));
+                return Err(interrupted(reason, 0, (done > 0).then_some(done)).into());
+            }
+            if !std::io::stderr().is_terminal() {
+                eprintln!(
+                    "--checkpoint {} ({} of {}): {}",
+                    method.name(),
+                    index + 1,
+                    self.checkpoint.len(),
+                    match done {
+                        0 => format!("training {} epoch(s)", self.epochs),
+                        done => format!("resuming after epoch {done} of {}", self.epochs),
+                    }
+                );
+            }
             let dir = artifacts.path().join(method.name());
-            trained.push(self.train(method, &data, dir, meter)?);
+            let run = Resume {
+                saved,
+                saving: saving.clone(),
+                epochs_left,
+            };
+            let outcome = self.train(method, &data, dir, meter, stop, run)?;
+            if let Some(left) = &mut epochs_left {
+                *left -= outcome.epochs_trained;
+            }
+            match outcome.trained {
+                Some(done) => {
+                    trained.push(done);
+                    finished(trained)?;
+                }
+                None => {
+                    let (reason, status) = stop.reason().unwrap_or_else(|| {
+                        (format!("--stop-after {}", self.stop_after.unwrap_or(0)), 0)
+                    });
+                    return Err(interrupted(reason, status, Some(outcome.epochs_done)).into());
+                }
+            }
         }
         Ok(())
     }
 
+    /// With `--save`, the directory claimed (refused, exit status 2, where it cannot be) and
+    /// the run saved there: the one read back with `--resume`, else a new one.
+    fn claim_save(&self) -> anyhow::Result<(Option<SaveDir>, Option<Saving>)> {
+        let Some(root) = &self.save else {
+            return Ok((None, None));
+        };
+        let refused = |error: anyhow::Error| anyhow::Error::new(Refused(format!("{error:#}")));
+        let claimed = SaveDir::claim(root, self.resume).map_err(refused)?;
+        let settings = self.settings();
+        let run = match self.resume {
+            true => save::read(root, &settings).map_err(refused)?,
+            false => SavedRun {
+                format: save::FORMAT,
+                settings,
+                methods: Vec::new(),
+            },
+        };
+        let saving = Saving::new(&claimed, run);
+        Ok((Some(claimed), Some(saving)))
+    }
+
+    /// What a stopped run says to go on.
+    fn resume_hint(&self) -> Option<String> {
+        Some(match &self.save {
+            Some(dir) => format!(
+                "the last complete epoch is saved: go on with the same flags and --resume (--save \
+                 {})",
+                dir.display()
+            ),
+            None => "--save DIR keeps a run's epochs to --resume it".to_string(),
+        })
+    }
+
+    /// The settings a resumed run must share with the saved one.
+    fn settings(&self) -> Settings {
+        Settings {
+            model: format!("{:?}", self.model).to_lowercase(),
+            data: format!("{:?}", self.data).to_lowercase(),
+            text: self.text.clone(),
+            checkpoint: self
+                .checkpoint
+                .iter()
+                .map(|m| m.name().to_string())
+                .collect(),
+            batch_size: self.batch_size,
+            devices: format!("{:?}", self.devices.all()),
+            epochs: self.epochs,
+            lr: self.sgd.lr,
+            momentum: self.sgd.momentum,
+            weight_decay: self.sgd.weight_decay,
+            depth: self.densenet.depth,
+            growth: self.densenet.growth,
+            blocks: self.blocks,
+            d_model: self.d_model,
+            heads: self.heads,
+            context: self.context,
+            dropout: self.dropout,
+            seed: self.seed,
+            limit: self.limit,
+            valid_limit: self.valid_limit,
+            memory_budget: self.memory_budget,
+        }
+    }
+
+    /// A method a saved run finished, read back: its row, what its steps measured, and its
+    /// weights from its last epoch's model (checked against its checksum).
+    fn restored(
+        &self,
+        method: Method,
+        data: &Data,
+        saved: SavedMethod,
+        root: &std::path::Path,
+        meter: &Meter,
+    ) -> anyhow::Result<Trained> {
+        let records = saved
+            .records(root)
+            .context("a finished method has a saved epoch")?;
+        let bytes = records.read(save::RECORD_FILES[0])?;
+        let record = ModuleRecord::from_bytes(Bytes::from_bytes_vec(bytes))
+            .map_err(|e| anyhow::anyhow!("{}'s saved model: {e:?}", method.name()))?;
+        let device = autodiff_on(Base::Plain, self.devices.first().clone());
+        let model = Classifier::new(
+            self.network(data, &device),
+            method.cut(),
+            Probe::new(meter.clone()),
+        )
+        .load_record(record);
+        Ok(Trained {
+            row: saved.row.context("a finished method has a row")?,
+            parameters: parameters(model.model()),
+            step_peaks: saved.probed.step_peaks,
+            timeline: saved.probed.timeline,
+        })
+    }
+
     /// Trains `method` from the run's seed through burn-train's `Learner` (its artifacts in
-    /// `artifact_dir`), the planner's plan first where it asks for one.
+    /// `artifact_dir`), the planner's plan first where it asks for one; from its last saved
+    /// epoch where `run` resumes it, for at most `--stop-after`'s epochs left.
     fn train(
         &self,
         method: Method,
         data: &Data,
         artifact_dir: PathBuf,
         meter: &Meter,
-    ) -> anyhow::Result<Trained> {
+        stop: &StopRequest,
+        run: Resume,
+    ) -> anyhow::Result<Outcome> {
         // On a device, the pages the method before left in the pools go back first: the bytes
         // reserved are then this method's (a cubecl pool keeps every page it allocated).
         meter.release();
         let batch = self.batch_size;
         let (steps, valid_items) = self.steps(data)?;
         let (train, valid) = data.loaders(batch, steps * batch, valid_items, self.seed);
-        // The planner's profiled and checked steps run on the device too: one that fails to
-        // allocate stops the run as a training step does (no budget to suggest: the planner is
-        // what failed).
-        let base_bytes = meter.in_use();
-        let (plan, base) = OutOfMemory::catch(meter.clone(), || self.plan_for(method, data, meter))
-            .map_err(|failure| {
-                let stopped = RanOutOfMemory {
-                    failure,
-                    during: PLANNING.to_string(),
-                    base_bytes,
-                };
-                anyhow::Error::new(stopped).context(format!("--checkpoint {}", method.name()))
-            })??;
+        let done = run.saved.as_ref().map_or(0, |saved| saved.epochs_done);
+        let train = match done {
+            0 => train,
+            done => save::resumed_loader(train, done),
+        };
+        let planned = match run.saved.as_ref().map(|saved| saved.plan.clone()) {
+            // A resumed method runs the plan it was begun with.
+            Some(plan) => plan,
+            None => self.planned(method, data, meter)?,
+        };
+        let base = planned
+            .as_ref()
+            .map_or(method.base(), |planned| planned.base);
         let device = autodiff_on(base, self.devices.first().clone());
         let probe = Probe::new(meter.clone())
             .per_epoch(steps, valid_items.div_ceil(batch))
+            .reseeding(self.seed)
             .with_timeline(self.timeline.step());
+        let probe = match &run.saved {
+            Some(saved) => probe.resumed(saved.probed.clone(), done),
+            None => probe,
+        };
         let mut model = Classifier::new(self.network(data, &device), method.cut(), probe.clone());
-        let plan_peaks = plan.as_ref().map(|(_, peaks)| *peaks);
-        if let Some((plan, _)) = plan {
-            model = model.with_plan(plan);
+        let plan_peaks = planned.as_ref().map(|planned| planned.peaks);
+        if let Some(planned) = &planned {
+            model = model.with_plan(planned.plan.clone());
         }
+        let end = match run.epochs_left {
+            Some(left) => (done + left).min(self.epochs),
+            None => self.epochs,
+        };
         let mut training = SupervisedTraining::new(&artifact_dir, train, valid)
-            .num_epochs(self.epochs)
+            .num_epochs(end)
             .metrics((AccuracyMetric::new(), LossMetric::new()))
             .with_application_logger(None)
+            .with_interrupter(stop.interrupter())
             .summary();
+        if let Some(saving) = &run.saving {
+            saving.begin(method.name(), planned.clone());
+            let ([model, optim, scheduler], strategy) = saving.checkpointers(probe.clone());
+            training = training
+                .with_custom_checkpointers(model, optim, scheduler)
+                .with_checkpointing_strategy(strategy);
+            if done > 0 {
+                training = training.checkpoint(done);
+            }
+        }
         if base == Base::Balanced {
             training = training.gradient_checkpointing();
         }
@@ -410,18 +641,61 @@ impl Options {
                 method.name()
             );
         }
+        if let Some(saving) = &run.saving {
+            saving.take_error()?;
+        }
         let probed = probe.probed();
-        Ok(Trained {
-            row: self.row(
-                self.label(method, plan_peaks.is_some(), base),
-                plan_peaks,
-                &probed,
-                valid_items,
-            ),
+        // Epochs complete: those saved where the run saves (burn-train skips the save of an
+        // epoch a stop came in), else those validated, counted from the run's start.
+        let epochs_done = match &run.saving {
+            Some(saving) => saving.saved(method.name()).map_or(0, |m| m.epochs_done),
+            None => (probed.valid.len() / valid_items.div_ceil(batch).max(1)).min(end),
+        };
+        let outcome = |trained| Outcome {
+            trained,
+            epochs_done,
+            epochs_trained: epochs_done - done,
+        };
+        if result.interrupted.is_some() || epochs_done < self.epochs {
+            return Ok(outcome(None));
+        }
+        let row = self.row(
+            self.label(method, plan_peaks.is_some(), base),
+            plan_peaks,
+            &probed,
+            valid_items,
+        );
+        if let Some(saving) = &run.saving {
+            saving.finish(&row)?;
+        }
+        Ok(outcome(Some(Trained {
+            row,
             parameters: parameters(result.model.model()),
             timeline: probed.timeline.clone(),
             step_peaks: probed.step_peaks,
-        })
+        })))
+    }
+
+    /// The plan `method` trains under and its base, if the planner plans it
+    /// ([`Options::plan_for`]); a step of the planner's that fails to allocate stops the run as
+    /// a training step does (no budget to suggest: the planner is what failed).
+    fn planned(
+        &self,
+        method: Method,
+        data: &Data,
+        meter: &Meter,
+    ) -> anyhow::Result<Option<SavedPlan>> {
+        let base_bytes = meter.in_use();
+        let (plan, base) = OutOfMemory::catch(meter.clone(), || self.plan_for(method, data, meter))
+            .map_err(|failure| {
+                let stopped = RanOutOfMemory {
+                    failure,
+                    during: PLANNING.to_string(),
+                    base_bytes,
+                };
+                anyhow::Error::new(stopped).context(format!("--checkpoint {}", method.name()))
+            })??;
+        Ok(plan.map(|(plan, peaks)| SavedPlan { plan, peaks, base }))
     }
 
     /// Refuses ([`Refused`]: exit status 2), before the first step, what the run could not

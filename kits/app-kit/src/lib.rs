@@ -9,9 +9,9 @@
 //! [`agreement`] says how closely a step with regions must agree with plain autodiff's on a backend
 //! (the gradient tests of both crates), [`vulkan`] whether their wgpu tests have an adapter, and
 //! the device for one test at a time, [`repeats`] how often a test repeats a run that could race,
-//! [`out_of_memory`] how both trainers end a run that ran out of device memory, [`timeline`]
-//! a step's memory timeline as a picture (several runs overlaid) and a file, with the trainers'
-//! `--memory-timeline` flags, [`conformance`] the words of both crates' conformance matrices, and
+//! [`out_of_memory`] how both trainers end a run that ran out of device memory, [`save`] how they
+//! save a run to resume it, [`timeline`] a step's memory timeline as a picture (several runs
+//! overlaid) and a file, with the trainers' `--memory-timeline` flags, [`conformance`] the words of both crates' conformance matrices, and
 //! [`generated`] a page's section that a test measures and writes (those matrices' tables).
 //!
 //! The Burn 0.21 applications (`densenet-bc`, `gpt`) and their test support (`bench-kit`, which
@@ -29,6 +29,7 @@ pub mod gpt;
 pub mod method;
 pub mod out_of_memory;
 pub mod output;
+pub mod save;
 pub mod schedule;
 pub mod sweep;
 pub mod table;

@@ -14,10 +14,10 @@ use burn_checkpoint::Checkpointed;
 use super::options::{DeviceSpec, TrainOptions};
 use super::parallel::Parallel;
 use super::runner::{SingleDevice, StepRunner};
-use super::save::SavedWeights;
 use super::save::restore_weights;
 use crate::seeds::{Purpose, derive};
 use crate::{DenseNet, DenseNetConfig};
+use app_kit::save::SavedFiles;
 use app_kit::tape::Tape;
 use burn_checkpoint::memory::Meter;
 
@@ -125,7 +125,7 @@ pub fn runner<I: Backend>(
     devices: &[I::Device],
     options: &TrainOptions,
     meter: Meter,
-    resume: Option<&SavedWeights>,
+    resume: Option<&SavedFiles>,
 ) -> anyhow::Result<Built> {
     match tape {
         Tape::Plain => build::<Autodiff<I>>(config, devices, options, meter, resume),
@@ -147,7 +147,7 @@ fn build<B: AutodiffBackend>(
     devices: &[B::Device],
     options: &TrainOptions,
     meter: Meter,
-    resume: Option<&SavedWeights>,
+    resume: Option<&SavedFiles>,
 ) -> anyhow::Result<Built> {
     let device = devices[0].clone();
     B::seed(&device, derive(options.seed, Purpose::Init, 0));

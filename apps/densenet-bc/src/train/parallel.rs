@@ -15,10 +15,10 @@ use burn_checkpoint_parallel::{DataParallel, DataParallelConfig, Nodes, split_ba
 
 use super::options::TrainOptions;
 use super::runner::{EvalOutput, StepOutput, StepRunner, evaluate_batch, train_loss};
-use super::save::Checksums;
 use super::save::save_state;
 use crate::DenseNet;
 use crate::data::HostBatch;
+use app_kit::save::Checksums;
 use burn_checkpoint::memory::Meter;
 
 /// Images and labels of one worker's part of a validation batch.

@@ -21,8 +21,8 @@ use super::options::TrainOptions;
 use super::progress::Console;
 use super::report::Planning;
 use super::runner::{ScratchRunner, StepRunner};
-use super::save::write_atomic;
 use crate::data::HostBatch;
+use app_kit::save::write_atomic;
 
 /// Whether any planning flag is given.
 pub fn wanted(options: &TrainOptions) -> bool {

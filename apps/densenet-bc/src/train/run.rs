@@ -13,16 +13,17 @@ use burn::tensor::backend::Backend;
 use super::backend::{self, Built, OnDevices};
 use super::epoch::{EpochPlan, Record, StepLog, watched};
 use super::options::{TrainOptions, parse_devices};
-use super::outputs::{ReportFile, SaveDir};
+use super::outputs::ReportFile;
 use super::planning;
 use super::progress::{self, Console};
 use super::report::{EpochReport, Planning, Report};
 use super::runner::StepRunner;
-use super::save::{self, RunSettings, STATE_FILE, SavedState, SavedWeights};
+use super::save::{self, RunSettings, SavedState};
 use crate::DenseNetConfig;
 use crate::data::{self, HostBatch, ImageBatcher, ImageDataset, Images, Splits};
 use crate::seeds::{Purpose, derive};
 use app_kit::out_of_memory::RanOutOfMemory;
+use app_kit::save::{STATE_FILE, SaveDir, SavedFiles};
 use app_kit::timeline::Run;
 use burn_checkpoint::memory::{Meter, Timeline};
 
@@ -205,7 +206,7 @@ fn settings(options: &TrainOptions) -> RunSettings {
 fn saved_run(
     options: &TrainOptions,
     save: Option<&SaveDir>,
-) -> anyhow::Result<Option<(SavedState, SavedWeights)>> {
+) -> anyhow::Result<Option<(SavedState, SavedFiles)>> {
     let Some(save) = save.filter(|_| options.resume) else {
         return Ok(None);
     };

@@ -17,9 +17,10 @@ use burn::tensor::{Int, Tensor};
 use burn_checkpoint::memory::Meter;
 use burn_checkpoint::planner::Plan;
 
-use super::save::{Checksums, save_state};
+use super::save::save_state;
 use crate::DenseNet;
 use crate::data::HostBatch;
+use app_kit::save::Checksums;
 
 /// What one training step reports.
 #[derive(Debug, Clone, Copy)]

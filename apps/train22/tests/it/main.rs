@@ -19,6 +19,7 @@ mod learner;
 // A run out of device memory on a capped wgpu device (`--features wgpu`).
 #[cfg(feature = "wgpu")]
 mod out_of_memory;
+mod stop;
 mod trainer;
 
 /// Holds off every other test that takes it: the allocator counts every thread, and Flex's

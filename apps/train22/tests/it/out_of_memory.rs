@@ -15,6 +15,7 @@ use burn::tensor::Device;
 use burn_checkpoint_22::memory::MemoryMeter;
 use burn_checkpoint_22_train::devices::{Devices, wgpu_device_of_its_own};
 use burn_checkpoint_22_train::run::run;
+use burn_checkpoint_22_train::stop::StopRequest;
 use burn_checkpoint_22_train::trainer::Options;
 use clap::Parser;
 
@@ -80,7 +81,8 @@ fn a_step_out_of_device_memory_stops_the_run_with_its_report_and_keeps_the_users
     assert!(meter.reserved().is_some(), "{}", meter.describe());
 
     let mut out = Vec::new();
-    let error = run(&options, &meter, &mut out).expect_err("a step cannot allocate on the device");
+    let error = run(&options, &meter, &StopRequest::new(), &mut out)
+        .expect_err("a step cannot allocate on the device");
     let printed = String::from_utf8(out).unwrap();
     println!("{printed}\nerror: {error:#}");
 

@@ -6,6 +6,7 @@ use app_kit::out_of_memory::exit_status;
 use app_kit::table::MethodRow;
 use burn_checkpoint_22::memory::Meter;
 use burn_checkpoint_22_train::run::run;
+use burn_checkpoint_22_train::stop::StopRequest;
 use burn_checkpoint_22_train::trainer::{Options, Trained};
 use clap::Parser;
 
@@ -199,7 +200,7 @@ fn a_budget_plan_trains_the_same_weights_and_an_unmeetable_one_says_the_floor() 
     let mut out = Vec::new();
     let error = {
         let _alone = crate::alone();
-        run(&options, &Meter::Host, &mut out).expect_err("1 KiB cannot be met")
+        run(&options, &Meter::Host, &StopRequest::new(), &mut out).expect_err("1 KiB cannot be met")
     };
     let message = format!("{error:#}");
     assert!(

@@ -6,14 +6,11 @@
 //! epoch. Only what the trainer wrote is ever removed: the previous epoch's files, by the names
 //! its `state.json` lists.
 
-use std::collections::BTreeMap;
-use std::fs::File;
-use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::{Context, bail};
+use app_kit::save::{Checksums, STATE_FILE, SavedFiles, is_plain_file_name, write_atomic};
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 
 use super::report::EpochReport;
 
@@ -23,72 +20,9 @@ pub use records::{
     MODEL_FILE, OPTIMIZER_FILE, recorder, restore_weights, save_state, tensor_shapes,
 };
 
-/// The file that names the last complete epoch.
-pub const STATE_FILE: &str = "state.json";
 /// The version of the saved layout written now: 2 lists each weight file's SHA-256. Format 1
 /// (no checksums) is still read.
 pub const FORMAT: u32 = 2;
-
-/// Writes `bytes` to `path` atomically: a temporary file next to it, flushed, renamed over
-/// `path`, and the directory flushed so the rename itself survives a power loss.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
-    let temp = temp_path(path)?;
-    let write = || -> std::io::Result<()> {
-        let mut file = File::create(&temp)?;
-        file.write_all(bytes)?;
-        file.sync_all()
-    };
-    write().with_context(|| format!("cannot write {}", temp.display()))?;
-    commit(&temp, path)
-}
-
-/// Where [`write_atomic`] writes `path`'s bytes before renaming them over it: `NAME.tmp`.
-pub fn temp_path(path: &Path) -> anyhow::Result<PathBuf> {
-    let mut temp_name = path
-        .file_name()
-        .context("a file path has a file name")?
-        .to_os_string();
-    temp_name.push(".tmp");
-    Ok(path.with_file_name(temp_name))
-}
-
-/// Renames the flushed `temp` over `path` and flushes the directory, so the rename itself
-/// survives a power loss.
-pub fn commit(temp: &Path, path: &Path) -> anyhow::Result<()> {
-    std::fs::rename(temp, path)
-        .with_context(|| format!("cannot rename {} to {}", temp.display(), path.display()))?;
-    // Not every platform can open a directory to flush it; the rename is done either way.
-    if let Some(dir) = path.parent()
-        && let Ok(dir) = File::open(if dir.as_os_str().is_empty() {
-            Path::new(".")
-        } else {
-            dir
-        })
-    {
-        let _ = dir.sync_all();
-    }
-    Ok(())
-}
-
-/// The files of a saved epoch: name in the epoch's directory → SHA-256 of its bytes, in hex.
-pub type Checksums = BTreeMap<String, String>;
-
-/// Whether `name` names a file in a directory, not a path leading elsewhere.
-fn is_plain_file_name(name: &str) -> bool {
-    let mut parts = Path::new(name).components();
-    matches!(
-        (parts.next(), parts.next()),
-        (Some(std::path::Component::Normal(_)), None)
-    )
-}
-
-/// The SHA-256 of `bytes`, in lowercase hex.
-pub fn sha256_hex(bytes: &[u8]) -> String {
-    Sha256::digest(bytes)
-        .iter()
-        .map(|byte| format!("{byte:02x}"))
-        .collect()
-}
 
 /// The settings that decide a run's results: a resumed run must use the same.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -118,21 +52,9 @@ pub struct RunSettings {
 }
 
 impl RunSettings {
-    /// The settings that differ from `saved`, as `--flag now (saved: before)` lines.
+    /// The settings that differ from `saved`, as `--flag now (saved run: before)` lines.
     pub fn differences(&self, saved: &RunSettings) -> Vec<String> {
-        let now = serde_json::to_value(self).expect("settings serialise");
-        let before = serde_json::to_value(saved).expect("settings serialise");
-        let (now, before) = (now.as_object().unwrap(), before.as_object().unwrap());
-        now.iter()
-            .filter(|(key, value)| before.get(*key) != Some(*value))
-            .map(|(key, value)| {
-                format!(
-                    "--{} {value} (saved run: {})",
-                    key.replace('_', "-"),
-                    before.get(key).unwrap_or(&serde_json::Value::Null)
-                )
-            })
-            .collect()
+        app_kit::save::differences(self, saved)
     }
 }
 
@@ -187,40 +109,8 @@ pub fn save_epoch(
     Ok(state)
 }
 
-/// A saved epoch's directory and the checksums its files must match.
-#[derive(Debug, Clone)]
-pub struct SavedWeights {
-    /// The epoch's directory.
-    pub dir: PathBuf,
-    /// The checksums `state.json` lists (none for format 1).
-    pub files: Checksums,
-}
-
-impl SavedWeights {
-    /// The bytes of the file `name`, checked against its checksum.
-    pub fn read(&self, name: &str) -> anyhow::Result<Vec<u8>> {
-        let path = self.dir.join(name);
-        let bytes =
-            std::fs::read(&path).with_context(|| format!("cannot read {}", path.display()))?;
-        match self.files.get(name) {
-            Some(expected) if *expected != sha256_hex(&bytes) => bail!(
-                "{} was changed or damaged after it was saved: its SHA-256 is not the one {STATE_FILE} \
-                 holds for it ({} bytes now); the run cannot resume from it",
-                path.display(),
-                bytes.len()
-            ),
-            Some(_) => Ok(bytes),
-            None if self.files.is_empty() => Ok(bytes),
-            None => bail!(
-                "{STATE_FILE} lists no checksum for {}: it is not a file this trainer saved",
-                path.display()
-            ),
-        }
-    }
-}
-
 /// The state saved in `root` and its weights.
-pub fn read_state(root: &Path) -> anyhow::Result<(SavedState, SavedWeights)> {
+pub fn read_state(root: &Path) -> anyhow::Result<(SavedState, SavedFiles)> {
     let path = root.join(STATE_FILE);
     let json = std::fs::read(&path).with_context(|| {
         format!(
@@ -252,7 +142,7 @@ pub fn read_state(root: &Path) -> anyhow::Result<(SavedState, SavedWeights)> {
             path.display()
         );
     }
-    let weights = SavedWeights {
+    let weights = SavedFiles {
         dir: root.join(&state.weights),
         files: state.files.clone(),
     };

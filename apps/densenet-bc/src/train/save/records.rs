@@ -14,8 +14,8 @@ use burn::record::{FullPrecisionSettings, NamedMpkBytesRecorder, Recorder};
 use burn::tensor::Tensor;
 use burn::tensor::backend::{AutodiffBackend, Backend};
 
-use super::{Checksums, SavedWeights, sha256_hex, write_atomic};
 use crate::DenseNet;
+use app_kit::save::{Checksums, SavedFiles, sha256_hex, write_atomic};
 
 /// The model's file in a saved epoch's directory.
 pub const MODEL_FILE: &str = "model.mpk";
@@ -35,7 +35,7 @@ pub fn recorder() -> NamedMpkBytesRecorder<FullPrecisionSettings> {
 pub fn restore_weights<B, O>(
     model: DenseNet<B>,
     optimizer: O,
-    saved: &SavedWeights,
+    saved: &SavedFiles,
     device: &B::Device,
 ) -> anyhow::Result<(DenseNet<B>, O)>
 where
