@@ -11,8 +11,9 @@
 //! the device for one test at a time, [`repeats`] how often a test repeats a run that could race,
 //! [`out_of_memory`] how both trainers end a run that ran out of device memory, [`save`] how they
 //! save a run to resume it, [`timeline`] a step's memory timeline as a picture (several runs
-//! overlaid) and a file, with the trainers' `--memory-timeline` flags, [`conformance`] the words of both crates' conformance matrices, and
-//! [`generated`] a page's section that a test measures and writes (those matrices' tables).
+//! overlaid) and a file, with the trainers' `--memory-timeline` flags, [`conformance`] the words
+//! of both crates' conformance matrices, and [`generated`] a page's section that a test measures
+//! and writes (those matrices' tables).
 //!
 //! The Burn 0.21 applications (`densenet-bc`, `gpt`) and their test support (`bench-kit`, which
 //! re-exports some of it) use it directly, as the Burn 0.22 library's wgpu tests, the networks'

@@ -1,6 +1,7 @@
 //! The run's outputs, claimed before the first step: the save directory (app-kit's
 //! [`SaveDir`]: checked, created, locked against a second run) and the report file (checked
-//! writable, its temporary file created). A run that cannot write its results says so before it trains, not hours later.
+//! writable, its temporary file created). A run that cannot write its results says so before it
+//! trains, not hours later.
 //!
 //! The trainer never removes or overwrites what it did not write: `--save` refuses a directory
 //! that holds anything but a save of this trainer, and `--report` refuses the names a save uses.

@@ -13,7 +13,7 @@ use burn_checkpoint_22::memory::Meter;
 use burn_checkpoint_22_train::stop::{Interrupted, SIGINT_STATUS, SIGTERM_STATUS, StopRequest};
 use burn_checkpoint_22_train::trainer::Trained;
 
-use crate::trainer::options;
+use crate::trainer::{gpt_flags, options};
 
 /// The methods a run finished, and how it ended.
 fn train_until_stopped(extra: &[&str], stop: &StopRequest) -> (Vec<Trained>, anyhow::Result<()>) {
@@ -98,24 +98,8 @@ fn a_gpt_with_dropout_resumes_to_the_same_masks() {
     std::fs::write(&text, include_bytes!("../../../../README.md")).unwrap();
     let save = dir.path().join("save");
     let (text, save) = (text.to_str().unwrap(), save.to_str().unwrap());
-    let flags = [
-        "--model",
-        "gpt",
-        "--text",
-        text,
-        "--blocks",
-        "2",
-        "--d-model",
-        "32",
-        "--heads",
-        "2",
-        "--context",
-        "32",
-        "--dropout",
-        "0.1",
-        "--checkpoint",
-        "plain,regions",
-    ];
+    let mut flags = gpt_flags(text);
+    flags.extend(["--dropout", "0.1", "--checkpoint", "plain,regions"]);
     let (whole, outcome) = train_until_stopped(&flags, &StopRequest::new());
     outcome.expect("trains");
     let with = |more: &[&'static str]| saving(&flags, save, more);

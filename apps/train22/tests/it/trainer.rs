@@ -78,8 +78,14 @@ fn every_method_trains_the_same_weights_run_after_run() {
 fn gpt(extra: &[&str]) -> anyhow::Result<Vec<Trained>> {
     let text = tempfile::NamedTempFile::new().expect("a temporary file");
     std::fs::write(text.path(), include_bytes!("../../../../README.md")).expect("written");
-    let path = text.path().to_str().expect("a UTF-8 path");
-    let mut args = vec![
+    let mut args = gpt_flags(text.path().to_str().expect("a UTF-8 path"));
+    args.extend_from_slice(extra);
+    try_train(&args)
+}
+
+/// The GPT of these tests (two blocks of width 32, two heads, context 32) on the text at `path`.
+pub fn gpt_flags(path: &str) -> Vec<&str> {
+    vec![
         "--model",
         "gpt",
         "--text",
@@ -92,9 +98,7 @@ fn gpt(extra: &[&str]) -> anyhow::Result<Vec<Trained>> {
         "2",
         "--context",
         "32",
-    ];
-    args.extend_from_slice(extra);
-    try_train(&args)
+    ]
 }
 
 #[test]
