@@ -165,9 +165,14 @@ fn train22(extra: &[&str], tmp: &Path) -> Command {
     command
 }
 
-/// The status of `train22` given `signal` once its first method started, its stderr, and
-/// whether it ended within a minute.
-fn signalled(signal: &str, extra: &[&str], tmp: &Path) -> (Option<i32>, String) {
+/// The status of `train22` given `signal` once its first method started and `ready()` holds
+/// (polled for a minute), and its stderr; it must end within a minute of the signal.
+fn signalled(
+    signal: &str,
+    extra: &[&str],
+    tmp: &Path,
+    ready: impl Fn() -> bool,
+) -> (Option<i32>, String) {
     let mut child = train22(extra, tmp)
         .stderr(Stdio::piped())
         .spawn()
@@ -182,8 +187,13 @@ fn signalled(signal: &str, extra: &[&str], tmp: &Path) -> (Option<i32>, String) 
         );
         said.push_str(&line);
     }
-    // Well into the first epoch's steps.
+    // Into the first epoch's steps, and what the caller waits for.
     std::thread::sleep(Duration::from_secs(3));
+    let waited = Instant::now();
+    while !ready() {
+        assert!(waited.elapsed() < Duration::from_secs(60), "never ready");
+        std::thread::sleep(Duration::from_millis(100));
+    }
     let sent = Command::new("kill")
         .args([signal, &child.id().to_string()])
         .status()
@@ -232,7 +242,7 @@ fn a_signal_stops_the_run_at_a_step_saved_and_its_temporary_folder_removed() {
             "--json",
             json,
         ];
-        let (code, stderr) = signalled(signal, &flags, &tmp);
+        let (code, stderr) = signalled(signal, &flags, &tmp, || true);
         assert_eq!(code, Some(status.into()), "{signal}: {stderr}");
         assert!(
             stderr.contains("the run stopped (SIG") && stderr.contains("during --checkpoint plain"),
@@ -250,15 +260,14 @@ fn a_signal_stops_the_run_at_a_step_saved_and_its_temporary_folder_removed() {
         "--save",
         save,
     ];
-    let (code, stderr) = signalled("-INT", &flags, &tmp);
+    let state = Path::new(save).join("state.json");
+    let (code, stderr) = signalled("-INT", &flags, &tmp, || state.exists());
     assert_eq!(code, Some(SIGINT_STATUS.into()), "{stderr}");
     assert!(
         stderr.contains("go on with the same flags and --resume"),
         "{stderr}"
     );
-    let state: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(Path::new(save).join("state.json")).unwrap())
-            .unwrap();
+    let state: serde_json::Value = serde_json::from_slice(&std::fs::read(&state).unwrap()).unwrap();
     let done = state["methods"][0]["epochs_done"].as_u64().unwrap();
     assert!(done > 0, "epochs saved before the signal: {state}");
     assert!(entries(&tmp).is_empty(), "left behind: {:?}", entries(&tmp));
