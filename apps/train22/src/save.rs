@@ -42,7 +42,7 @@ pub const RECORD_FILES: [&str; 3] = ["model.bpk", "optim.bpk", "scheduler.bpk"];
 /// The settings that decide a run's results: a resumed run must give the same.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Settings {
-    /// `--model`, `--data`, `--text`, as given.
+    /// `--model`.
     pub model: String,
     /// `--data`.
     pub data: String,
@@ -62,11 +62,11 @@ pub struct Settings {
     pub momentum: f64,
     /// `--weight-decay`.
     pub weight_decay: f64,
-    /// `--depth`, `--growth` (DenseNet-BC).
+    /// `--depth` (DenseNet-BC).
     pub depth: usize,
     /// `--growth`.
     pub growth: usize,
-    /// `--blocks`, `--d-model`, `--heads`, `--context`, `--dropout` (the GPT).
+    /// `--blocks` (the GPT).
     pub blocks: usize,
     /// `--d-model`.
     pub d_model: usize,
@@ -145,7 +145,8 @@ fn epoch_dir(method: &str, epoch: usize) -> String {
 }
 
 /// Reads the run saved in `root` and checks it is this run (`settings`), every file it names a
-/// plain name, and the last complete epoch of the method in progress whole (its checksums).
+/// plain name, and every method's last complete epoch whole (its checksums): a damaged record is
+/// refused before any step, not found by burn-train's restore, which panics.
 pub fn read(root: &Path, settings: &Settings) -> anyhow::Result<SavedRun> {
     let path = root.join(STATE_FILE);
     let json = std::fs::read(&path).with_context(|| {

@@ -399,20 +399,20 @@ impl Options {
                 continue;
             }
             let done = saved.as_ref().map_or(0, |saved| saved.epochs_done);
-            let interrupted = |reason: String, status, epochs_done| Interrupted {
+            let stopped_after = || (format!("--stop-after {}", self.stop_after.unwrap_or(0)), 0);
+            let interrupted = |(reason, status): (String, u8), epochs_done| Interrupted {
                 method: method.name().to_string(),
                 reason,
                 epochs_done,
                 epochs: self.epochs,
-                resume: self.resume_hint(),
+                resume: Some(self.resume_hint()),
                 status,
             };
-            if let Some((reason, status)) = stop.reason() {
-                return Err(interrupted(reason, status, None).into());
+            if let Some(reason) = stop.reason() {
+                return Err(interrupted(reason, None).into());
             }
             if epochs_left == Some(0) {
-                let reason = format!("--stop-after {}", self.stop_after.unwrap_or(0));
-                return Err(interrupted(reason, 0, (done > 0).then_some(done)).into());
+                return Err(interrupted(stopped_after(), (done > 0).then_some(done)).into());
             }
             if !std::io::stderr().is_terminal() {
                 eprintln!(
@@ -442,10 +442,8 @@ impl Options {
                     finished(trained)?;
                 }
                 None => {
-                    let (reason, status) = stop.reason().unwrap_or_else(|| {
-                        (format!("--stop-after {}", self.stop_after.unwrap_or(0)), 0)
-                    });
-                    return Err(interrupted(reason, status, Some(outcome.epochs_done)).into());
+                    let reason = stop.reason().unwrap_or_else(stopped_after);
+                    return Err(interrupted(reason, Some(outcome.epochs_done)).into());
                 }
             }
         }
@@ -474,15 +472,15 @@ impl Options {
     }
 
     /// What a stopped run says to go on.
-    fn resume_hint(&self) -> Option<String> {
-        Some(match &self.save {
+    fn resume_hint(&self) -> String {
+        match &self.save {
             Some(dir) => format!(
                 "the last complete epoch is saved: go on with the same flags and --resume (--save \
                  {})",
                 dir.display()
             ),
             None => "--save DIR keeps a run's epochs to --resume it".to_string(),
-        })
+        }
     }
 
     /// The settings a resumed run must share with the saved one.
