@@ -338,7 +338,7 @@ impl Options {
     /// `trained` as it finishes, then given to `finished` (the rows so far: `--json` writes
     /// them): where one fails, those before it are there. A step or validation batch that fails
     /// to allocate on the device stops the run with app-kit's
-    /// [`RanOutOfMemory`](app_kit::out_of_memory::RanOutOfMemory) under the error's context (its
+    /// [`RanOutOfMemory`] under the error's context (its
     /// [`exit_status`](app_kit::out_of_memory::exit_status) is 3); `stop` stops it at a step
     /// boundary with [`Interrupted`], as `--stop-after` does. With `--save`, every epoch is
     /// saved; with `--resume`, the saved run goes on.
