@@ -186,4 +186,19 @@ fn candidates_retime_every_step_and_fit_on_the_chosen_one() {
     };
     assert_eq!(fitted.plan.base, chosen.profile.base);
     assert_eq!(runs.take(), vec![name; fitted.steps]);
+
+    // Unretimed candidates are retimed by the fit where the budget is within reach, and not
+    // where it is out of it: that refusal runs no step.
+    let mut candidates = Candidates::new();
+    candidates.push(plain.clone(), step("plain", &plain));
+    candidates.push(balanced.clone(), step("balanced", &balanced));
+    let floor = plain.predicted_floor().min(balanced.predicted_floor());
+    let refused = candidates
+        .fit(HostMeter, floor - 1)
+        .map(|_| ())
+        .unwrap_err();
+    assert!(refused.to_string().contains("cannot be met"), "{refused}");
+    assert!(runs.take().is_empty(), "no step for a budget out of reach");
+    let (_, fitted) = candidates.fit(HostMeter, plain.largest_peak()).unwrap();
+    assert_eq!(runs.take().len(), 2 * treatments * 4 + fitted.steps);
 }

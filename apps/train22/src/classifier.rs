@@ -86,6 +86,11 @@ pub struct Probed {
     pub valid: Vec<(usize, usize)>,
     /// The timeline of the training step [`Probe::with_timeline`] asked for, once it ran.
     pub timeline: Option<Timeline>,
+    /// On a device, the most bytes its memory manager reserved over the method's training
+    /// (its steps, updates and validation; absolute), sampled every 100 µs; a resumed method's
+    /// since it resumed.
+    #[serde(default)]
+    pub run_reserved: Option<u64>,
 }
 
 /// Where a model's steps record what they measured, and the first allocation a step or

@@ -26,7 +26,7 @@ use burn_checkpoint_22::memory::Meter;
 /// assert!(Devices::parse("cpu,wgpu").is_err());
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Devices(Vec<Device>);
+pub struct Devices(Vec<Device>, Vec<DeviceSpec>);
 
 impl Devices {
     /// `--devices`' list (see [`parse_devices`]), a wgpu adapter listed more than once a device
@@ -47,7 +47,7 @@ impl Devices {
                 _ => device_of(spec),
             })
             .collect::<Result<_, _>>()
-            .map(Devices)
+            .map(|devices| Devices(devices, specs))
     }
 
     /// Devices a program set up itself (a wgpu device registered from its own setup with
@@ -62,7 +62,7 @@ impl Devices {
             !devices.is_empty(),
             "Devices::of: train on one device at least"
         );
-        Devices(devices)
+        Devices(devices, Vec::new())
     }
 
     /// How many devices.
@@ -81,11 +81,47 @@ impl Devices {
         &self.0
     }
 
+    /// The devices in words, each wgpu one by its adapter (name, driver, API: on a machine
+    /// without a GPU, Mesa's lavapipe says `llvmpipe`); a program's own devices
+    /// ([`Devices::of`]) as Burn names them.
+    ///
+    /// ```
+    /// use burn_checkpoint_22_train::devices::Devices;
+    ///
+    /// assert_eq!(Devices::parse("cpu").unwrap().describe(), "cpu (burn-flex)");
+    /// ```
+    pub fn describe(&self) -> String {
+        if self.1.is_empty() {
+            return format!("{:?}", self.0);
+        }
+        let words: Vec<String> = self.1.iter().map(|&spec| described(spec)).collect();
+        words.join(", ")
+    }
+
     /// What reads a step's memory: the host's allocator on the CPU (the process must count with
     /// [`CountingAllocator`](burn_checkpoint_22::memory::CountingAllocator)), the first device's
     /// pools on wgpu and CUDA (bytes in use and reserved).
     pub fn meter(&self) -> Meter {
         Meter::device(self.first().clone()).unwrap_or(Meter::Host)
+    }
+}
+
+/// `spec` in words: a wgpu adapter by its name, driver and API.
+fn described(spec: DeviceSpec) -> String {
+    match spec {
+        DeviceSpec::Cpu => "cpu (burn-flex)".to_string(),
+        #[cfg(feature = "wgpu")]
+        DeviceSpec::Wgpu(index) => match wgpu_adapter(index) {
+            Ok((_, adapter)) => {
+                let info = adapter.get_info();
+                format!(
+                    "{spec}: {} ({} {}, {:?}, {:?})",
+                    info.name, info.driver, info.driver_info, info.device_type, info.backend
+                )
+            }
+            Err(error) => format!("{spec}: {error}"),
+        },
+        other => other.to_string(),
     }
 }
 
@@ -148,22 +184,8 @@ pub fn wgpu_device_of_its_own(
     use burn::tensor::wgpu::{WgpuSetup, wgpu};
     use futures_lite::future::block_on;
 
-    let instance = wgpu::Instance::new(wgpu::InstanceDescriptor {
-        backends: wgpu::Backends::PRIMARY,
-        ..wgpu::InstanceDescriptor::new_without_display_handle()
-    });
-    let adapter = match index {
-        None => block_on(instance.request_adapter(&wgpu::RequestAdapterOptions {
-            power_preference: wgpu::PowerPreference::HighPerformance,
-            ..Default::default()
-        }))
-        .map_err(|e| format!("wgpu: no adapter ({e})"))?,
-        Some(index) => block_on(instance.enumerate_adapters(wgpu::Backends::PRIMARY))
-            .into_iter()
-            .filter(|adapter| adapter.get_info().device_type == wgpu::DeviceType::DiscreteGpu)
-            .nth(index)
-            .ok_or_else(|| format!("wgpu:{index}: no discrete GPU {index}"))?,
-    };
+    let (instance, adapter) =
+        wgpu_adapter(index).map_err(|e| format!("{}: {e}", DeviceSpec::Wgpu(index)))?;
     let mut required_limits = adapter.limits();
     limits(&mut required_limits);
     let (device, queue) = block_on(
@@ -190,6 +212,40 @@ pub fn wgpu_device_of_its_own(
         .setup(setup)
         .init()
         .map_err(|e| format!("wgpu: Burn did not take the device: {e}"))
+}
+
+/// The adapter `--devices`' `wgpu` (`index: None`: the high-performance one, as Burn's default
+/// device picks it) or `wgpu:N` (the N-th discrete GPU) names, with its instance.
+#[cfg(feature = "wgpu")]
+fn wgpu_adapter(
+    index: Option<usize>,
+) -> Result<
+    (
+        burn::tensor::wgpu::wgpu::Instance,
+        burn::tensor::wgpu::wgpu::Adapter,
+    ),
+    String,
+> {
+    use burn::tensor::wgpu::wgpu;
+    use futures_lite::future::block_on;
+
+    let instance = wgpu::Instance::new(wgpu::InstanceDescriptor {
+        backends: wgpu::Backends::PRIMARY,
+        ..wgpu::InstanceDescriptor::new_without_display_handle()
+    });
+    let adapter = match index {
+        None => block_on(instance.request_adapter(&wgpu::RequestAdapterOptions {
+            power_preference: wgpu::PowerPreference::HighPerformance,
+            ..Default::default()
+        }))
+        .map_err(|e| format!("no adapter ({e})"))?,
+        Some(index) => block_on(instance.enumerate_adapters(wgpu::Backends::PRIMARY))
+            .into_iter()
+            .filter(|adapter| adapter.get_info().device_type == wgpu::DeviceType::DiscreteGpu)
+            .nth(index)
+            .ok_or_else(|| format!("no discrete GPU {index}"))?,
+    };
+    Ok((instance, adapter))
 }
 
 #[cfg(test)]

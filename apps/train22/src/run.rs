@@ -10,7 +10,7 @@ use app_kit::save::write_atomic;
 use app_kit::table::{MethodRow, markdown};
 use app_kit::timeline::Run;
 use burn_checkpoint_22::memory::{MemoryMeter, Meter};
-use burn_checkpoint_core::memory::mib;
+use burn_checkpoint_core::memory::{mib, size};
 
 use crate::stop::StopRequest;
 use crate::trainer::{Options, PLANNING, Trained};
@@ -75,8 +75,9 @@ pub fn run(
         // The run's own outcome comes first: a picture that cannot be drawn is said, not fatal.
         Err(error) => writeln!(out, "no memory timeline: {error}")?,
     }
-    let rows: Vec<MethodRow> = trained.into_iter().map(|t| t.row).collect();
+    let rows: Vec<MethodRow> = trained.iter().map(|t| t.row.clone()).collect();
     if !rows.is_empty() {
+        writeln!(out, "\ntrained on {}", options.devices.describe())?;
         writeln!(out, "\n{}", markdown(&rows))?;
         writeln!(
             out,
@@ -85,21 +86,34 @@ pub fn run(
             meter.describe()
         )?;
     }
-    // On a device the budget is checked on one profiled step of a copy of the model; a training
-    // run's pools can hold more (pages its steps leave behind): say so where they did.
-    for row in &rows {
-        if let (Some(budget), Some(_), Some(reserved)) =
-            (options.memory_budget, row.plan_peaks, row.reserved_bytes)
-            && reserved as u64 > budget
-        {
-            writeln!(
-                out,
-                "note: {}: the training steps' pools reached {:.1} MiB, above the budget's {:.1} \
-                 MiB that the plan's checked step kept to",
-                row.method,
-                mib(reserved),
-                mib(budget as usize)
-            )?;
+    // On a device the budget is checked on one step of a copy of the model, outside
+    // burn-train: what the planned method's pools then held over its whole training (steps,
+    // updates, validation), and whether that stayed within the budget.
+    for t in &trained {
+        if let (Some(budget), Some(_), Some(reserved)) = (
+            options.memory_budget,
+            t.row.plan_peaks,
+            t.run_reserved_bytes,
+        ) {
+            if reserved <= budget {
+                writeln!(
+                    out,
+                    "{}: the run's pools reserved at most {} (steps, updates, validation), \
+                     within the budget",
+                    t.row.method,
+                    size(reserved)
+                )?;
+            } else {
+                writeln!(
+                    out,
+                    "note: {}: the run's pools reserved up to {} (steps, updates, validation), \
+                     above the budget of {} that the plan's checked step kept to: burn-train's \
+                     threads (its step worker, metrics, data loader) keep pages of their own",
+                    t.row.method,
+                    size(reserved),
+                    size(budget)
+                )?;
+            }
         }
     }
     if let Err(error) = &outcome

@@ -267,12 +267,15 @@ impl Saving {
         };
     }
 
-    /// The method training now finished with `row`: saved as a result.
-    pub fn finish(&self, row: &MethodRow) -> anyhow::Result<()> {
+    /// The method training now finished with `row`, its pools having reserved at most
+    /// `run_reserved` bytes since it (re)started ([`Probed::run_reserved`]): saved as a result.
+    pub fn finish(&self, row: &MethodRow, run_reserved: Option<u64>) -> anyhow::Result<()> {
         self.take_error()?;
         let mut state = self.lock();
         let current = state.current;
-        state.run.methods[current].row = Some(row.clone());
+        let method = &mut state.run.methods[current];
+        method.row = Some(row.clone());
+        method.probed.run_reserved = method.probed.run_reserved.max(run_reserved);
         state.write()
     }
 

@@ -256,6 +256,9 @@ pub struct Trained {
     pub parameters: Vec<(String, Vec<f32>)>,
     /// Each training step's peak memory, in bytes.
     pub step_peaks: Vec<u64>,
+    /// On a device, the most bytes its pools reserved over the training (steps, updates,
+    /// validation): what a `--memory-budget` promises to hold ([`Probed::run_reserved`]).
+    pub run_reserved_bytes: Option<u64>,
     /// The timeline of `--timeline-step`, where `--memory-timeline` asked for it and the run
     /// had that many steps.
     pub timeline: Option<Timeline>,
@@ -540,6 +543,7 @@ impl Options {
         Ok(Trained {
             row: saved.row.context("a finished method has a row")?,
             parameters: parameters(model.model()),
+            run_reserved_bytes: saved.probed.run_reserved,
             step_peaks: saved.probed.step_peaks,
             timeline: saved.probed.timeline,
         })
@@ -625,7 +629,9 @@ impl Options {
         let learner = Learner::new(model, self.optimizer(), schedule);
         // A step that fails to allocate unwinds (`Probe`): on several devices burn-train's
         // workers catch it and stop the training, on one it reaches here.
+        let whole_run = meter.start();
         let launched = catch_unwind(AssertUnwindSafe(|| training.launch(learner)));
+        let run_reserved = whole_run.finish().reserved;
         if let Some(stopped) = probe.take_failure() {
             return Err(anyhow::Error::new(stopped).context(format!(
                 "training with --checkpoint {} stopped",
@@ -642,7 +648,8 @@ impl Options {
         if let Some(saving) = &run.saving {
             saving.take_error()?;
         }
-        let probed = probe.probed();
+        let mut probed = probe.probed();
+        probed.run_reserved = run_reserved;
         // Epochs complete: those saved where the run saves (burn-train skips the save of an
         // epoch a stop came in), else those validated, counted from the run's start.
         let epochs_done = match &run.saving {
@@ -664,12 +671,13 @@ impl Options {
             valid_items,
         );
         if let Some(saving) = &run.saving {
-            saving.finish(&row)?;
+            saving.finish(&row, probed.run_reserved)?;
         }
         Ok(outcome(Some(Trained {
             row,
             parameters: parameters(result.model.model()),
             timeline: probed.timeline.clone(),
+            run_reserved_bytes: probed.run_reserved,
             step_peaks: probed.step_peaks,
         })))
     }
@@ -897,9 +905,6 @@ impl Options {
         let Some(budget) = self.memory_budget else {
             return Ok((None, method_base));
         };
-        // The choice compares the steps' times across the bases: medians of interleaved
-        // samples, not one each.
-        candidates.retime().context("timing the profiled steps")?;
         let context = || format!("--memory-budget {}", size(budget));
         let (chosen, fitted) = candidates
             .fit(meter.clone(), budget)

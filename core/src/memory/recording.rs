@@ -20,6 +20,7 @@ use super::offloaded as offload;
 use super::report::{RegionRecord, StepReport};
 use super::sampler::{Sampled, Sampler};
 use super::timeline::{self, AtPeak, Holding, Live, MAX_POINTS, Phase, Point, Span, Timeline};
+use crate::names::RegionId;
 use crate::op_kind::OpKind;
 use crate::treatment::Treatment;
 
@@ -374,6 +375,9 @@ fn start(meter: Box<dyn MemoryMeter>, timeline: bool) -> Option<Off> {
     if ON.with(Cell::get) {
         return None;
     }
+    // A recorded step numbers its region instances from 0 (`block#0` is its first block,
+    // whatever ran on this thread before), as a planned step does.
+    RegionId::restart_indices();
     // On a device, the step's reserved peak is its own, not what earlier steps left in pools.
     meter.release();
     meter.settle();
@@ -603,8 +607,13 @@ fn at_peak(report: &StepReport, place: PeakPlace, start_bytes: i64, seconds: f64
             (_, Some((window, opened))) if slot == window => {
                 (Holding::Backward, record.held_bytes + peak - above(opened))
             }
+            // A region whose forward freed more than it made (its input's last use) stores
+            // nothing: what it freed was counted outside, where the remainder below has it.
+            _ if record.held_bytes <= 0 => continue,
             _ => (Holding::Stored, record.held_bytes),
         };
+        // No share below nothing: a window or forward that freed more than it made holds 0.
+        let bytes = bytes.max(0);
         regions.push(Live {
             region: record.name.clone(),
             index: record.index,
@@ -1041,6 +1050,44 @@ mod tests {
         );
         let parts: i64 = at_peak.regions.iter().map(|l| l.bytes).sum::<i64>() + at_peak.outside;
         assert_eq!(parts, 10_000);
+    }
+
+    /// A region whose forward freed more than it made (its input's last use inside it) has no
+    /// share at the peak, never a negative one; the parts still sum to the peak.
+    #[test]
+    fn no_region_has_a_negative_share_at_the_peak() {
+        let region = |index: u64, held_bytes: i64| RegionRecord {
+            name: "block".into(),
+            index,
+            held_bytes,
+            ..RegionRecord::default()
+        };
+        let report = StepReport {
+            peak_bytes: 100,
+            regions: vec![region(0, 60), region(1, -20), region(2, 10)],
+            ..StepReport::default()
+        };
+        let place = PeakPlace {
+            seconds: 1.0,
+            after: 0.5,
+            closed: 3,
+            forward: None,
+            // block#2's window opened when 130 bytes were in use: its backward freed 40 since.
+            window: Some((2, 130)),
+        };
+        let at_peak = at_peak(&report, place, 0, 1.0);
+        let shares: Vec<(u64, Holding, i64)> = at_peak
+            .regions
+            .iter()
+            .map(|l| (l.index, l.holding, l.bytes))
+            .collect();
+        assert_eq!(
+            shares,
+            [(0, Holding::Stored, 60), (2, Holding::Backward, 0)]
+        );
+        assert!(at_peak.outside >= 0, "{}", at_peak.outside);
+        let parts: i64 = at_peak.regions.iter().map(|l| l.bytes).sum::<i64>() + at_peak.outside;
+        assert_eq!(parts, at_peak.bytes);
     }
 
     /// cubecl's failure, as docs/gpu.md measured it on wgpu: the device thread panics naming the

@@ -225,6 +225,14 @@ impl fmt::Display for StepReport {
             write!(f, "; {site} {:.1}", mib_signed(**bytes))?;
         }
         writeln!(f)?;
+        if self.outside_by_kind.is_empty() {
+            // Nothing counted is not 0 bytes made (the Burn 0.22 crate sees no op outside its
+            // regions; a step can fail before its first).
+            return writeln!(
+                f,
+                "made outside regions: not measured (no op outside regions seen)"
+            );
+        }
         let mut kinds: Vec<_> = self.outside_by_kind.iter().collect();
         kinds.sort_by(|a, b| b.1.cmp(a.1));
         write!(

@@ -3,7 +3,7 @@
 
 use super::fit::{FitError, Fitted};
 use super::plan::Plan;
-use super::profile::{Profile, RETIME_ROUNDS, Step, retime_interleaved};
+use super::profile::{Profile, ProfileError, RETIME_ROUNDS, Step, retime_interleaved};
 use super::solver::PlanError;
 use crate::memory::MemoryMeter;
 
@@ -22,7 +22,8 @@ pub struct Candidate<S> {
 /// [`Base`](super::Base), or other placements of them — each a [`Profile`] with the step that
 /// measured it. [`retime`](Candidates::retime) times their steps again side by side,
 /// [`fastest`](Candidates::fastest) says which one's plan for a budget is predicted fastest, and
-/// [`fit`](Candidates::fit) checks that plan on its own step.
+/// [`fit`](Candidates::fit) checks that plan on its own step (retiming them first where the
+/// choice needs it).
 ///
 /// ```
 /// use burn_checkpoint_core::memory::{HostMeter, recording};
@@ -45,7 +46,6 @@ pub struct Candidate<S> {
 ///     let profile = Profile::try_measure(HostMeter, &Treatment::ALL, &mut step)?.on(base);
 ///     candidates.push(profile, step);
 /// }
-/// candidates.retime()?;
 /// let (chosen, fitted) = candidates.fit(HostMeter, u64::MAX)?;
 /// assert_eq!(fitted.plan.base, chosen.profile.base);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -53,11 +53,16 @@ pub struct Candidate<S> {
 #[derive(Debug)]
 pub struct Candidates<S> {
     list: Vec<Candidate<S>>,
+    /// Whether [`retime`](Candidates::retime) ran since the last candidate was added.
+    retimed: bool,
 }
 
 impl<S> Default for Candidates<S> {
     fn default() -> Self {
-        Candidates { list: Vec::new() }
+        Candidates {
+            list: Vec::new(),
+            retimed: false,
+        }
     }
 }
 
@@ -70,6 +75,7 @@ impl<S> Candidates<S> {
     /// Adds `profile`, measured by `step`.
     pub fn push(&mut self, profile: Profile, step: S) {
         self.list.push(Candidate { profile, step });
+        self.retimed = false;
     }
 
     /// The candidates, in the order given.
@@ -135,12 +141,18 @@ impl<S: Step> Candidates<S> {
             .iter_mut()
             .map(|candidate| (&mut candidate.profile, &mut candidate.step))
             .collect();
-        retime_interleaved(&mut entries, RETIME_ROUNDS)
+        retime_interleaved(&mut entries, RETIME_ROUNDS)?;
+        self.retimed = true;
+        Ok(())
     }
 
     /// Plans for `budget_bytes` on the [`fastest`](Candidates::fastest) candidate and checks the
     /// plan on its step ([`Profile::fit`]): the candidate (whose step runs the plan, on the base
-    /// the plan names) and what the fit did.
+    /// the plan names) and what the fit did. The candidates are [`retime`](Candidates::retime)d
+    /// first where the choice depends on their times: unless the budget is out of every
+    /// candidate's predicted reach ([`Profile::predicted_floor`]), where a fit tries the plan
+    /// that holds least at once and a budget it cannot meet is refused without the retime's
+    /// steps.
     ///
     /// # Panics
     ///
@@ -150,7 +162,27 @@ impl<S: Step> Candidates<S> {
         meter: M,
         budget_bytes: u64,
     ) -> Result<(&mut Candidate<S>, Fitted), FitError<S::Error>> {
-        let index = self.fastest_index(budget_bytes)?;
+        let within_reach = self
+            .list
+            .iter()
+            .any(|candidate| candidate.profile.predicted_floor() <= budget_bytes);
+        if within_reach && !self.retimed {
+            self.retime()
+                .map_err(|error| FitError::Profile(ProfileError::Step(error)))?;
+        }
+        let index = match self.fastest_index(budget_bytes) {
+            Ok(index) => index,
+            // On a device a budget out of reach is refused with the floor a step measures, in
+            // the bytes reserved (the solver's floor is in use): the plan that holds least,
+            // checked on the candidate predicted to hold least.
+            Err(_) if self.iter().any(|c| c.profile.on_device()) => self
+                .iter()
+                .enumerate()
+                .min_by_key(|(_, c)| c.profile.predicted_floor())
+                .map(|(index, _)| index)
+                .expect("not empty"),
+            Err(error) => return Err(error.into()),
+        };
         let chosen = &mut self.list[index];
         let step = &mut chosen.step;
         let fitted = chosen.profile.fit(meter, budget_bytes, || step.run())?;

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use super::plan::Plan;
 use super::profile::{Profile, ProfileError, Step};
 use super::solver::PlanError;
-use crate::memory::{MemoryMeter, StepReport, mib};
+use crate::memory::{MemoryMeter, StepReport};
 
 /// What [`Profile::fit`] did: the plan, the steps it measured and what they cost.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -83,7 +83,7 @@ impl Profile {
         // profile's least step (measured, or extrapolated from measured steps): predictions from
         // an extrapolated profile may miss by more than the retries take back. On the host a
         // budget below the floor is refused before any step.
-        let device = gap > 0;
+        let device = gap > 0 || self.on_device();
         let floor = self.smallest_peak();
         loop {
             let last = tries == RETRIES || ((device || tries > 0) && target <= floor);
@@ -117,17 +117,17 @@ impl Profile {
                 });
             }
             if last {
+                // The floor is what the plan holding least was measured at: one figure, the
+                // one a step reaches (a prediction below it was not met).
                 return Err(FitError::Budget(PlanError::BelowFloor {
                     budget: budget_bytes,
-                    floor: measured.min(floor + gap),
+                    floor: measured,
                     holders: format!(
-                        "the plan for {:.1} MiB in use still peaked at {:.1} MiB {} at {}",
-                        mib(target as usize),
-                        mib(measured as usize),
+                        "measured: a step under the plan that holds least, {} bytes peaking at {}",
                         if report.reserved_peak_bytes.is_some() {
                             "reserved"
                         } else {
-                            "in use"
+                            "in-use"
                         },
                         report.peak_at
                     ),
@@ -143,6 +143,40 @@ impl Profile {
                 .min(plan.predicted_peak_bytes)
                 .saturating_sub(over + budget_bytes / 200);
         }
+    }
+
+    /// The smallest budget a plan is predicted to meet: the
+    /// [`smallest_peak`](Profile::smallest_peak) in use, plus on a device the least that the
+    /// bytes reserved exceeded those in use over the profiled steps. A fit checks a budget
+    /// below it with the plan that holds least, at once.
+    ///
+    /// ```
+    /// use burn_checkpoint_core::memory::{HostMeter, recording};
+    /// use burn_checkpoint_core::planner::{Profile, planned};
+    /// use burn_checkpoint_core::{RegionId, RegionName, Treatment};
+    ///
+    /// // A stand-in for a step with one region: a Burn crate's regions call these hooks.
+    /// let mut step = || {
+    ///     let held = vec![1u8; 4096];
+    ///     let id = RegionId::next(RegionName::new("block"));
+    ///     recording::top_level_opened(&id.name, id.index, planned(&id));
+    ///     recording::top_level_closed();
+    ///     drop(held);
+    /// };
+    /// let profile = Profile::try_measure(HostMeter, &Treatment::ALL, &mut step)?;
+    /// // On the host nothing is reserved beyond what is in use.
+    /// assert_eq!(profile.predicted_floor(), profile.smallest_peak());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn predicted_floor(&self) -> u64 {
+        self.smallest_peak() + self.reserved_gap()
+    }
+
+    /// Whether its steps were measured on a device (their reports have bytes reserved).
+    pub(crate) fn on_device(&self) -> bool {
+        self.steps
+            .iter()
+            .any(|s| s.report.reserved_peak_bytes.is_some())
     }
 
     /// On a device, the least that the bytes reserved exceeded the peak in use over the
@@ -320,8 +354,17 @@ mod tests {
         assert!(fitted.steps > 1, "the first plan was over the budget");
         assert!(fitted.plan.predicted_peak_bytes < first);
         assert!(fitted.measured_peak_bytes <= budget);
-        // A miss larger than anything the regions can give back is refused, not looped on.
-        assert!(misses_by(&profile, roof, budget).is_err());
+        // A miss larger than anything the regions can give back is refused, not looped on,
+        // naming one floor: what the plan holding least was measured at, no other figure.
+        let refused = misses_by(&profile, roof, budget).unwrap_err();
+        let FitError::Budget(PlanError::BelowFloor { floor, holders, .. }) = &refused else {
+            panic!("{refused}");
+        };
+        assert!(
+            *floor > roof,
+            "the measured step's peak: a prediction plus the miss"
+        );
+        assert!(!holders.contains("MiB"), "{holders}");
     }
 
     #[test]

@@ -11,7 +11,7 @@ use app_kit::agreement::Agreement;
 use burn::tensor::{Device, DeviceKind, Tensor};
 use burn_checkpoint_22::memory::MemoryMeter;
 use burn_checkpoint_22_train::devices::Devices;
-use burn_checkpoint_22_train::trainer::Trained;
+use burn_checkpoint_22_train::trainer::{Options, Trained};
 
 use crate::trainer::{options, trainable};
 
@@ -29,6 +29,14 @@ fn train_on_these(
     steps: &str,
     extra: &[&str],
 ) -> Vec<Trained> {
+    let options = options_on(these, devices, steps, extra);
+    let meter = options.devices.meter();
+    assert!(meter.describe().contains("Wgpu"), "{}", meter.describe());
+    options.train_all(&meter).expect("trains on wgpu")
+}
+
+/// The options of [`train_on_these`].
+fn options_on(these: Option<&Devices>, devices: &str, steps: &str, extra: &[&str]) -> Options {
     let small = [
         "--depth",
         "10",
@@ -42,12 +50,18 @@ fn train_on_these(
         devices,
     ];
     let mut options = options(&[&small[..], extra].concat());
-    if let Some(these) = these {
-        options.devices = these.clone();
+    match these {
+        Some(these) => options.devices = these.clone(),
+        None => {
+            // Each adapter by its name (lavapipe's `llvmpipe`), not as Burn's device kind.
+            let described = options.devices.describe();
+            assert!(
+                described.starts_with("wgpu: ") && !described.contains("DefaultDevice"),
+                "{described}"
+            );
+        }
     }
-    let meter = options.devices.meter();
-    assert!(meter.describe().contains("Wgpu"), "{}", meter.describe());
-    options.train_all(&meter).expect("trains on wgpu")
+    options
 }
 
 /// Every parameter's values, in order.
@@ -169,7 +183,37 @@ fn a_budget_is_planned_and_checked_on_the_wgpu_device() {
         "{peaks:?}"
     );
     assert!(peaks.checked_bytes <= 1 << 30, "{peaks:?}");
-    assert!(row.reserved_bytes.is_some(), "{row:?}");
+    // The whole run's pools, sampled from its first step to its last validation batch: at
+    // least its steps' (the table's Reserved), within the budget.
+    let (steps, run) = (
+        row.reserved_bytes.unwrap(),
+        planned[0].run_reserved_bytes.unwrap(),
+    );
+    assert!(steps as u64 <= run && run <= 1 << 30, "{steps} {run}");
+}
+
+/// A budget below what the device can reach is refused after one checked step, without the
+/// planner's retimes, naming one floor: the bytes the plan holding least reserved there.
+#[test]
+fn a_budget_out_of_reach_is_refused_with_the_floor_a_step_measured() {
+    let _alone = crate::alone();
+    let Some(_device) = claim() else {
+        return;
+    };
+    let options = options_on(
+        None,
+        "wgpu",
+        "1",
+        &["--checkpoint", "regions", "--memory-budget", "1MiB"],
+    );
+    let error = options.train_all(&options.devices.meter()).unwrap_err();
+    let message = format!("{error:#}");
+    assert!(
+        message
+            .contains("a budget of 1.0 MiB cannot be met: the smallest peak these regions reach")
+            && message.contains("measured: a step under the plan that holds least, reserved"),
+        "{message}"
+    );
 }
 
 /// Two wgpu devices (`--devices wgpu,wgpu`: two workers on the default adapter, each its own

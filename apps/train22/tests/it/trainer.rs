@@ -248,6 +248,9 @@ fn bad_settings_say_what_to_write() {
     };
     assert!(parse_error(&["--checkpoint", "all"]).contains("possible values"));
     assert!(parse_error(&["--lr", "0"]).contains("above 0"));
+    // A negative number is a value, refused as one (not read as a flag).
+    assert!(parse_error(&["--lr", "-0.1"]).contains("above 0"));
+    assert!(parse_error(&["--momentum", "-0.5"]).contains("at least 0"));
     assert!(parse_error(&["--momentum", "1"]).contains("below 1"));
     assert!(parse_error(&["--batch-size", "0"]).contains("--batch-size"));
     assert!(parse_error(&["--memory-budget", "6 gigs"]).contains("not a unit"));
