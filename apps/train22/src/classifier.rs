@@ -25,6 +25,7 @@ use burn_checkpoint_22_models::densenet::DenseNet;
 use burn_checkpoint_22_models::gpt::Gpt;
 use image_data::ImageItem;
 
+use crate::budget::Guard;
 use crate::images::{ImageBatch, ImageBatcher};
 use crate::text::{TokenBatch, TokenBatcher};
 
@@ -109,6 +110,8 @@ pub struct Probe {
     /// The run's seed: each epoch's first step reseeds its device's generator from it.
     seed: Option<u64>,
     failure: Arc<Mutex<Option<RanOutOfMemory>>>,
+    /// Why a step refused to run (a budget that cannot hold: [`Guard`]).
+    refusal: Arc<Mutex<Option<String>>>,
 }
 
 // burn-train's summary prints the model: one word, not every step's figures.
@@ -130,6 +133,7 @@ impl Probe {
             timeline_step: None,
             seed: None,
             failure: Arc::default(),
+            refusal: Arc::default(),
         }
     }
 
@@ -196,6 +200,24 @@ impl Probe {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .take()
+    }
+
+    /// Why a step refused to run, taken: what stopped the run.
+    pub fn take_refusal(&self) -> Option<String> {
+        self.refusal
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+    }
+
+    /// Stops the run with `message` as the reason: kept ([`Probe::take_refusal`]), then this
+    /// thread unwinds as a failed allocation does ([`Probe::watched`]).
+    fn refuse(&self, message: String) -> ! {
+        self.refusal
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get_or_insert(message.clone());
+        resume_unwind(Box::new(message))
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Probed> {
@@ -265,6 +287,8 @@ pub struct Classifier {
     #[module(skip)]
     plan: Option<Plan>,
     #[module(skip)]
+    guard: Option<Guard>,
+    #[module(skip)]
     probe: Probe,
 }
 
@@ -276,6 +300,7 @@ impl Classifier {
             model,
             cut,
             plan: None,
+            guard: None,
             probe,
         }
     }
@@ -284,6 +309,15 @@ impl Classifier {
     pub fn with_plan(self, plan: Plan) -> Self {
         Classifier {
             plan: Some(plan),
+            ..self
+        }
+    }
+
+    /// The same, each training step run under the plan `guard` chooses to keep the run within
+    /// its budget on a device (which replaces a [`Classifier::with_plan`]'s).
+    pub fn with_guard(self, guard: Guard) -> Self {
+        Classifier {
+            guard: Some(guard),
             ..self
         }
     }
@@ -328,7 +362,17 @@ impl TrainStep for Classifier {
 
     fn step(&self, batch: Batch) -> TrainOutput<ClassificationOutput> {
         self.probe.reseed(&batch.device());
-        let measure = self.probe.meter.start();
+        let meter = &self.probe.meter;
+        let guarded = self.guard.as_ref().map(|guard| {
+            guard
+                .before_step(meter)
+                .unwrap_or_else(|message| self.probe.refuse(message))
+        });
+        let plan = match &guarded {
+            Some((plan, _)) => Some(plan),
+            None => self.plan.as_ref(),
+        };
+        let measure = meter.start();
         let start = Instant::now();
         let forward_backward = || {
             let output = self.classify(batch);
@@ -336,7 +380,7 @@ impl TrainStep for Classifier {
             (output, grads)
         };
         let (output, grads) = self.probe.watched(true, || {
-            let done = match &self.plan {
+            let done = match plan {
                 Some(plan) => plan.run(forward_backward),
                 None => forward_backward(),
             };
@@ -347,6 +391,12 @@ impl TrainStep for Classifier {
         });
         let time = start.elapsed();
         let peak = measure.finish();
+        if let (Some(guard), Some((plan, start)), Some(reserved)) =
+            (&self.guard, &guarded, peak.reserved)
+            && let Err(message) = guard.after_step(plan, *start, reserved, meter)
+        {
+            self.probe.refuse(message);
+        }
         let mut probed = self.probe.lock();
         probed.step_peaks.push(peak.in_use);
         probed.step_reserved.extend(peak.reserved);

@@ -12,6 +12,7 @@
 //! assert_eq!(parameters(&model).len(), 2 * 4 * 2 + 2); // weights and biases
 //! ```
 
+pub mod budget;
 pub mod classifier;
 pub mod devices;
 pub mod images;

@@ -96,10 +96,16 @@ pub fn run(
             t.run_reserved_bytes,
         ) {
             if reserved <= budget {
+                let kept = match t.plan_changes {
+                    Some(changes) => format!(
+                        " (kept step by step: the plan changed {changes} time(s) between steps)"
+                    ),
+                    None => String::new(),
+                };
                 writeln!(
                     out,
                     "{}: the run's pools reserved at most {} (steps, updates, validation), \
-                     within the budget",
+                     within the budget{kept}",
                     t.row.method,
                     size(reserved)
                 )?;

@@ -28,7 +28,7 @@ use burn::train::checkpoint::{
     Checkpoint, Checkpointer, CheckpointerError, CheckpointingAction, CheckpointingStrategy,
 };
 use burn::train::metric::store::EventStoreClient;
-use burn_checkpoint_22::planner::{Base, Plan};
+use burn_checkpoint_22::planner::{Base, Plan, Profile};
 use serde::{Deserialize, Serialize};
 
 use crate::classifier::{Probe, Probed};
@@ -127,6 +127,10 @@ pub struct SavedPlan {
     pub peaks: PlanPeaks,
     /// The autodiff it runs on.
     pub base: Base,
+    /// The profile it was planned from: where a run on a device keeps the budget step by step
+    /// ([`Guard`](crate::budget::Guard)), the plans it chooses from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<Profile>,
 }
 
 impl SavedMethod {

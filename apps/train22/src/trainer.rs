@@ -35,7 +35,7 @@ use burn::train::{
     ExecutionStrategy, Learner, MultiDeviceOptim, SupervisedTraining, TrainingStrategy,
 };
 use burn_checkpoint_22::memory::{MemoryMeter, Meter, OutOfMemory, Timeline};
-use burn_checkpoint_22::planner::{Base, Candidates, Plan, Profile, Treatment, autodiff_on};
+use burn_checkpoint_22::planner::{Base, Candidates, Profile, Treatment, autodiff_on};
 use burn_checkpoint_22_models::densenet::DenseNet;
 use burn_checkpoint_22_models::gpt::Gpt;
 use burn_checkpoint_22_models::{Cut, initialised};
@@ -44,6 +44,7 @@ use clap::{Parser, ValueEnum};
 use image_data::seeds::{Purpose, derive};
 use image_data::{DataSource, Images, Splits};
 
+use crate::budget::Guard;
 use crate::classifier::{Batch, Classifier, Network, Probe, Probed};
 use crate::devices::Devices;
 use crate::images::{ImageBatcher, ImageDataset};
@@ -259,6 +260,9 @@ pub struct Trained {
     /// On a device, the most bytes its pools reserved over the training (steps, updates,
     /// validation): what a `--memory-budget` promises to hold ([`Probed::run_reserved`]).
     pub run_reserved_bytes: Option<u64>,
+    /// Where a device run kept the budget step by step ([`Guard`]): how many times a step ran
+    /// another plan than the step before.
+    pub plan_changes: Option<usize>,
     /// The timeline of `--timeline-step`, where `--memory-timeline` asked for it and the run
     /// had that many steps.
     pub timeline: Option<Timeline>,
@@ -544,6 +548,7 @@ impl Options {
             row: saved.row.context("a finished method has a row")?,
             parameters: parameters(model.model()),
             run_reserved_bytes: saved.probed.run_reserved,
+            plan_changes: None,
             step_peaks: saved.probed.step_peaks,
             timeline: saved.probed.timeline,
         })
@@ -590,9 +595,21 @@ impl Options {
             None => probe,
         };
         let mut model = Classifier::new(self.network(data, &device), method.cut(), probe.clone());
+        let mut guard = None;
         let plan_peaks = planned.as_ref().map(|planned| planned.peaks);
         if let Some(planned) = &planned {
             model = model.with_plan(planned.plan.clone());
+            // On one device the run keeps the budget step by step (`budget`): the planner's
+            // check saw none of the pages burn-train's other threads keep.
+            if let (Some(budget), Some(profile), true, 1) = (
+                self.memory_budget,
+                &planned.profile,
+                meter.is_device(),
+                self.devices.count(),
+            ) {
+                guard = Some(Guard::new(budget, profile.clone()));
+                model = model.with_guard(guard.clone().expect("just made"));
+            }
         }
         let end = match run.epochs_left {
             Some(left) => (done + left).min(self.epochs),
@@ -632,6 +649,9 @@ impl Options {
         let whole_run = meter.start();
         let launched = catch_unwind(AssertUnwindSafe(|| training.launch(learner)));
         let run_reserved = whole_run.finish().reserved;
+        if let Some(message) = probe.take_refusal() {
+            return Err(anyhow::Error::new(Refused(message)));
+        }
         if let Some(stopped) = probe.take_failure() {
             return Err(anyhow::Error::new(stopped).context(format!(
                 "training with --checkpoint {} stopped",
@@ -678,6 +698,7 @@ impl Options {
             parameters: parameters(result.model.model()),
             timeline: probed.timeline.clone(),
             run_reserved_bytes: probed.run_reserved,
+            plan_changes: guard.map(|guard| guard.changes()),
             step_peaks: probed.step_peaks,
         })))
     }
@@ -692,16 +713,16 @@ impl Options {
         meter: &Meter,
     ) -> anyhow::Result<Option<SavedPlan>> {
         let base_bytes = meter.in_use();
-        let (plan, base) = OutOfMemory::catch(meter.clone(), || self.plan_for(method, data, meter))
-            .map_err(|failure| {
+        OutOfMemory::catch(meter.clone(), || self.plan_for(method, data, meter)).map_err(
+            |failure| {
                 let stopped = RanOutOfMemory {
                     failure,
                     during: PLANNING.to_string(),
                     base_bytes,
                 };
                 anyhow::Error::new(stopped).context(format!("--checkpoint {}", method.name()))
-            })??;
-        Ok(plan.map(|(plan, peaks)| SavedPlan { plan, peaks, base }))
+            },
+        )?
     }
 
     /// Refuses ([`Refused`]: exit status 2), before the first step, what the run could not
@@ -779,18 +800,18 @@ impl Options {
         })
     }
 
-    /// The plan `method` trains under, if any, and the base it runs on. The planner plans the
+    /// The plan `method` trains under, if any, with the base it runs on. The planner plans the
     /// layer cut's regions (`regions`), and with a budget chooses what they sit on: the method's
     /// Balanced or plain autodiff, whichever its plan is faster on. The other methods run as
-    /// they are.
+    /// they are, on their own base.
     fn plan_for(
         &self,
         method: Method,
         data: &Data,
         meter: &Meter,
-    ) -> anyhow::Result<(Option<(Plan, PlanPeaks)>, Base)> {
+    ) -> anyhow::Result<Option<SavedPlan>> {
         if method != Method::Regions {
-            return Ok((None, method.base()));
+            return Ok(None);
         }
         // A copy of its own per base (batch norm's running statistics included): the profiled
         // steps leave the trained model as it was.
@@ -882,9 +903,9 @@ impl Options {
         method_base: Base,
         copy: impl Fn(Base) -> (Classifier, Batch),
         meter: &Meter,
-    ) -> anyhow::Result<(Option<(Plan, PlanPeaks)>, Base)> {
+    ) -> anyhow::Result<Option<SavedPlan>> {
         if !self.memory_report && self.memory_budget.is_none() {
-            return Ok((None, method_base));
+            return Ok(None);
         }
         let bases: Vec<Base> = match self.memory_budget {
             Some(_) => Base::ALL.to_vec(),
@@ -903,7 +924,7 @@ impl Options {
             candidates.push(profile, step);
         }
         let Some(budget) = self.memory_budget else {
-            return Ok((None, method_base));
+            return Ok(None);
         };
         let context = || format!("--memory-budget {}", size(budget));
         let (chosen, fitted) = candidates
@@ -918,7 +939,12 @@ impl Options {
             predicted_bytes: fitted.plan.predicted_peak_bytes,
             checked_bytes: fitted.measured_peak_bytes,
         };
-        Ok((Some((fitted.plan, peaks)), chosen.profile.base))
+        Ok(Some(SavedPlan {
+            base: chosen.profile.base,
+            plan: fitted.plan,
+            peaks,
+            profile: Some(fitted.profile),
+        }))
     }
 
     /// The reference's schedule as burn-train's scheduler: one constant rate per stretch of

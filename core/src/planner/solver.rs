@@ -266,8 +266,25 @@ impl Profile {
     /// The plan of [`Profile::smallest_peak`]: every region under the treatment of the measured
     /// step that peaked least, or, where a mix predicts less, each region under the treatment
     /// (of the best set) that holds least. What a fit on a device tries last, whatever the
-    /// target.
-    pub(crate) fn least_plan(&self) -> Plan {
+    /// target, and what a caller keeping a budget over a run starts from.
+    ///
+    /// ```
+    /// use burn_checkpoint_core::memory::{HostMeter, recording};
+    /// use burn_checkpoint_core::planner::{Profile, planned};
+    /// use burn_checkpoint_core::{RegionId, RegionName, Treatment};
+    ///
+    /// let mut step = || {
+    ///     let held = vec![1u8; 4096];
+    ///     let id = RegionId::next(RegionName::new("block"));
+    ///     recording::top_level_opened(&id.name, id.index, planned(&id));
+    ///     recording::top_level_closed();
+    ///     drop(held);
+    /// };
+    /// let profile = Profile::try_measure(HostMeter, &Treatment::ALL, &mut step)?;
+    /// assert_eq!(profile.least_plan().predicted_peak_bytes, profile.smallest_peak());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn least_plan(&self) -> Plan {
         let least = self.least_measured_plan();
         let regions = self.steps[0].report.regions.len();
         let mixed = self

@@ -155,6 +155,16 @@ fn each_runs_timeline_peaks_where_the_tables_step_did() {
             "{}",
             method.row.method
         );
+        // Step 2's region instances numbered within the step (its three dense layers
+        // DenseLayer#0 to #2), not on from the steps before.
+        let mut indices: Vec<u64> = timeline.spans.iter().filter_map(|s| s.index).collect();
+        indices.sort();
+        indices.dedup();
+        let expected: Vec<u64> = match method.row.method.as_str() {
+            "regions" => vec![0, 1, 2],
+            _ => vec![],
+        };
+        assert_eq!(indices, expected, "{}", method.row.method);
     }
 }
 
@@ -190,6 +200,33 @@ fn a_budget_is_planned_and_checked_on_the_wgpu_device() {
         planned[0].run_reserved_bytes.unwrap(),
     );
     assert!(steps as u64 <= run && run <= 1 << 30, "{steps} {run}");
+    assert!(planned[0].plan_changes.is_some(), "kept step by step");
+
+    // A budget that binds, a MiB below what that run reserved: the run keeps within it, or
+    // refuses it before a step would go over, saying what it would take; never over it.
+    let budget = run - (1 << 20);
+    let flag = budget.to_string();
+    let options = options_on(
+        None,
+        "wgpu",
+        "3",
+        &["--checkpoint", "regions", "--memory-budget", &flag],
+    );
+    match options.train_all(&options.devices.meter()) {
+        Ok(kept) => {
+            let run = kept[0].run_reserved_bytes.unwrap();
+            println!("a budget of {budget} bytes kept: the run reserved {run}");
+            assert!(run <= budget, "{run} over {budget}");
+        }
+        Err(error) => {
+            let message = format!("{error:#}");
+            println!("a budget of {budget} bytes refused: {message}");
+            assert!(
+                message.contains("a budget of at least") || message.contains("cannot be met"),
+                "{message}"
+            );
+        }
+    }
 }
 
 /// A budget below what the device can reach is refused after one checked step, without the
