@@ -20,8 +20,8 @@ use crate::trainer::{Options, PLANNING, Trained};
 /// finished, even when a later one fails or is stopped; a run stopped by a step out of device
 /// memory also writes the failure's report and the `--memory-budget` that would fit. Returns
 /// the rows, or the error that stopped the run (its exit status: 3 for a failed allocation, 2
-/// for settings refused before the first step, [`Interrupted`](crate::stop::Interrupted)'s for a
-/// stop, 1 otherwise).
+/// for settings refused, before the first step or a `--memory-budget` no plan can keep,
+/// [`Interrupted`](crate::stop::Interrupted)'s for a stop, 1 otherwise).
 ///
 /// ```no_run
 /// use burn_checkpoint_22_train::run::run;

@@ -35,7 +35,7 @@ use burn::train::{
     ExecutionStrategy, Learner, MultiDeviceOptim, SupervisedTraining, TrainingStrategy,
 };
 use burn_checkpoint_22::memory::{MemoryMeter, Meter, OutOfMemory, Timeline};
-use burn_checkpoint_22::planner::{Base, Candidates, Profile, Treatment, autodiff_on};
+use burn_checkpoint_22::planner::{Base, Candidates, FitError, Profile, Treatment, autodiff_on};
 use burn_checkpoint_22_models::densenet::DenseNet;
 use burn_checkpoint_22_models::gpt::Gpt;
 use burn_checkpoint_22_models::{Cut, initialised};
@@ -926,10 +926,15 @@ impl Options {
         let Some(budget) = self.memory_budget else {
             return Ok(None);
         };
-        let context = || format!("--memory-budget {}", size(budget));
-        let (chosen, fitted) = candidates
-            .fit(meter.clone(), budget)
-            .with_context(context)?;
+        let context = format!("--memory-budget {}", size(budget));
+        let (chosen, fitted) = candidates.fit(meter.clone(), budget).map_err(|error| {
+            // A budget no plan meets is refused as the settings are (exit status 2), as the
+            // run's own guard refuses one (`budget::Guard`); a step that failed is an error.
+            match error {
+                FitError::Budget(_) => anyhow::Error::new(Refused(format!("{context}: {error}"))),
+                other => anyhow::Error::new(other).context(context),
+            }
+        })?;
         println!(
             "{} (checked: a step's peak {:.1} MiB)",
             fitted.plan,

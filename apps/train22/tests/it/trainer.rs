@@ -216,7 +216,11 @@ fn a_budget_plan_trains_the_same_weights_and_an_unmeetable_one_says_the_floor() 
         message.contains("--memory-budget 1.0 KiB") && message.contains("a budget of 1.0 KiB"),
         "{message}"
     );
-    assert_eq!(exit_status(&error), 1, "not a failed allocation");
+    assert_eq!(
+        exit_status(&error),
+        2,
+        "refused as settings are, not a failed allocation"
+    );
     let printed = String::from_utf8(out).unwrap();
     assert!(printed.contains("| plain | 1 | 8 |"), "{printed}");
     let rows: Vec<MethodRow> =
