@@ -1,7 +1,8 @@
 //! The Markdown and the doc comments against the code: every Rust block in the docs is compiled
 //! or says why not, the docs give reasons rather than issue numbers, and no name the crates
 //! removed is still written anywhere a user reads (docs, doc comments, strings such as the op
-//! notes `coverage::ops()` returns).
+//! notes `coverage::ops()` returns), every link finds its file and heading, and every page of
+//! the guide is in its index.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -473,5 +474,29 @@ fn comment_lines_fit_in_100_columns() {
     assert!(
         wide.is_empty(),
         "comment lines over {COMMENT_WIDTH} columns (wrap them): {wide:#?}"
+    );
+}
+
+/// Every page of the guide (each Markdown file directly under docs/) is in docs/README.md's
+/// index: a page written and not indexed is one no reader finds.
+#[test]
+fn every_page_of_the_guide_is_in_its_index() {
+    let docs = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs");
+    let index = fs::read_to_string(docs.join("README.md")).unwrap();
+    let linked: Vec<String> = link_targets(&index)
+        .into_iter()
+        .map(|(_, target)| target.split('#').next().unwrap_or_default().to_string())
+        .collect();
+    let mut missing = Vec::new();
+    for entry in fs::read_dir(&docs).unwrap() {
+        let name = entry.unwrap().file_name().to_string_lossy().to_string();
+        if name.ends_with(".md") && name != "README.md" && !linked.contains(&name) {
+            missing.push(name);
+        }
+    }
+    missing.sort();
+    assert!(
+        missing.is_empty(),
+        "pages docs/README.md does not index: {missing:?}"
     );
 }
