@@ -80,13 +80,12 @@ impl Guard {
         meter.release();
         let start = meter.reserved().unwrap_or(0);
         let mut state = self.lock();
-        let least = state.profile.least_plan();
         let plan = match state.slack {
-            None => least,
+            None => state.profile.least_plan(),
             Some(slack) => {
                 let room = state.budget.checked_sub(start + slack);
                 let plan = room.and_then(|room| state.profile.plan(room).ok());
-                let plan = plan.unwrap_or(least);
+                let plan = plan.unwrap_or_else(|| state.profile.least_plan());
                 let needs = start + slack + plan.predicted_peak_bytes;
                 if needs > state.budget {
                     return Err(format!(

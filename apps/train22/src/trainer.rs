@@ -595,21 +595,21 @@ impl Options {
             None => probe,
         };
         let mut model = Classifier::new(self.network(data, &device), method.cut(), probe.clone());
-        let mut guard = None;
         let plan_peaks = planned.as_ref().map(|planned| planned.peaks);
         if let Some(planned) = &planned {
             model = model.with_plan(planned.plan.clone());
-            // On one device the run keeps the budget step by step (`budget`): the planner's
-            // check saw none of the pages burn-train's other threads keep.
-            if let (Some(budget), Some(profile), true, 1) = (
-                self.memory_budget,
-                &planned.profile,
-                meter.is_device(),
-                self.devices.count(),
-            ) {
-                guard = Some(Guard::new(budget, profile.clone()));
-                model = model.with_guard(guard.clone().expect("just made"));
-            }
+        }
+        // On one device the run keeps the budget step by step (`budget`): the planner's check
+        // saw none of the pages burn-train's other threads keep.
+        let guard = match (self.memory_budget, &planned, self.devices.count()) {
+            (Some(budget), Some(planned), 1) if meter.is_device() => planned
+                .profile
+                .clone()
+                .map(|profile| Guard::new(budget, profile)),
+            _ => None,
+        };
+        if let Some(guard) = &guard {
+            model = model.with_guard(guard.clone());
         }
         let end = match run.epochs_left {
             Some(left) => (done + left).min(self.epochs),
@@ -646,9 +646,10 @@ impl Options {
         let learner = Learner::new(model, self.optimizer(), schedule);
         // A step that fails to allocate unwinds (`Probe`): on several devices burn-train's
         // workers catch it and stop the training, on one it reaches here.
-        let whole_run = meter.start();
+        // On a device, what its pools reserved over the whole training (the host reserves none).
+        let whole_run = meter.is_device().then(|| meter.start());
         let launched = catch_unwind(AssertUnwindSafe(|| training.launch(learner)));
-        let run_reserved = whole_run.finish().reserved;
+        let run_reserved = whole_run.and_then(|measure| measure.finish().reserved);
         if let Some(message) = probe.take_refusal() {
             return Err(anyhow::Error::new(Refused(message)));
         }

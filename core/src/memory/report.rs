@@ -154,6 +154,13 @@ impl StepReport {
         self.outside_by_kind.values().sum()
     }
 
+    /// The same, `None` where no op outside regions was seen: not measured, which is not 0
+    /// bytes made (the Burn 0.22 crate sees no op outside its regions; a step can fail before
+    /// its first). What every report says of them reads this.
+    pub(crate) fn outside_made(&self) -> Option<u64> {
+        (!self.outside_by_kind.is_empty()).then(|| self.outside_bytes())
+    }
+
     /// What forward left held outside top-level regions, in all
     /// ([`StepReport::held_outside_by_site`]).
     pub fn held_outside_bytes(&self) -> i64 {
@@ -225,21 +232,15 @@ impl fmt::Display for StepReport {
             write!(f, "; {site} {:.1}", mib_signed(**bytes))?;
         }
         writeln!(f)?;
-        if self.outside_by_kind.is_empty() {
-            // Nothing counted is not 0 bytes made (the Burn 0.22 crate sees no op outside its
-            // regions; a step can fail before its first).
+        let Some(made) = self.outside_made() else {
             return writeln!(
                 f,
                 "made outside regions: not measured (no op outside regions seen)"
             );
-        }
+        };
         let mut kinds: Vec<_> = self.outside_by_kind.iter().collect();
         kinds.sort_by(|a, b| b.1.cmp(a.1));
-        write!(
-            f,
-            "made outside regions: {:.1} MiB",
-            mib(self.outside_bytes() as usize)
-        )?;
+        write!(f, "made outside regions: {:.1} MiB", mib(made as usize))?;
         for (kind, bytes) in kinds.iter().take(4) {
             write!(f, "; {kind:?} {:.1}", mib(**bytes as usize))?;
         }

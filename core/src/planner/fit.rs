@@ -83,7 +83,7 @@ impl Profile {
         // profile's least step (measured, or extrapolated from measured steps): predictions from
         // an extrapolated profile may miss by more than the retries take back. On the host a
         // budget below the floor is refused before any step.
-        let device = gap > 0 || self.on_device();
+        let device = self.on_device();
         let floor = self.smallest_peak();
         loop {
             let last = tries == RETRIES || ((device || tries > 0) && target <= floor);

@@ -378,11 +378,9 @@ impl fmt::Display for Profile {
         }
         for step in &self.steps {
             let report = &step.report;
-            // Nothing counted is not 0 bytes made (the Burn 0.22 crate sees no op outside its
-            // regions).
-            let made = match report.outside_by_kind.is_empty() {
-                true => "not measured".to_string(),
-                false => format!("{:.1} MiB", mib(report.outside_bytes() as usize)),
+            let made = match report.outside_made() {
+                Some(bytes) => format!("{:.1} MiB", mib(bytes as usize)),
+                None => "not measured".to_string(),
             };
             writeln!(
                 f,

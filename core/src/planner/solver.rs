@@ -394,14 +394,13 @@ fn holders(treatment: Treatment, step: &StepReport) -> String {
         .take(3)
         .map(|(kind, bytes)| format!("{kind:?} {:.1} MiB", mib(**bytes as usize)))
         .collect();
-    // The Burn 0.22 crate sees no op outside its regions: what they made is not measured there.
-    let made = match kinds.is_empty() {
-        true => "what they made is not measured".to_string(),
-        false => format!(
+    let made = match step.outside_made() {
+        Some(bytes) => format!(
             "they made {:.1} MiB over the step: {}",
-            mib(step.outside_bytes() as usize),
+            mib(bytes as usize),
             kinds.join(", ")
         ),
+        None => "what they made is not measured".to_string(),
     };
     format!(
         "measured with every region {treatment}: peak {:.1} MiB at {}; {:.1} MiB of it held at the \
