@@ -5,13 +5,14 @@
 //! data loader on others still, and cubecl gives each thread a stream with pools of its own:
 //! their pages count in what the device reserves, and the checked step saw none of them
 //! (docs/burn-0.22-train.md measures a plan checked at 97.9 MiB reserving 111.8 in a run). So the
-//! run keeps the budget itself, step by step: before each step the pools give back the pages no
+//! run plans each step against the budget itself: before each step the pools give back the pages no
 //! tensor holds and what they still hold is read; the step runs the plan predicted to fit in what
 //! is left, with what the pages added to a plan's predicted peak in the run's steps so far (its
 //! slack, the most seen) counted; after it, the pages go back again before the update. The first
 //! step, with no slack seen yet, runs the plan that holds least. Where not even that plan fits,
-//! the run stops before the step (or after the first, if it went over) with a message: the
-//! budget is refused, never silently broken.
+//! the run stops before the step (or after the first, if it went over) with a message. Not yet
+//! a promise for the whole run: the update between steps and validation are not planned, and a
+//! step's plan is a prediction (docs/burn-0.22-train.md measures a run 1 MiB over its budget).
 
 use std::sync::{Arc, Mutex, MutexGuard};
 

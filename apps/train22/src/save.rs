@@ -127,7 +127,7 @@ pub struct SavedPlan {
     pub peaks: PlanPeaks,
     /// The autodiff it runs on.
     pub base: Base,
-    /// The profile it was planned from: where a run on a device keeps the budget step by step
+    /// The profile it was planned from: where a run on a device plans each step against the budget
     /// ([`Guard`](crate::budget::Guard)), the plans it chooses from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub profile: Option<Profile>,

@@ -599,7 +599,7 @@ impl Options {
         if let Some(planned) = &planned {
             model = model.with_plan(planned.plan.clone());
         }
-        // On one device the run keeps the budget step by step (`budget`): the planner's check
+        // On one device the run plans each step against the budget (`budget`): the planner's check
         // saw none of the pages burn-train's other threads keep.
         let guard = match (self.memory_budget, &planned, self.devices.count()) {
             (Some(budget), Some(planned), 1) if meter.is_device() => planned
