@@ -9,14 +9,16 @@
 //! tensor holds and what they still hold is read; the step runs the plan predicted to fit in what
 //! is left, with what the pages added to a plan's predicted peak in the run's steps so far (its
 //! slack, the most seen) counted; after it, the pages go back again before the update. The first
-//! step, with no slack seen yet, runs the plan that holds least. Where not even that plan fits,
-//! the run stops before the step (or after the first, if it went over) with a message. Not yet
-//! a promise for the whole run: the update between steps and validation are not planned, and a
-//! step's plan is a prediction (docs/burn-0.22-train.md measures a run 1 MiB over its budget).
-
+//! step, with no slack seen yet, runs the plan that holds least.
+//!
+//! What no plan decides is watched instead: from the end of each step to the start of the next
+//! (the optimizer's update, the next batch loaded) and through each validation batch the pools
+//! are sampled too. A step whose plan cannot fit, or any of these phases over the budget, stops
+//! the run with a message naming the phase and the budget it would take (the trainer's exit
+//! status 2), so a run that ends well kept its budget throughout: a promise kept, or refused.
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use burn_checkpoint_22::memory::{MemoryMeter, Meter};
+use burn_checkpoint_22::memory::{Measure, MemoryMeter, Meter};
 use burn_checkpoint_22::planner::{Plan, Profile};
 use burn_checkpoint_core::memory::size;
 
@@ -56,6 +58,10 @@ struct State {
     /// The plan the last step ran, and how many times the plan changed.
     current: Option<Plan>,
     changes: usize,
+    /// Steps run so far (for messages).
+    steps: usize,
+    /// The pools sampled since the last step ended (its update, loading, validation).
+    outside: Option<Measure>,
 }
 
 impl Guard {
@@ -67,6 +73,8 @@ impl Guard {
             slack: None,
             current: None,
             changes: 0,
+            steps: 0,
+            outside: None,
         })))
     }
 
@@ -76,8 +84,12 @@ impl Guard {
 
     /// Before a step: the pages no tensor holds go back, what the pools still hold is read
     /// (`start`), and the plan predicted to keep the step within the budget is chosen. An error
-    /// says why none can.
+    /// says why none can, or that the pools went over the budget since the last step ended.
     pub fn before_step(&self, meter: &Meter) -> Result<(Plan, u64), String> {
+        self.check_outside(
+            "between two steps (the optimizer's update, the next batch loaded)",
+            None,
+        )?;
         meter.release();
         let start = meter.reserved().unwrap_or(0);
         let mut state = self.lock();
@@ -117,9 +129,8 @@ impl Guard {
 
     /// After a step under `plan` that began with `start` bytes reserved and reserved at most
     /// `peak`: what the pages added to its prediction is kept (the most seen), and the pages
-    /// the step no longer needs go back before the update. An error where the step went over
-    /// the budget on the run's first step, under the plan that holds least: the budget cannot
-    /// hold in this run.
+    /// the step no longer needs go back before the update, which is sampled from here. An error
+    /// where the step went over the budget.
     pub fn after_step(
         &self,
         plan: &Plan,
@@ -133,17 +144,72 @@ impl Guard {
             .saturating_sub(plan.predicted_peak_bytes);
         let first = state.slack.is_none();
         state.slack = Some(state.slack.map_or(added, |slack| slack.max(added)));
-        let budget = state.budget;
+        state.steps += 1;
+        let (budget, step) = (state.budget, state.steps);
         drop(state);
         meter.release();
-        if first && peak > budget {
+        if peak > budget {
+            let under = match first {
+                true => "the plan that holds least".to_string(),
+                false => format!(
+                    "a plan predicted to add {} ({} more than the steps before had added to \
+                     their plans)",
+                    size(plan.predicted_peak_bytes),
+                    size(added)
+                ),
+            };
             return Err(format!(
-                "--memory-budget {}: the run's first step, under the plan that holds least, \
-                 reserved {} (its pools held {} when it began): a budget of at least that in \
-                 this run",
+                "--memory-budget {}: the run's step {step}, under {under}, reserved {} (its pools \
+                 held {} when it began): a budget of at least that in this run",
                 size(budget),
                 size(peak),
                 size(start)
+            ));
+        }
+        self.lock().outside = Some(meter.start());
+        Ok(())
+    }
+
+    /// After a validation batch: the pools sampled since the last step ended (its update, and
+    /// validation so far) are checked against the budget, and sampled again from here. An error
+    /// where they went over it.
+    pub fn after_validation_batch(&self, meter: &Meter) -> Result<(), String> {
+        self.check_outside("validation (with the last step's update)", Some(meter))
+    }
+
+    /// The pools' most reserved bytes since the last step ended, checked against the budget;
+    /// sampled again from here with `meter` where given. An error naming `phase` where they went
+    /// over.
+    fn check_outside(&self, phase: &str, again: Option<&Meter>) -> Result<(), String> {
+        let outside = self.lock().outside.take();
+        let reserved = outside.and_then(|measure| measure.finish().reserved);
+        let budget = self.lock().budget;
+        if let Some(reserved) = reserved
+            && reserved > budget
+        {
+            return Err(format!(
+                "--memory-budget {}: {phase} the pools reserved {}, which no plan decides: a \
+                 budget of at least that in this run",
+                size(budget),
+                size(reserved)
+            ));
+        }
+        if let Some(meter) = again {
+            self.lock().outside = Some(meter.start());
+        }
+        Ok(())
+    }
+
+    /// After the run: `reserved`, the most its pools held from its first step to its last
+    /// validation batch, checked against the budget (what a phase's own sampling could miss).
+    pub fn check_run(&self, reserved: u64) -> Result<(), String> {
+        let budget = self.lock().budget;
+        if reserved > budget {
+            return Err(format!(
+                "--memory-budget {}: the run's pools reserved {} over its steps, updates and \
+                 validation: a budget of at least that in this run",
+                size(budget),
+                size(reserved)
             ));
         }
         Ok(())
@@ -201,5 +267,32 @@ mod tests {
             .unwrap_err();
         let refused = tight.before_step(&meter).unwrap_err();
         assert!(refused.contains("a budget of at least"), "{refused}");
+    }
+
+    /// A step over the budget after the first, under a plan that fitted, stops the run; so does
+    /// a whole run whose pools went over it, however they did.
+    #[test]
+    fn a_step_or_a_run_over_the_budget_is_refused() {
+        let (profile, meter) = (profile(), Meter::Host);
+        let budget = profile.largest_peak();
+        let guard = Guard::new(budget, profile);
+        let (first, start) = guard.before_step(&meter).unwrap();
+        guard
+            .after_step(&first, start, first.predicted_peak_bytes, &meter)
+            .unwrap();
+        let (second, start) = guard.before_step(&meter).unwrap();
+        let over = guard
+            .after_step(&second, start, budget + 1, &meter)
+            .unwrap_err();
+        assert!(
+            over.contains("the run's step 2, under a plan predicted"),
+            "{over}"
+        );
+        guard.check_run(budget).unwrap();
+        let over = guard.check_run(budget + 1).unwrap_err();
+        assert!(
+            over.contains("over its steps, updates and validation"),
+            "{over}"
+        );
     }
 }

@@ -418,6 +418,11 @@ impl InferenceStep for Classifier {
             let right = right.int().sum().into_scalar::<i64>() as usize;
             (output, right)
         });
+        if let Some(guard) = &self.guard
+            && let Err(message) = guard.after_validation_batch(&self.probe.meter)
+        {
+            self.probe.refuse(message);
+        }
         let predictions = output.targets.dims()[0];
         self.probe.lock().valid.push((right, predictions));
         output

@@ -650,7 +650,11 @@ impl Options {
         let whole_run = meter.is_device().then(|| meter.start());
         let launched = catch_unwind(AssertUnwindSafe(|| training.launch(learner)));
         let run_reserved = whole_run.and_then(|measure| measure.finish().reserved);
-        if let Some(message) = probe.take_refusal() {
+        let refusal = probe.take_refusal().or_else(|| {
+            let (guard, reserved) = (guard.as_ref()?, run_reserved?);
+            guard.check_run(reserved).err()
+        });
+        if let Some(message) = refusal {
             return Err(anyhow::Error::new(Refused(message)));
         }
         if let Some(stopped) = probe.take_failure() {

@@ -8,6 +8,7 @@
 //! `cargo test --manifest-path apps/train22/Cargo.toml --features wgpu --test it devices`
 
 use app_kit::agreement::Agreement;
+use app_kit::out_of_memory::Refused;
 use burn::tensor::{Device, DeviceKind, Tensor};
 use burn_checkpoint_22::memory::MemoryMeter;
 use burn_checkpoint_22_train::devices::Devices;
@@ -201,6 +202,34 @@ fn a_budget_is_planned_and_checked_on_the_wgpu_device() {
     );
     assert!(steps as u64 <= run && run <= 1 << 30, "{steps} {run}");
     assert!(planned[0].plan_changes.is_some(), "kept step by step");
+
+    // A budget that binds, a MiB below what that run reserved: the run keeps within it over
+    // its steps, updates and validation, or is refused (exit status 2) saying what it would
+    // take; never a run that ends well over it.
+    let budget = run - (1 << 20);
+    let flag = budget.to_string();
+    let options = options_on(
+        None,
+        "wgpu",
+        "3",
+        &["--checkpoint", "regions", "--memory-budget", &flag],
+    );
+    match options.train_all(&options.devices.meter()) {
+        Ok(kept) => {
+            let run = kept[0].run_reserved_bytes.unwrap();
+            println!("a budget of {budget} bytes kept: the run reserved {run}");
+            assert!(run <= budget, "{run} over {budget}");
+        }
+        Err(error) => {
+            assert!(error.downcast_ref::<Refused>().is_some(), "{error:#}");
+            let message = format!("{error:#}");
+            println!("a budget of {budget} bytes refused: {message}");
+            assert!(
+                message.contains("a budget of at least") || message.contains("cannot be met"),
+                "{message}"
+            );
+        }
+    }
 }
 
 /// A budget below what the device can reach is refused after one checked step, without the
