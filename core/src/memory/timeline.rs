@@ -1,7 +1,7 @@
 //! A step's memory over time, as data: the bytes in use (and reserved, on a device) from its
 //! start to its end, each region instance's phases as spans on the same time axis, and what was
 //! live at the peak, by region. Recorded with the step's report by
-//! [`Timeline::measure`](Timeline::measure) (the recording's hooks, `recording.rs`); two
+//! [`Timeline::measure`](Timeline::measure) (the recording's hooks, `recording/`); two
 //! timelines compared by [`Timeline::compare`]. Its JSON is the same for both Burn crates
 //! (docs/memory-timeline.md has the schema).
 
