@@ -84,7 +84,7 @@ pub use settings::Settings;
 #[doc(hidden)]
 pub mod __private {
     pub use crate::region::remembered_outputs;
-    pub use burn_checkpoint_core::method_region_name;
+    pub use burn_checkpoint_core::engine::method_region_name;
 }
 
 // The README's quick start, run as a doctest: what crates.io shows compiles and passes.

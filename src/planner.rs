@@ -102,8 +102,5 @@
 //! }
 //! ```
 
-pub use burn_checkpoint_core::Treatment;
-pub use burn_checkpoint_core::planner::{
-    Base, Candidate, Candidates, FitError, Fitted, Plan, PlanError, Profile, ProfileError, Step,
-    TreatedStep,
-};
+// The names both crates re-export, listed once in the core.
+pub use burn_checkpoint_core::engine::planner::*;

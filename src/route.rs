@@ -18,7 +18,7 @@ use crate::offload;
 use crate::op::Op;
 use crate::region::{self, OpContext, OpRegion};
 use crate::types::Tracked;
-use burn_checkpoint_core::memory::recording;
+use burn_checkpoint_core::engine::recording;
 
 /// A float operand.
 pub(crate) struct Float<I: Backend>(pub Tracked<I>);

@@ -73,7 +73,7 @@ pub use tensors::{RegionTensors, Sequence, Stack};
 #[doc(hidden)]
 pub mod __private {
     pub use burn::backend::DispatchTensor;
-    pub use burn_checkpoint_core::method_region_name;
+    pub use burn_checkpoint_core::engine::method_region_name;
 }
 
 // The README's quick start, run as a doctest: what crates.io shows compiles and passes.

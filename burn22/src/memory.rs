@@ -42,7 +42,8 @@
 //! use burn::nn::{Linear, LinearConfig};
 //! use burn::tensor::{Device, Tensor};
 //! use burn_checkpoint_22::Region;
-//! use burn_checkpoint_22::memory::{Meter, Phase, Timeline};
+//! use burn_checkpoint_22::memory::timeline::Phase;
+//! use burn_checkpoint_22::memory::{Meter, Timeline};
 //!
 //! let device = Device::flex().autodiff();
 //! let blocks: Vec<Linear> = (0..3).map(|_| LinearConfig::new(64, 64).init(&device)).collect();
@@ -60,11 +61,9 @@
 //! ```
 
 use burn::tensor::Device;
-pub use burn_checkpoint_core::memory::{
-    AtPeak, CountingAllocator, Holding, Live, MemoryMeter, NameTotals, OffloadedBytes, OutOfMemory,
-    Peak, PeakDifference, Phase, Point, RegionRecord, Span, StepReport, Timeline,
-};
-use burn_checkpoint_core::memory::{DeviceMemory, Usage};
+// The names both crates re-export, listed once in the core.
+pub use burn_checkpoint_core::engine::memory::*;
+use burn_checkpoint_core::engine::{DeviceMemory, Usage};
 
 /// A device whose memory [`Meter::device`] reads: its pools' bytes in use and reserved,
 /// through Burn 0.22's `Device::memory_pool_usage` (device-wide). Made from the device by

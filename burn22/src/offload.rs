@@ -8,7 +8,7 @@ use std::sync::Arc;
 use burn::backend::tensor::FloatTensor;
 use burn::backend::{Backend, TensorMetadata};
 use burn::tensor::{TensorData, read_sync};
-use burn_checkpoint_core::memory::{host_copy_dropped, host_copy_made};
+use burn_checkpoint_core::engine::{host_copy_dropped, host_copy_made};
 
 /// A tensor a region node keeps for its recompute: on the device, or copied to host memory.
 pub(crate) enum Stored<B: Backend> {

@@ -46,11 +46,8 @@
 
 use burn::tensor::Device;
 
-pub use burn_checkpoint_core::Treatment;
-pub use burn_checkpoint_core::planner::{
-    Base, Candidate, Candidates, FitError, Fitted, Plan, PlanError, Profile, ProfileError, Step,
-    TreatedStep,
-};
+// The names both crates re-export, listed once in the core.
+pub use burn_checkpoint_core::engine::planner::*;
 
 /// The autodiff device a plan's [`Base`] asks for, over `device` (an inner device:
 /// `Device::flex()`, a wgpu or CUDA device): `device.autodiff()`, with

@@ -19,8 +19,8 @@ use std::sync::Arc;
 use burn::backend::DispatchTensor;
 use burn::module::ParamId;
 use burn::tensor::Device;
-use burn_checkpoint_core::memory::recording;
-use burn_checkpoint_core::planner;
+use burn_checkpoint_core::engine;
+use burn_checkpoint_core::engine::recording;
 use burn_checkpoint_core::{KeptRegions, RegionId, RegionName, Schedule, Treatment};
 
 use crate::policy::Policy;
@@ -264,7 +264,7 @@ pub(crate) fn open(name: RegionName, policy: &Policy, offload: bool) -> Opened {
     let mut schedule = None;
     if top_level {
         let id = RegionId::next(name);
-        let plan = planner::planned(&id);
+        let plan = engine::planned(&id);
         planned = plan.is_some();
         run = plan.map_or(coded, |treatment| planned_run(treatment, coded, &id));
         if let Some(Treatment::Scan(planned)) = plan {

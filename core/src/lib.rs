@@ -6,7 +6,7 @@
 //! - [`RegionName`], [`RegionId`]: what a region is called, and which call of it;
 //! - [`KeptRegions`]: the nested regions a recomputed region keeps, by name;
 //! - [`memory`]: the counting allocator, meters, the memory report of a step
-//!   ([`StepReport`](memory::StepReport)) and the hooks the region machinery records it through;
+//!   ([`StepReport`](memory::StepReport)) and its [`timeline`](memory::timeline);
 //! - [`planner`]: a profile of a step under each [`Treatment`], the budget planner, and the
 //!   [`Plan`](planner::Plan) that applies its choice to later steps;
 //! - [`OpKind`], [`Segments`]: the vocabulary of policies and of `checkpoint_sequential`.
@@ -28,9 +28,12 @@ mod treatment;
 // Measuring a step, then planning from what was measured.
 pub mod memory;
 pub mod planner;
+// What only the Burn crates call, and the lists they re-export.
+#[doc(hidden)]
+pub mod engine;
 
 pub use kept::KeptRegions;
-pub use names::{RegionId, RegionName, method_region_name};
+pub use names::{RegionId, RegionName};
 pub use op_kind::OpKind;
 pub use schedule::{ScanAction, ScanPlan, Schedule};
 pub use segments::Segments;

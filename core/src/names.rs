@@ -103,7 +103,7 @@ impl RegionId {
 /// it once per method and keep the result in a static: the leak is one string per method.
 ///
 /// ```
-/// use burn_checkpoint_core::method_region_name;
+/// use burn_checkpoint_core::engine::method_region_name;
 ///
 /// struct Block<B>(B);
 /// let name = method_region_name::<Block<f32>>("forward");

@@ -2,8 +2,9 @@
 //! `outside_by_kind` keyed by strings; commit a597beb) load after it, and save back to the same
 //! JSON.
 
-use burn_checkpoint_core::memory::{HostMeter, StepReport, recording};
-use burn_checkpoint_core::planner::{Base, Candidates, Plan, Profile, planned};
+use burn_checkpoint_core::engine::{planned, recording};
+use burn_checkpoint_core::memory::{HostMeter, StepReport};
+use burn_checkpoint_core::planner::{Base, Candidates, Plan, Profile};
 use burn_checkpoint_core::{OpKind, RegionId, RegionName, Treatment};
 use serde_json::Value;
 

@@ -3,7 +3,7 @@
 //! and the bytes it has reserved from the device, but keeps no peak of either (a
 //! [`Measure`](super::Measure) samples them).
 
-use burn_checkpoint_core::memory::{DeviceMemory, Usage};
+use burn_checkpoint_core::engine::{DeviceMemory, Usage};
 
 #[cfg(any(feature = "cuda", feature = "wgpu"))]
 use burn::cubecl::{Runtime, client::ComputeClient, stream_id::StreamId};

@@ -61,7 +61,8 @@
 //! ```
 //! use burn::backend::{Autodiff, NdArray};
 //! use burn::tensor::{Tensor, activation::relu};
-//! use burn_checkpoint::memory::{Meter, Phase, Timeline};
+//! use burn_checkpoint::memory::timeline::Phase;
+//! use burn_checkpoint::memory::{Meter, Timeline};
 //! use burn_checkpoint::{Checkpointed, Region};
 //!
 //! type B = Checkpointed<Autodiff<NdArray>>;
@@ -87,10 +88,8 @@
 
 mod device;
 
-pub use burn_checkpoint_core::memory::{
-    AtPeak, CountingAllocator, Holding, Live, MemoryMeter, NameTotals, OffloadedBytes, OutOfMemory,
-    Peak, PeakDifference, Phase, Point, RegionRecord, Span, StepReport, Timeline,
-};
+// The names both crates re-export, listed once in the core.
+pub use burn_checkpoint_core::engine::memory::*;
 pub use device::MeteredDevice;
 
 /// Where the memory of a step is measured: the host's allocator ([`Meter::Host`]) or a cubecl

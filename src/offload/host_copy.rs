@@ -7,7 +7,7 @@ use std::time::Instant;
 use burn_backend::tensor::Device;
 use burn_backend::{Backend, TensorData, TensorMetadata};
 
-use burn_checkpoint_core::memory::{host_copy_dropped, host_copy_made};
+use burn_checkpoint_core::engine::{host_copy_dropped, host_copy_made};
 
 use super::prefetch::{self, Prefetch};
 use super::{copier, read};

@@ -16,7 +16,7 @@ use super::recipe::{self, Operand, Recipe};
 use super::region_op::{Forward, RegionOp};
 use super::step::{RegionBackward, StepState};
 use crate::types::{Plain, Primitive, Tracked};
-use burn_checkpoint_core::memory::recording;
+use burn_checkpoint_core::engine::recording;
 
 /// Builds `op` over `inputs` as a node recomputed in backward.
 pub(crate) fn build<I, Op, const N: usize>(op: Op, inputs: [Tracked<I>; N]) -> Tracked<I>

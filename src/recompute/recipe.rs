@@ -42,7 +42,7 @@ use crate::counters;
 use crate::node_map::{ErasedWeak, NodeMap};
 use crate::offload::{self, HostCopy};
 use crate::types::{Primitive, Tracked};
-use burn_checkpoint_core::memory::recording;
+use burn_checkpoint_core::engine::recording;
 
 // ---------------------------------------------------------------------------------------------
 // Operands

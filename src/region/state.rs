@@ -7,8 +7,8 @@ use std::cell::RefCell;
 use std::marker::PhantomData;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use burn_checkpoint_core::memory::recording;
-use burn_checkpoint_core::planner;
+use burn_checkpoint_core::engine;
+use burn_checkpoint_core::engine::recording;
 use burn_checkpoint_core::{RegionId, RegionName, Treatment};
 
 use crate::policy::Policy;
@@ -81,7 +81,7 @@ pub(super) fn open(
         let instance = state.next_instance;
         let top_level = state.stack.is_empty();
         // A plan decides for top-level regions only; nested ones run as the code says.
-        let planned = top_level.then(|| planner::planned(&id)).flatten();
+        let planned = top_level.then(|| engine::planned(&id)).flatten();
         let run = match planned {
             Some(treatment) => planned_run(treatment, policy, offload),
             None => Run::Region {

@@ -169,7 +169,7 @@ const LIVE: [(&str, &str); 6] = [
     ("enter", "Region::enter"),
     (
         "current_region",
-        "burn_checkpoint_core::memory::recording's hook",
+        "burn_checkpoint_core::engine::recording's hook",
     ),
     (
         "Meter::Device",

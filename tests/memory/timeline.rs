@@ -11,7 +11,8 @@ use burn::tensor::Tensor;
 use burn::tensor::activation::relu;
 use burn::tensor::backend::AutodiffBackend;
 use burn_checkpoint::Region;
-use burn_checkpoint::memory::{Meter, Phase, Span, Timeline};
+use burn_checkpoint::memory::timeline::{Phase, Span};
+use burn_checkpoint::memory::{Meter, Timeline};
 use common::{Ckpt, Plain, data};
 
 const BLOCKS: usize = 6;

@@ -12,7 +12,7 @@ use burn::backend::{
     Autodiff, AutodiffBackend, Backend, DispatchKindConversion, DispatchTensor, TensorMetadata,
 };
 
-use burn_checkpoint_core::memory::recording;
+use burn_checkpoint_core::engine::recording;
 
 use crate::convert::from_dispatch;
 

@@ -8,7 +8,8 @@ use crate::common;
 
 use burn::tensor::{Device, Distribution, Tensor};
 use burn_checkpoint_22::Region;
-use burn_checkpoint_22::memory::{Meter, Phase, Span, Timeline};
+use burn_checkpoint_22::memory::timeline::{Phase, Span};
+use burn_checkpoint_22::memory::{Meter, Timeline};
 use common::Block;
 
 const BLOCKS: usize = 6;

@@ -17,7 +17,8 @@ pub struct Usage {
 /// crate implements so that the one [`Meter`](super::Meter) reads its devices.
 ///
 /// ```
-/// use burn_checkpoint_core::memory::{DeviceMemory, Meter, Usage};
+/// use burn_checkpoint_core::engine::{DeviceMemory, Usage};
+/// use burn_checkpoint_core::memory::Meter;
 ///
 /// /// A device that always holds 4 KiB in a 1 MiB pool.
 /// #[derive(Clone, Debug)]

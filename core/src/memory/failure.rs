@@ -383,7 +383,8 @@ pub(crate) fn fail_on_the_device_thread(message: &'static str) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::memory::{DeviceMemory, HostMeter, Meter, Usage};
+    use crate::memory::device::{DeviceMemory, Usage};
+    use crate::memory::{HostMeter, Meter};
 
     /// A device that says its size, as CUDA's driver does: 1 MiB in use of 2 reserved, 8 there.
     #[derive(Clone, Debug)]

@@ -26,7 +26,8 @@ impl<D: DeviceMemory> Meter<D> {
     /// every 100 µs.
     ///
     /// ```
-    /// use burn_checkpoint_core::memory::{CountingAllocator, DeviceMemory, Meter, Usage};
+    /// use burn_checkpoint_core::engine::{DeviceMemory, Usage};
+    /// use burn_checkpoint_core::memory::{CountingAllocator, Meter};
     ///
     /// #[global_allocator]
     /// static ALLOCATOR: CountingAllocator = CountingAllocator;

@@ -108,7 +108,8 @@ impl MemoryMeter for HostMeter {
 /// each Burn crate names it `memory::Meter`, with its devices as `D`.
 ///
 /// ```
-/// use burn_checkpoint_core::memory::{CountingAllocator, DeviceMemory, MemoryMeter, Meter};
+/// use burn_checkpoint_core::engine::DeviceMemory;
+/// use burn_checkpoint_core::memory::{CountingAllocator, MemoryMeter, Meter};
 ///
 /// #[global_allocator]
 /// static ALLOCATOR: CountingAllocator = CountingAllocator;
@@ -122,8 +123,8 @@ impl MemoryMeter for HostMeter {
 /// }
 /// # #[derive(Clone, Debug)] struct NoCounts;
 /// # impl DeviceMemory for NoCounts {
-/// #     fn usage(&self) -> Option<burn_checkpoint_core::memory::Usage> { None }
-/// #     fn reader(&self) -> impl Fn() -> burn_checkpoint_core::memory::Usage + Send + 'static {
+/// #     fn usage(&self) -> Option<burn_checkpoint_core::engine::Usage> { None }
+/// #     fn reader(&self) -> impl Fn() -> burn_checkpoint_core::engine::Usage + Send + 'static {
 /// #         Default::default
 /// #     }
 /// #     fn sync(&self) {}

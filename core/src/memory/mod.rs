@@ -1,6 +1,7 @@
 //! Measuring memory: a counting global allocator for the CPU, the [`MemoryMeter`] a step is read
 //! with, what regions hold in host memory, and the memory report of one step
-//! ([`StepReport::measure`]), recorded through the hooks of [`recording`].
+//! ([`StepReport::measure`]) and its [`timeline`], recorded through hooks only the Burn crates
+//! call.
 //!
 //! Install the allocator in a binary or test (one global allocator per program), then read the
 //! bytes in use and the peak through a meter:
@@ -22,29 +23,25 @@
 //!
 //! The counts cover every thread of the process: measure with nothing else running.
 
-mod device;
+pub(crate) mod device;
 mod failure;
 mod host;
 mod measure;
-mod meter;
-mod offloaded;
-pub mod recording;
+pub(crate) mod meter;
+pub(crate) mod offloaded;
+pub(crate) mod recording;
 mod report;
 mod sampler;
-mod timeline;
+pub mod timeline;
 
-pub use device::{DeviceMemory, Usage};
 #[cfg(test)]
 pub(crate) use failure::one_failing_test_at_a_time;
 pub use failure::{OutOfMemory, panic_message};
 pub(crate) use host::sizes_apart;
 pub use host::{CountingAllocator, mib, size};
 pub use measure::{Measure, Peak};
-pub use meter::{HostMeter, MemoryMeter, Meter, Reader};
-pub use offloaded::{OffloadedBytes, host_copy_dropped, host_copy_made};
+pub use meter::{HostMeter, MemoryMeter, Meter};
+pub use offloaded::OffloadedBytes;
 pub use report::{NameTotals, RegionRecord, StepReport};
 pub(crate) use report::{mib_signed, shorten};
-pub use timeline::{
-    AtPeak, Holding, Live, MAX_POINTS, PeakDifference, Phase, Point, Schema, Span, TIMELINE_SCHEMA,
-    Timeline,
-};
+pub use timeline::Timeline;

@@ -26,8 +26,9 @@ pub struct Candidate<S> {
 /// choice needs it).
 ///
 /// ```
-/// use burn_checkpoint_core::memory::{HostMeter, recording};
-/// use burn_checkpoint_core::planner::{Base, Candidates, Profile, planned};
+/// use burn_checkpoint_core::engine::{planned, recording};
+/// use burn_checkpoint_core::memory::HostMeter;
+/// use burn_checkpoint_core::planner::{Base, Candidates, Profile};
 /// use burn_checkpoint_core::{RegionId, RegionName, Treatment};
 ///
 /// // A stand-in for a step of a region on each base: a Burn crate's regions call these hooks.

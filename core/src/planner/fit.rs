@@ -151,8 +151,9 @@ impl Profile {
     /// below it with the plan that holds least, at once.
     ///
     /// ```
-    /// use burn_checkpoint_core::memory::{HostMeter, recording};
-    /// use burn_checkpoint_core::planner::{Profile, planned};
+    /// use burn_checkpoint_core::engine::{planned, recording};
+    /// use burn_checkpoint_core::memory::HostMeter;
+    /// use burn_checkpoint_core::planner::Profile;
     /// use burn_checkpoint_core::{RegionId, RegionName, Treatment};
     ///
     /// // A stand-in for a step with one region: a Burn crate's regions call these hooks.
@@ -256,7 +257,7 @@ mod tests {
 
     use super::*;
     use crate::memory::RegionRecord;
-    use crate::planner::planned;
+    use crate::planner::plan::planned;
     use crate::{RegionId, RegionName, Treatment};
 
     fn held(regions: &[RegionRecord]) -> Vec<i64> {

@@ -9,18 +9,18 @@
 //! placements of the regions), [`Candidates`] holds the profiles with their steps and says whose
 //! plan for a budget is fastest.
 //!
-//! The region machinery of each Burn crate asks [`planned`] how a top-level region runs.
+//! The region machinery of each Burn crate asks [`planned`](crate::engine::planned) how a top-level region runs.
 
 mod base;
 mod candidates;
 mod fit;
-mod plan;
+pub(crate) mod plan;
 mod profile;
 mod solver;
 
 pub use base::Base;
 pub use candidates::{Candidate, Candidates};
 pub use fit::{FitError, Fitted};
-pub use plan::{Plan, planned};
+pub use plan::Plan;
 pub use profile::{Profile, ProfileError, Step, TreatedStep};
 pub use solver::PlanError;

@@ -19,7 +19,8 @@ use crate::treatment::Treatment;
 /// model's code.
 ///
 /// ```
-/// use burn_checkpoint_core::planner::{Plan, planned};
+/// use burn_checkpoint_core::engine::planned;
+/// use burn_checkpoint_core::planner::Plan;
 /// use burn_checkpoint_core::{RegionId, RegionName, Treatment};
 ///
 /// // The first block kept (as if it were no region), the second recomputed.

@@ -146,8 +146,9 @@ impl Profile {
     /// model like any other.
     ///
     /// ```
-    /// use burn_checkpoint_core::memory::{HostMeter, recording};
-    /// use burn_checkpoint_core::planner::{Profile, planned};
+    /// use burn_checkpoint_core::engine::{planned, recording};
+    /// use burn_checkpoint_core::memory::HostMeter;
+    /// use burn_checkpoint_core::planner::Profile;
     /// use burn_checkpoint_core::{RegionId, RegionName, Treatment};
     ///
     /// // A stand-in for a step of four regions: a Burn crate's regions call these hooks.
@@ -209,8 +210,9 @@ impl Profile {
     /// caller's: a backend type on Burn 0.21, a device on Burn 0.22). Its plans carry the base.
     ///
     /// ```
-    /// use burn_checkpoint_core::memory::{HostMeter, recording};
-    /// use burn_checkpoint_core::planner::{Base, Profile, planned};
+    /// use burn_checkpoint_core::engine::{planned, recording};
+    /// use burn_checkpoint_core::memory::HostMeter;
+    /// use burn_checkpoint_core::planner::{Base, Profile};
     /// use burn_checkpoint_core::{RegionId, RegionName, Treatment};
     ///
     /// let step = || {
@@ -240,8 +242,9 @@ impl Profile {
     /// train the model like any other.
     ///
     /// ```
-    /// use burn_checkpoint_core::memory::{HostMeter, recording};
-    /// use burn_checkpoint_core::planner::{Profile, planned};
+    /// use burn_checkpoint_core::engine::{planned, recording};
+    /// use burn_checkpoint_core::memory::HostMeter;
+    /// use burn_checkpoint_core::planner::Profile;
     /// use burn_checkpoint_core::{RegionId, RegionName, Treatment};
     ///
     /// let step = || {

@@ -269,8 +269,9 @@ impl Profile {
     /// target, and what a caller keeping a budget over a run starts from.
     ///
     /// ```
-    /// use burn_checkpoint_core::memory::{HostMeter, recording};
-    /// use burn_checkpoint_core::planner::{Profile, planned};
+    /// use burn_checkpoint_core::engine::{planned, recording};
+    /// use burn_checkpoint_core::memory::HostMeter;
+    /// use burn_checkpoint_core::planner::Profile;
     /// use burn_checkpoint_core::{RegionId, RegionName, Treatment};
     ///
     /// let mut step = || {

@@ -8,7 +8,8 @@ use std::collections::BTreeMap;
 use std::error::Error;
 use std::path::{Path, PathBuf};
 
-use burn_checkpoint_core::memory::{Phase, Timeline, mib};
+use burn_checkpoint_core::memory::timeline::Phase;
+use burn_checkpoint_core::memory::{Timeline, mib};
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use serde::{Deserialize, Serialize};

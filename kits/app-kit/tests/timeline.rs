@@ -2,7 +2,7 @@
 //! (no Burn here): the overlay names its regions, its differences add up, its JSON round-trips.
 
 use app_kit::timeline::{Overlay, Run};
-use burn_checkpoint_core::memory::recording::{recompute, top_level_closed, top_level_opened};
+use burn_checkpoint_core::engine::recording::{recompute, top_level_closed, top_level_opened};
 use burn_checkpoint_core::memory::{CountingAllocator, HostMeter, Timeline};
 
 #[global_allocator]

@@ -4,10 +4,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::drawn::{PeakPlace, at_peak};
 use super::*;
-use crate::memory::Reader;
 use crate::memory::device::Usage;
 use crate::memory::failure::OutOfMemory;
 use crate::memory::failure::{RETURNED, fail_on_the_device_thread, one_failing_test_at_a_time};
+use crate::memory::meter::Reader;
 use crate::memory::timeline::{Holding, MAX_POINTS, Timeline};
 
 /// Bytes the test sets by hand; the peak is what it was set to at most since the reset.

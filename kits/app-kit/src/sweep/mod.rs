@@ -11,9 +11,8 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use burn_checkpoint_core::Treatment;
-use burn_checkpoint_core::memory::{
-    DeviceMemory, MemoryMeter, Meter, OffloadedBytes, StepReport, mib,
-};
+use burn_checkpoint_core::engine::DeviceMemory;
+use burn_checkpoint_core::memory::{MemoryMeter, Meter, OffloadedBytes, StepReport, mib};
 use burn_checkpoint_core::planner::{Base, Candidates, Plan, Profile, Step};
 use cpu_time::ProcessTime;
 use serde::{Deserialize, Serialize};
