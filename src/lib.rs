@@ -87,7 +87,11 @@ pub mod __private {
     pub use burn_checkpoint_core::engine::method_region_name;
 }
 
-// The README's quick start, run as a doctest: what crates.io shows compiles and passes.
+// The package's README (what crates.io shows) and the repository's, run as doctests: their
+// quick starts compile and pass.
+#[cfg(doctest)]
+#[doc = include_str!("../burn21/README.md")]
+struct PackageReadme;
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]
 struct Readme;

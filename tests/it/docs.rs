@@ -38,15 +38,53 @@ fn markdown() -> Vec<(String, String)> {
         .collect()
 }
 
-/// Whether the crate in `readme`'s folder runs it as a doctest (`#[doc = include_str!(
-/// "../README.md")]` in its `src/lib.rs`): the README its package ships, whose Rust blocks run.
+/// Whether a crate runs `readme` as a doctest (`#[doc = include_str!("../README.md")]` in its
+/// folder's `src/lib.rs`, or the root crate's `include_str!("../burn21/README.md")`): a README a
+/// package ships, whose Rust blocks run.
 fn runs_as_doctest(readme: &str) -> bool {
     let repository = Path::new(env!("CARGO_MANIFEST_DIR"));
     let Some(folder) = readme.strip_suffix("README.md") else {
         return false;
     };
-    fs::read_to_string(repository.join(folder).join("src/lib.rs"))
-        .is_ok_and(|lib| lib.contains("#[doc = include_str!(\"../README.md\")]"))
+    let includes = |lib: &str, path: &str| {
+        fs::read_to_string(repository.join(lib))
+            .is_ok_and(|lib| lib.contains(&format!("#[doc = include_str!(\"../{path}\")]")))
+    };
+    includes(&format!("{folder}src/lib.rs"), "README.md") || includes("src/lib.rs", readme)
+}
+
+/// Each library package's README (its manifest's `readme`, what crates.io shows): written for
+/// it, run as its doctest, and with no relative link, which would break outside the repository.
+#[test]
+fn each_package_ships_a_readme_of_its_own_that_runs_and_links_nowhere_relative() {
+    let repository = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut wrong = Vec::new();
+    for folder in [".", "core", "burn22", "parallel"] {
+        let manifest = fs::read_to_string(repository.join(folder).join("Cargo.toml")).unwrap();
+        let readme = manifest
+            .lines()
+            .find_map(|line| line.strip_prefix("readme = \""))
+            .and_then(|rest| rest.strip_suffix('"'))
+            .unwrap_or_else(|| panic!("{folder}/Cargo.toml names no readme"));
+        let path = Path::new(folder).join(readme);
+        let path = path.strip_prefix(".").unwrap_or(&path).display().to_string();
+        if path == "README.md" {
+            wrong.push(format!("{folder}: ships the repository's front page as its README"));
+        }
+        if !runs_as_doctest(&path) {
+            wrong.push(format!("{path}: not run as its crate's doctest"));
+        }
+        let text = fs::read_to_string(repository.join(&path)).unwrap();
+        for (at, line) in text.lines().enumerate() {
+            let relative = line.split("](").skip(1).any(|link| {
+                !link.starts_with("http") && !link.starts_with('#') && !link.starts_with("mailto")
+            });
+            if relative {
+                wrong.push(format!("{path}:{}: a relative link: {line}", at + 1));
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "{wrong:#?}");
 }
 
 /// The Rust blocks of a Markdown text: each one's fence line (0-based), fence and body.

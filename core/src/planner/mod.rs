@@ -9,7 +9,8 @@
 //! placements of the regions), [`Candidates`] holds the profiles with their steps and says whose
 //! plan for a budget is fastest.
 //!
-//! The region machinery of each Burn crate asks [`planned`](crate::engine::planned) how a top-level region runs.
+//! The region machinery of each Burn crate asks [`planned`](crate::engine::planned) how a
+//! top-level region runs.
 
 mod base;
 mod candidates;

@@ -4,9 +4,9 @@
 //!
 //! Off, every hook is one read of a thread-local flag: nothing is measured in the hot path.
 //!
-//! A [`Timeline`](super::Timeline) is recorded by the same hooks and reads: each read of the meter is a point
-//! (its high the meter's peak since the read before), the hooks' times are the regions' spans,
-//! and a sampler thread reads the meter between them.
+//! A [`Timeline`](super::Timeline) is recorded by the same hooks and reads: each read of the
+//! meter is a point (its high the meter's peak since the read before), the hooks' times are the
+//! regions' spans, and a sampler thread reads the meter between them.
 //!
 //! Three files: here the recording and the hooks; `measure` the entries ([`StepReport::measure`],
 //! [`Timeline::measure`](super::Timeline::measure) and their `try_` forms) that start and finish
