@@ -67,9 +67,15 @@ fn each_package_ships_a_readme_of_its_own_that_runs_and_links_nowhere_relative()
             .and_then(|rest| rest.strip_suffix('"'))
             .unwrap_or_else(|| panic!("{folder}/Cargo.toml names no readme"));
         let path = Path::new(folder).join(readme);
-        let path = path.strip_prefix(".").unwrap_or(&path).display().to_string();
+        let path = path
+            .strip_prefix(".")
+            .unwrap_or(&path)
+            .display()
+            .to_string();
         if path == "README.md" {
-            wrong.push(format!("{folder}: ships the repository's front page as its README"));
+            wrong.push(format!(
+                "{folder}: ships the repository's front page as its README"
+            ));
         }
         if !runs_as_doctest(&path) {
             wrong.push(format!("{path}: not run as its crate's doctest"));

@@ -17,5 +17,6 @@ mod policies;
 mod regions;
 mod scan;
 mod single_input;
+mod surface;
 mod threads;
 mod walk;
