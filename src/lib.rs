@@ -77,7 +77,7 @@ pub use burn_checkpoint_macros::checkpoint;
 pub use op::OpKind;
 pub use policy::{Decision, OpInfo, Policy, SavePredicate};
 pub use region::{Region, RegionGuard, checkpoint};
-pub use scan::{RegionTensors, Sequence, Stack, checkpoint_scan};
+pub use scan::{Carry, Sequence, Stack, checkpoint_scan};
 pub use sequential::{Layer, checkpoint_sequential};
 pub use settings::Settings;
 

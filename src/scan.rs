@@ -24,45 +24,45 @@ use crate::region::Region;
 ///
 /// ```
 /// use burn::prelude::*;
-/// use burn_checkpoint::RegionTensors;
+/// use burn_checkpoint::Carry;
 ///
 /// struct State<B: Backend> {
 ///     hidden: Tensor<B, 2>,
 ///     memory: Tensor<B, 2>,
 /// }
 ///
-/// impl<B: Backend> RegionTensors<B> for State<B> {
+/// impl<B: Backend> Carry<B> for State<B> {
 ///     fn bytes(&self) -> u64 {
 ///         self.hidden.bytes() + self.memory.bytes()
 ///     }
 /// }
 /// ```
-pub trait RegionTensors<B: Backend> {
+pub trait Carry<B: Backend> {
     /// The bytes of its tensors' values.
     fn bytes(&self) -> u64;
 }
 
-impl<B: Backend, const D: usize> RegionTensors<B> for Tensor<B, D> {
+impl<B: Backend, const D: usize> Carry<B> for Tensor<B, D> {
     fn bytes(&self) -> u64 {
         (self.shape().num_elements() * self.dtype().size()) as u64
     }
 }
 
-impl<B: Backend, T: RegionTensors<B>> RegionTensors<B> for Vec<T> {
+impl<B: Backend, T: Carry<B>> Carry<B> for Vec<T> {
     fn bytes(&self) -> u64 {
-        self.iter().map(RegionTensors::bytes).sum()
+        self.iter().map(Carry::bytes).sum()
     }
 }
 
-impl<B: Backend, T: RegionTensors<B>> RegionTensors<B> for Option<T> {
+impl<B: Backend, T: Carry<B>> Carry<B> for Option<T> {
     fn bytes(&self) -> u64 {
-        self.as_ref().map_or(0, RegionTensors::bytes)
+        self.as_ref().map_or(0, Carry::bytes)
     }
 }
 
 macro_rules! tuples {
     ($(($($name:ident $index:tt),+))+) => {$(
-        impl<B: Backend, $($name: RegionTensors<B>),+> RegionTensors<B> for ($($name,)+) {
+        impl<B: Backend, $($name: Carry<B>),+> Carry<B> for ($($name,)+) {
             fn bytes(&self) -> u64 {
                 0 $(+ self.$index.bytes())+
             }
@@ -79,13 +79,13 @@ tuples! {
     (A 0, C 1, D 2, E 3, F 4, G 5)
 }
 
-impl<B: Backend, const D: usize> RegionTensors<B> for nn::LstmState<B, D> {
+impl<B: Backend, const D: usize> Carry<B> for nn::LstmState<B, D> {
     fn bytes(&self) -> u64 {
         self.cell.bytes() + self.hidden.bytes()
     }
 }
 
-impl<B: Backend, const D: usize> RegionTensors<B> for nn::RnnState<B, D> {
+impl<B: Backend, const D: usize> Carry<B> for nn::RnnState<B, D> {
     fn bytes(&self) -> u64 {
         self.hidden.bytes()
     }
@@ -95,7 +95,7 @@ impl<B: Backend, const D: usize> RegionTensors<B> for nn::RnnState<B, D> {
 /// `dim` is time, each step taking the tensor one rank lower, that dimension removed
 /// (`Tensor<B, 3>` `[batch, time, features]` gives `Tensor<B, 2>` steps along 1); or a `Vec` of
 /// the steps' inputs (`dim` unused).
-pub trait Sequence<B: Backend>: RegionTensors<B> {
+pub trait Sequence<B: Backend>: Carry<B> {
     /// What one step takes.
     type Step;
 
@@ -107,7 +107,7 @@ pub trait Sequence<B: Backend>: RegionTensors<B> {
 }
 
 /// A `Vec` of the steps' inputs: step `t` takes the `t`-th.
-impl<B: Backend, T: RegionTensors<B> + Clone> Sequence<B> for Vec<T> {
+impl<B: Backend, T: Carry<B> + Clone> Sequence<B> for Vec<T> {
     type Step = T;
 
     fn steps(&self, _: usize) -> usize {
@@ -122,7 +122,7 @@ impl<B: Backend, T: RegionTensors<B> + Clone> Sequence<B> for Vec<T> {
 /// What a checkpointed scan's step gives besides its carry, stacked over the steps (see
 /// [`Region::scan`]): a float tensor, stacked one rank higher along the scan's dimension, as
 /// `Tensor::stack` stacks.
-pub trait Stack<B: Backend>: RegionTensors<B> + Sized {
+pub trait Stack<B: Backend>: Carry<B> + Sized {
     /// The steps' values stacked.
     type Stacked: Sequence<B, Step = Self>;
 
@@ -188,7 +188,7 @@ impl Region {
     /// [`Snapshots`](Schedule::Snapshots)`(c)` makes `c + 1` regions of consecutive steps (as
     /// even as they go), `c` carries stored and one region's internals held at a time in
     /// backward; [`Budget`](Schedule::Budget)`(bytes)` stores as many carries as fit in `bytes`
-    /// (each [`RegionTensors::bytes`] of the initial carry).
+    /// (each [`Carry::bytes`] of the initial carry).
     /// Unlike the crate for Burn 0.22 (one graph node; `Snapshots` places its carries by
     /// binomial checkpointing and runs some steps forward again), no step runs more than once
     /// more. The regions are `name#0`, `name#1`, ... as any region's instances.
@@ -234,21 +234,15 @@ impl Region {
     ) -> (Y::Stacked, C)
     where
         B: Backend,
-        C: RegionTensors<B>,
+        C: Carry<B>,
         S: Sequence<B>,
         Y: Stack<B>,
         F: Fn(&M, C, S::Step) -> (Y, C),
     {
         let steps = inputs.steps(dim);
         assert!(steps > 0, "a checkpoint scan needs at least one step");
-        let stored = match self.scan_schedule() {
-            Schedule::EveryStep => steps - 1,
-            Schedule::Snapshots(carries) => carries,
-            Schedule::Budget(bytes) => {
-                usize::try_from(bytes / init.bytes().max(1)).unwrap_or(usize::MAX)
-            }
-        };
-        let regions = stored.saturating_add(1).min(steps);
+        let stored = Schedule::carries(self.scan_schedule(), steps, init.bytes());
+        let regions = stored + 1;
         let mut carry = init;
         let mut outputs = Vec::with_capacity(steps);
         for range in Segments::Count(regions).ranges(steps) {
@@ -303,7 +297,7 @@ pub fn checkpoint_scan<B, M, C, S, Y, F>(
 ) -> (Y::Stacked, C)
 where
     B: Backend,
-    C: RegionTensors<B>,
+    C: Carry<B>,
     S: Sequence<B>,
     Y: Stack<B>,
     F: Fn(&M, C, S::Step) -> (Y, C),

@@ -21,7 +21,7 @@ use burn::module::ParamId;
 use burn::tensor::Device;
 use burn_checkpoint_core::engine;
 use burn_checkpoint_core::engine::recording;
-use burn_checkpoint_core::{KeptRegions, RegionId, RegionName, Schedule, Treatment};
+use burn_checkpoint_core::{KeptRegions, RegionId, RegionName, RunAs, Schedule, Treatment};
 
 use crate::policy::Policy;
 use crate::seed::region_seed;
@@ -266,7 +266,7 @@ pub(crate) fn open(name: RegionName, policy: &Policy, offload: bool) -> Opened {
         let id = RegionId::next(name);
         let plan = engine::planned(&id);
         planned = plan.is_some();
-        run = plan.map_or(coded, |treatment| planned_run(treatment, coded, &id));
+        run = plan.map_or(coded, |treatment| planned_run(treatment, coded));
         if let Some(Treatment::Scan(planned)) = plan {
             schedule = Some(planned);
         }
@@ -296,21 +296,14 @@ pub(crate) fn open(name: RegionName, policy: &Policy, offload: bool) -> Opened {
     }
 }
 
-/// How the top-level region `id`, whose code asks for `coded`, runs under a plan's `treatment`
-/// (the crate for Burn 0.21 has the same function, `src/region/state.rs`).
-fn planned_run(treatment: Treatment, coded: Run, id: &RegionId) -> Run {
-    match treatment {
-        Treatment::Keep => Run::Keep,
-        Treatment::SaveComputeBound => Run::SaveComputeBound,
-        Treatment::RecomputeAll => Run::Region { offload: false },
-        Treatment::Offload => Run::Region { offload: true },
-        Treatment::AsWritten => coded,
-        // Any region but a scan recomputes everything; a scan reads its schedule from the plan.
-        Treatment::Scan(_) => Run::Region { offload: false },
-        // `Treatment` is non-exhaustive: a plan from a newer crate is refused by name.
-        other => {
-            panic!("a plan gives region {id} the treatment {other}, which this crate does not know")
-        }
+/// How a top-level region whose code asks for `coded` runs under a plan's `treatment` (the
+/// core's rule, [`Treatment::run_as`], in this crate's words).
+fn planned_run(treatment: Treatment, coded: Run) -> Run {
+    match treatment.run_as() {
+        RunAs::Keep => Run::Keep,
+        RunAs::SaveComputeBound => Run::SaveComputeBound,
+        RunAs::RecomputeAll { offload } => Run::Region { offload },
+        RunAs::AsWritten => coded,
     }
 }
 

@@ -16,7 +16,7 @@ pub enum OpKind {
     /// Reductions over all or one dimension: sum, mean, max, min (with or without indices).
     Reduce,
     /// Cumulative ops: cumsum, cumprod, cummin, cummax.
-    Scan,
+    Cumulative,
     /// Indexing: gather, scatter, select, slice and their assigns, masks, embedding.
     Index,
     /// Concatenation (`float_cat`).

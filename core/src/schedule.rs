@@ -43,6 +43,30 @@ pub enum Schedule {
     Budget(u64),
 }
 
+impl Schedule {
+    /// How many carries a scan of `steps` steps stores under this schedule besides its initial
+    /// one, each carry `carry_bytes` in size: `steps - 1` at most (every step's).
+    ///
+    /// ```
+    /// use burn_checkpoint_core::Schedule;
+    ///
+    /// assert_eq!(Schedule::EveryStep.carries(48, 1_024), 47);
+    /// assert_eq!(Schedule::Snapshots(7).carries(48, 1_024), 7);
+    /// assert_eq!(Schedule::Snapshots(99).carries(48, 1_024), 47);
+    /// assert_eq!(Schedule::Budget(10_000).carries(48, 1_024), 9);
+    /// ```
+    pub fn carries(self, steps: usize, carry_bytes: u64) -> usize {
+        let most = steps.saturating_sub(1);
+        match self {
+            Schedule::EveryStep => most,
+            Schedule::Snapshots(count) => count.min(most),
+            Schedule::Budget(bytes) => {
+                usize::try_from(bytes / carry_bytes.max(1)).map_or(most, |count| count.min(most))
+            }
+        }
+    }
+}
+
 /// What a scan's backward does next, on its current carry (`carry_t`: the carry step `t` starts
 /// from) and the carries it stored.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -78,14 +102,7 @@ impl ScanPlan {
     /// The plan for `steps` steps under `schedule`, each carry `carry_bytes` in size (what
     /// [`Schedule::Budget`] divides by).
     pub fn new(schedule: Schedule, steps: usize, carry_bytes: u64) -> Self {
-        let most = steps.saturating_sub(1);
-        let snapshots = match schedule {
-            Schedule::EveryStep => most,
-            Schedule::Snapshots(count) => count.min(most),
-            Schedule::Budget(bytes) => {
-                usize::try_from(bytes / carry_bytes.max(1)).map_or(most, |count| count.min(most))
-            }
-        };
+        let snapshots = schedule.carries(steps, carry_bytes);
         let mut actions = Vec::new();
         if steps > 0 {
             reverse(0, steps, snapshots, &mut actions);

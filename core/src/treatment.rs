@@ -71,6 +71,47 @@ impl Treatment {
             Treatment::Scan(_) => "scan",
         }
     }
+
+    /// How a top-level region runs under it, in the words both Burn crates map to their own
+    /// run: one rule for both, so that a plan runs the same in each.
+    ///
+    /// ```
+    /// use burn_checkpoint_core::{RunAs, Schedule, Treatment};
+    ///
+    /// assert_eq!(Treatment::Offload.run_as(), RunAs::RecomputeAll { offload: true });
+    /// // Any region but a scan recomputes every op under a scan's treatment.
+    /// let scan = Treatment::Scan(Schedule::Snapshots(4));
+    /// assert_eq!(scan.run_as(), RunAs::RecomputeAll { offload: false });
+    /// ```
+    pub fn run_as(self) -> RunAs {
+        match self {
+            Treatment::Keep => RunAs::Keep,
+            Treatment::SaveComputeBound => RunAs::SaveComputeBound,
+            Treatment::RecomputeAll => RunAs::RecomputeAll { offload: false },
+            Treatment::Offload => RunAs::RecomputeAll { offload: true },
+            Treatment::AsWritten => RunAs::AsWritten,
+            // A scan reads its schedule from the plan itself (on Burn 0.21 a scan is regions
+            // already, each recomputing).
+            Treatment::Scan(_) => RunAs::RecomputeAll { offload: false },
+        }
+    }
+}
+
+/// How a region runs under a [`Treatment`] ([`Treatment::run_as`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RunAs {
+    /// Not a region: Burn's own ops, everything autodiff stores for them held.
+    Keep,
+    /// A region keeping its compute-bound outputs.
+    SaveComputeBound,
+    /// A region recomputing every op (what its code keeps by name still kept), its stored
+    /// inputs held in host memory where `offload`.
+    RecomputeAll {
+        /// Whether its stored inputs go to host memory until backward.
+        offload: bool,
+    },
+    /// As its code says: its policy, its offload, the regions it keeps by name.
+    AsWritten,
 }
 
 impl fmt::Display for Treatment {

@@ -98,13 +98,13 @@ forward_ops! {
     fn float_mean(tensor: FloatTensor<Self>) -> FloatTensor<Self>;
     #[region(mean_dim, Reduce)]
     fn float_mean_dim(tensor: FloatTensor<Self>, dim: usize) -> FloatTensor<Self>;
-    #[region(cumsum, Scan)]
+    #[region(cumsum, Cumulative)]
     fn float_cumsum(tensor: FloatTensor<Self>, dim: usize) -> FloatTensor<Self>;
-    #[region(cumprod, Scan)]
+    #[region(cumprod, Cumulative)]
     fn float_cumprod(tensor: FloatTensor<Self>, dim: usize) -> FloatTensor<Self>;
-    #[region(cummin, Scan)]
+    #[region(cummin, Cumulative)]
     fn float_cummin(tensor: FloatTensor<Self>, dim: usize) -> FloatTensor<Self>;
-    #[region(cummax, Scan)]
+    #[region(cummax, Cumulative)]
     fn float_cummax(tensor: FloatTensor<Self>, dim: usize) -> FloatTensor<Self>;
     #[region(cast, Elementwise)]
     fn float_cast(tensor: FloatTensor<Self>, dtype: FloatDType) -> FloatTensor<Self>;

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use burn_checkpoint_core::engine;
 use burn_checkpoint_core::engine::recording;
-use burn_checkpoint_core::{RegionId, RegionName, Treatment};
+use burn_checkpoint_core::{RegionId, RegionName, RunAs, Treatment};
 
 use crate::policy::Policy;
 
@@ -37,24 +37,19 @@ impl Run {
     }
 }
 
-/// How a region whose code asks for `coded` runs under a plan's `treatment`. Recomputing keeps
-/// what the code keeps by name (`Policy::recompute_all_but`).
+/// How a region whose code asks for `coded` runs under a plan's `treatment` (the core's rule,
+/// [`Treatment::run_as`], in this crate's words). Recomputing keeps what the code keeps by name
+/// (`Policy::recompute_all_but`).
 fn planned_run(treatment: Treatment, coded: &Policy, offload: bool) -> Run {
-    let recompute_all = match coded {
-        Policy::RecomputeAllBut(_) => coded.clone(),
-        _ => Policy::RecomputeAll,
-    };
     let region = |policy, offload| Run::Region { policy, offload };
-    match treatment {
-        Treatment::Keep => Run::Keep,
-        Treatment::RecomputeAll => region(recompute_all, false),
-        Treatment::SaveComputeBound => region(Policy::SaveComputeBound, false),
-        Treatment::Offload => region(recompute_all, true),
-        Treatment::AsWritten => region(coded.clone(), offload),
-        // A scan here is regions already (`Region::scan`): each one recomputes.
-        Treatment::Scan(_) => region(recompute_all, false),
-        // `Treatment` is non-exhaustive: a plan from a newer crate is refused by name.
-        other => panic!("burn-checkpoint cannot run a region under the treatment {other}"),
+    match treatment.run_as() {
+        RunAs::Keep => Run::Keep,
+        RunAs::SaveComputeBound => region(Policy::SaveComputeBound, false),
+        RunAs::RecomputeAll { offload } => match coded {
+            Policy::RecomputeAllBut(_) => region(coded.clone(), offload),
+            _ => region(Policy::RecomputeAll, offload),
+        },
+        RunAs::AsWritten => region(coded.clone(), offload),
     }
 }
 

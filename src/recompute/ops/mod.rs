@@ -3,6 +3,7 @@
 
 mod concat;
 mod conv;
+mod cumulative;
 mod elementwise;
 mod index;
 mod layout;
@@ -10,12 +11,12 @@ mod matmul;
 mod other;
 mod pool;
 mod reduce;
-mod scan;
 
 pub(crate) use concat::cat;
 pub(crate) use conv::{
     conv_transpose1d, conv_transpose2d, conv_transpose3d, conv1d, conv2d, conv3d, deform_conv2d,
 };
+pub(crate) use cumulative::{cummax, cummin, cumprod, cumsum};
 pub(crate) use elementwise::{
     abs, acos, acosh, add, add_scalar, asin, asinh, atan, atan2, atanh, cast, ceil, cos, cosh, div,
     div_scalar, erf, exp, floor, gelu, log, log_sigmoid, log1p, mul, mul_scalar, neg, powf,
@@ -36,4 +37,3 @@ pub(crate) use pool::{
 pub(crate) use reduce::{
     max_dim, max_dim_with_indices, mean, mean_dim, min_dim, min_dim_with_indices, sum, sum_dim,
 };
-pub(crate) use scan::{cummax, cummin, cumprod, cumsum};
