@@ -25,7 +25,7 @@
 #![warn(missing_docs)]
 
 // Bottom-up: each module uses only those listed before it (docs/architecture.md has the table;
-// tests/it/layers.rs checks the order, as it does for the crate for Burn 0.21). Below them all:
+// tidy/src/layers.rs checks the order, as it does for the crate for Burn 0.21). Below them all:
 // burn-checkpoint-core.
 //
 // The vocabulary: leaves, importing nothing of the crate.

@@ -16,9 +16,10 @@
 #![warn(missing_docs)]
 
 // Bottom-up: each module uses only those listed before it (docs/architecture.md has the table;
-// tests/it/layers.rs checks the order, as it does for both Burn crates).
+// tidy/src/layers.rs checks the order, as it does for both Burn crates).
 //
-// The vocabulary: names, the patterns of kept regions, op families, treatments, segments.
+// The vocabulary: names, the patterns of kept regions, op families, segments, a scan's
+// schedules, treatments.
 mod kept;
 mod names;
 mod op_kind;
@@ -37,7 +38,7 @@ pub use names::{RegionId, RegionName};
 pub use op_kind::OpKind;
 pub use schedule::{ScanAction, ScanPlan, Schedule};
 pub use segments::Segments;
-pub use treatment::Treatment;
+pub use treatment::{RunAs, Treatment};
 
 // The README's quick start, run as a doctest: what crates.io shows compiles and passes.
 #[cfg(doctest)]

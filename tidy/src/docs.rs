@@ -25,7 +25,7 @@ fn files_ending(dir: &Path, ending: &str, out: &mut Vec<PathBuf>) {
 
 /// Every Markdown file of the repository: its path below the repository, and its text.
 fn markdown() -> Vec<(String, String)> {
-    let repository = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let repository = crate::repository();
     let mut files = Vec::new();
     files_ending(repository, ".md", &mut files);
     files
@@ -42,7 +42,7 @@ fn markdown() -> Vec<(String, String)> {
 /// folder's `src/lib.rs`, or the root crate's `include_str!("../burn21/README.md")`): a README a
 /// package ships, whose Rust blocks run.
 fn runs_as_doctest(readme: &str) -> bool {
-    let repository = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let repository = crate::repository();
     let Some(folder) = readme.strip_suffix("README.md") else {
         return false;
     };
@@ -57,7 +57,7 @@ fn runs_as_doctest(readme: &str) -> bool {
 /// it, run as its doctest, and with no relative link, which would break outside the repository.
 #[test]
 fn each_package_ships_a_readme_of_its_own_that_runs_and_links_nowhere_relative() {
-    let repository = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let repository = crate::repository();
     let mut wrong = Vec::new();
     for folder in [".", "core", "burn22", "parallel"] {
         let manifest = fs::read_to_string(repository.join(folder).join("Cargo.toml")).unwrap();
@@ -191,11 +191,11 @@ fn the_docs_say_reasons_not_issue_numbers() {
             }
         }
     }
-    let repository = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let repository = crate::repository();
     let mut sources = Vec::new();
     files_ending(repository, ".rs", &mut sources);
     // This file writes one to say what the check refuses.
-    sources.retain(|file| !file.ends_with("tests/it/docs.rs"));
+    sources.retain(|file| !file.ends_with("tidy/src/docs.rs"));
     for file in sources {
         let text = fs::read_to_string(&file).unwrap();
         for (at, line) in text.lines().enumerate() {
@@ -286,7 +286,7 @@ fn read_parts(line: &str) -> Vec<&str> {
 
 #[test]
 fn no_removed_name_is_written_where_users_read() {
-    let repository = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let repository = crate::repository();
     let table = repository.join("docs/burn-0.22-from-0.21.md");
     let names = removed_names(&fs::read_to_string(&table).unwrap());
     assert!(names.len() > 30, "the table was read: {names:?}");
@@ -295,7 +295,7 @@ fn no_removed_name_is_written_where_users_read() {
     files_ending(repository, ".rs", &mut files);
     let mut found = Vec::new();
     // This file names them to test the check.
-    files.retain(|file| !file.ends_with("tests/it/docs.rs"));
+    files.retain(|file| !file.ends_with("tidy/src/docs.rs"));
     for file in files {
         let text = fs::read_to_string(&file).unwrap();
         let rust = file.extension().is_some_and(|e| e == "rs");
@@ -429,7 +429,7 @@ fn link_targets(markdown: &str) -> Vec<(usize, String)> {
 /// finds a heading there (a heading renamed breaks the links to it).
 #[test]
 fn every_link_finds_its_file_and_heading() {
-    let repository = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let repository = crate::repository();
     let files = markdown();
     let mut broken = Vec::new();
     for (file, text) in &files {
@@ -498,7 +498,7 @@ const COMMENT_WIDTH: usize = 100;
 /// fits in [`COMMENT_WIDTH`] columns, as rustfmt keeps the code: rustfmt wraps neither.
 #[test]
 fn comment_lines_fit_in_100_columns() {
-    let repository = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let repository = crate::repository();
     let mut files = Vec::new();
     files_ending(repository, ".rs", &mut files);
     let mut wide = Vec::new();
@@ -525,7 +525,7 @@ fn comment_lines_fit_in_100_columns() {
 /// index: a page written and not indexed is one no reader finds.
 #[test]
 fn every_page_of_the_guide_is_in_its_index() {
-    let docs = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs");
+    let docs = crate::repository().join("docs");
     let index = fs::read_to_string(docs.join("README.md")).unwrap();
     let linked: Vec<String> = link_targets(&index)
         .into_iter()

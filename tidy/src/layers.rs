@@ -29,35 +29,12 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// The crate modules `code` refers to as `crate::name`, comments left out.
-fn references(code: &str) -> Vec<String> {
-    let mut found = Vec::new();
-    for line in code.lines() {
-        let line = line.trim_start();
-        if line.starts_with("//") {
-            continue;
-        }
-        for (at, _) in line.match_indices("crate::") {
-            // `burn_checkpoint_core::` and the like are other crates.
-            if line[..at].ends_with(|c: char| c.is_alphanumeric() || c == '_') {
-                continue;
-            }
-            let name: String = line[at + "crate::".len()..]
-                .chars()
-                .take_while(|c| c.is_alphanumeric() || *c == '_')
-                .collect();
-            found.push(name);
-        }
-    }
-    found
-}
-
 #[test]
 fn no_import_runs_back_up() {
     // Every library, the same rule: the crate for Burn 0.21, the one for Burn 0.22, and what
     // they share.
     for crate_src in ["src", "burn22/src", "core/src"] {
-        imports_stay_below(&Path::new(env!("CARGO_MANIFEST_DIR")).join(crate_src));
+        imports_stay_below(&crate::repository().join(crate_src));
     }
 }
 
@@ -85,38 +62,44 @@ fn defined_in_lib(lib: &str) -> Vec<String> {
 }
 
 /// Fails on any file under `src` that uses a module its `lib.rs` declares after its own, or an
-/// item `lib.rs` defines itself.
+/// item `lib.rs` defines itself. Imports are read as the folder checks read them
+/// ([`sibling_imports`]): through re-exports too, so that `use crate::Name` of a name `lib.rs`
+/// re-exports counts as an import of the module that defines it.
 fn imports_stay_below(src: &Path) {
     let lib = fs::read_to_string(src.join("lib.rs")).unwrap();
     let order = declared_order(&lib);
     let root_items = defined_in_lib(&lib);
     assert!(order.len() > 5, "lib.rs declares its modules: {order:?}");
+    let level = |module: &str| order.iter().position(|m| m == module);
+    let mut upward = Vec::new();
+    for import in sibling_imports(src) {
+        if !import.folder.is_empty() {
+            continue;
+        }
+        if let (Some(from), Some(to)) = (level(&import.from), level(&import.to))
+            && to > from
+        {
+            upward.push(format!(
+                "{}: `{}` is declared after `{}`",
+                import.because, import.to, import.from
+            ));
+        }
+    }
     let mut files = Vec::new();
     rust_files(src, &mut files);
-    let mut upward = Vec::new();
     for file in files {
-        let relative = file.strip_prefix(src).unwrap();
-        let module = relative
-            .iter()
-            .next()
-            .unwrap()
-            .to_string_lossy()
-            .trim_end_matches(".rs")
-            .to_string();
-        let Some(level) = order.iter().position(|m| *m == module) else {
+        let module = module_path(src, &file);
+        if module.is_empty() {
             continue; // lib.rs itself
-        };
-        for name in references(&fs::read_to_string(&file).unwrap()) {
-            if let Some(used) = order.iter().position(|m| *m == name)
-                && used > level
-            {
-                upward.push(format!("{} uses crate::{name}", relative.display()));
-            }
-            if root_items.contains(&name) {
+        }
+        let code = without_comments(&fs::read_to_string(&file).unwrap());
+        for path in named_paths(&code, &module) {
+            if path.len() == 1 && root_items.contains(&path[0]) {
                 upward.push(format!(
-                    "{} uses crate::{name}, which lib.rs defines (the root stands above its \
+                    "{} uses crate::{}, which lib.rs defines (the root stands above its \
                      modules: define it in a module and re-export it)",
-                    relative.display()
+                    file.strip_prefix(src).unwrap().display(),
+                    path[0]
                 ));
             }
         }
@@ -130,7 +113,7 @@ fn imports_stay_below(src: &Path) {
 
 /// Every crate of the repository: the folders holding a `lib.rs` or a `main.rs`.
 fn crate_roots() -> Vec<PathBuf> {
-    let repository = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let repository = crate::repository();
     let mut roots = Vec::new();
     let mut pending = vec![repository.to_path_buf()];
     while let Some(dir) = pending.pop() {
@@ -521,6 +504,37 @@ fn a_circle_between_two_files_is_caught_naming_both() {
     );
 }
 
+/// An import of a module declared later is caught where it goes through `lib.rs`'s re-export
+/// (`use crate::Name`), as where it names the module.
+#[test]
+fn an_import_up_the_order_through_a_reexport_is_caught() {
+    let dir = std::env::temp_dir().join(format!("layers-order-{}", std::process::id()));
+    let src = dir.join("src");
+    fs::create_dir_all(&src).unwrap();
+    fs::write(
+        src.join("lib.rs"),
+        "mod kept;\nmod names;\nmod c;\nmod d;\nmod e;\nmod f;\npub use names::Name;\n",
+    )
+    .unwrap();
+    fs::write(src.join("kept.rs"), "use crate::Name;\npub struct Kept;\n").unwrap();
+    fs::write(src.join("names.rs"), "pub struct Name;\n").unwrap();
+    for module in ["c", "d", "e", "f"] {
+        fs::write(src.join(format!("{module}.rs")), "").unwrap();
+    }
+    let caught = std::panic::catch_unwind(|| imports_stay_below(&src));
+    fs::remove_dir_all(&dir).unwrap();
+    let payload = caught.expect_err("an import up the order");
+    let message = payload
+        .downcast_ref::<String>()
+        .cloned()
+        .unwrap_or_default();
+    assert!(
+        message.contains("kept.rs names names")
+            && message.contains("`names` is declared after `kept`"),
+        "{message}"
+    );
+}
+
 /// One row of a module table of docs/architecture.md: the folder its modules are in (below the
 /// crate root), the modules, and the sibling modules the row says they use.
 #[derive(Debug)]
@@ -601,7 +615,7 @@ fn module_tables(markdown: &str) -> Vec<(String, Vec<Row>)> {
 #[test]
 fn architecture_md_lists_every_module_with_the_imports_it_has() {
     use std::collections::BTreeSet;
-    let repository = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let repository = crate::repository();
     let markdown = fs::read_to_string(repository.join("docs/architecture.md")).unwrap();
     let tables = module_tables(&markdown);
     let described: BTreeSet<&str> = tables.iter().map(|(dir, _)| dir.as_str()).collect();
@@ -798,7 +812,7 @@ fn manifests(repository: &Path) -> Vec<(String, String)> {
 /// build ones included, against docs/architecture.md's folder table.
 #[test]
 fn every_path_dependency_points_up_the_folder_table() {
-    let repository = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let repository = crate::repository();
     let markdown = fs::read_to_string(repository.join("docs/architecture.md")).unwrap();
     let rows = folder_rows(&markdown);
     assert!(rows.len() > 12, "the folder table was read: {rows:?}");

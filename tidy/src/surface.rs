@@ -4,7 +4,6 @@
 //! a name that joins one crate's count is weighed against the limit here.
 
 use std::fs;
-use std::path::Path;
 
 /// The most public names each library may have: the two Burn crates, then the core.
 const LIMITS: [(&str, usize); 3] = [(".", 46), ("burn22", 46), ("core", 44)];
@@ -74,7 +73,7 @@ fn names_of(code: &str, glob: &dyn Fn(&str) -> Vec<String>) -> Vec<String> {
 /// The names the core's hidden `engine::{memory, planner}` list for the Burn crates' globs (a
 /// module among them not counted).
 fn engine_list(module: &str) -> Vec<String> {
-    let repository = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let repository = crate::repository();
     let engine = fs::read_to_string(repository.join("core/src/engine.rs")).unwrap();
     let start = engine
         .find(&format!("pub mod {module} {{"))
@@ -93,9 +92,7 @@ fn engine_list(module: &str) -> Vec<String> {
 
 /// A crate's counted names: its root's, its `memory`'s and its `planner`'s.
 fn surface(folder: &str) -> Vec<String> {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join(folder)
-        .join("src");
+    let src = crate::repository().join(folder).join("src");
     let read = |module: &str| {
         fs::read_to_string(src.join(format!("{module}.rs")))
             .or_else(|_| fs::read_to_string(src.join(module).join("mod.rs")))

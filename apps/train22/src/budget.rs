@@ -8,8 +8,9 @@
 //! run plans each step against the budget itself: before each step the pools give back the pages no
 //! tensor holds and what they still hold is read; the step runs the plan predicted to fit in what
 //! is left, with what the pages added to a plan's predicted peak in the run's steps so far (its
-//! slack, the most seen) counted; after it, the pages go back again before the update. The first
-//! step, with no slack seen yet, runs the plan that holds least.
+//! slack: the most bytes seen, and the most as a share of the prediction, since the pages grow
+//! with what a plan allocates) counted; after it, the pages go back again before the update. The
+//! first step, with no slack seen yet, runs the plan that holds least.
 //!
 //! What no plan decides is watched instead: from the end of each step to the start of the next
 //! (the optimizer's update, the next batch loaded) and through each validation batch the pools
@@ -52,9 +53,9 @@ impl std::fmt::Debug for Guard {
 struct State {
     budget: u64,
     profile: Profile,
-    /// The most bytes the pools grew during a step beyond its plan's predicted peak in use;
-    /// `None` before the first step.
-    slack: Option<u64>,
+    /// What the pools grew during the steps so far beyond their plans' predicted peaks in use:
+    /// the most bytes, and the most as a share of the prediction; `None` before the first step.
+    slack: Option<Slack>,
     /// The plan the last step ran, and how many times the plan changed.
     current: Option<Plan>,
     changes: usize,
@@ -62,6 +63,30 @@ struct State {
     steps: usize,
     /// The pools sampled since the last step ended (its update, loading, validation).
     outside: Option<Measure>,
+}
+
+/// What the pages added to the steps' predicted peaks so far (see [`State::slack`]).
+#[derive(Clone, Copy, Debug)]
+struct Slack {
+    most: u64,
+    share: f64,
+}
+
+impl Slack {
+    /// The bytes a step under a plan predicted to peak at `predicted` is expected to add to its
+    /// start: the prediction, and the pages seen so far added to it, both as bytes and as a
+    /// share of it (the pages grow with the bytes a plan allocates: a plan larger than those
+    /// run so far is held to the share).
+    fn expected(self, predicted: u64) -> u64 {
+        let by_share = (predicted as f64 * (1.0 + self.share)).ceil() as u64;
+        (predicted + self.most).max(by_share)
+    }
+
+    /// The largest prediction whose expected bytes fit in `room`.
+    fn room_for_prediction(self, room: u64) -> u64 {
+        let by_share = (room as f64 / (1.0 + self.share)).floor() as u64;
+        room.saturating_sub(self.most).min(by_share)
+    }
 }
 
 impl Guard {
@@ -96,21 +121,23 @@ impl Guard {
         let plan = match state.slack {
             None => state.profile.least_plan(),
             Some(slack) => {
-                let room = state.budget.checked_sub(start + slack);
-                let plan = room.and_then(|room| state.profile.plan(room).ok());
+                let room = state.budget.saturating_sub(start);
+                let plan = state.profile.plan(slack.room_for_prediction(room)).ok();
                 let plan = plan.unwrap_or_else(|| state.profile.least_plan());
-                let needs = start + slack + plan.predicted_peak_bytes;
-                if needs > state.budget {
+                let adds = slack.expected(plan.predicted_peak_bytes);
+                if start + adds > state.budget {
                     return Err(format!(
                         "--memory-budget {}: the run's pools hold {} between steps, and a step \
-                         under the plan that holds least adds {} (its predicted peak, and the {} \
-                         the pages added in the steps so far): a budget of at least {} in this \
-                         run",
+                         under the plan that holds least adds {} (its predicted peak of {}, and \
+                         the pages the steps so far added to theirs: up to {}, {:.0} % of a \
+                         prediction): a budget of at least {} in this run",
                         size(state.budget),
                         size(start),
-                        size(plan.predicted_peak_bytes + slack),
-                        size(slack),
-                        size(needs)
+                        size(adds),
+                        size(plan.predicted_peak_bytes),
+                        size(slack.most),
+                        slack.share * 100.0,
+                        size(start + adds)
                     ));
                 }
                 plan
@@ -143,7 +170,12 @@ impl Guard {
             .saturating_sub(start)
             .saturating_sub(plan.predicted_peak_bytes);
         let first = state.slack.is_none();
-        state.slack = Some(state.slack.map_or(added, |slack| slack.max(added)));
+        let share = added as f64 / plan.predicted_peak_bytes.max(1) as f64;
+        let seen = Slack { most: added, share };
+        state.slack = Some(state.slack.map_or(seen, |slack| Slack {
+            most: slack.most.max(added),
+            share: slack.share.max(share),
+        }));
         state.steps += 1;
         let (budget, step) = (state.budget, state.steps);
         drop(state);
@@ -152,8 +184,8 @@ impl Guard {
             let under = match first {
                 true => "the plan that holds least".to_string(),
                 false => format!(
-                    "a plan predicted to add {} ({} more than the steps before had added to \
-                     their plans)",
+                    "a plan predicted to peak at {}, to which its pages added {}, more than the \
+                     steps before had added to theirs",
                     size(plan.predicted_peak_bytes),
                     size(added)
                 ),
