@@ -18,13 +18,15 @@
 // Bottom-up: each module uses only those listed before it (docs/architecture.md has the table;
 // tidy/src/layers.rs checks the order, as it does for both Burn crates).
 //
-// The vocabulary: names, the patterns of kept regions, op families, segments, a scan's
-// schedules, treatments.
-mod kept;
+// The vocabulary: names, then the patterns of kept regions (of names), op families, a scan's
+// schedules, segments, treatments (of schedules). The comments keep rustfmt from sorting them.
 mod names;
+// Patterns of names.
+mod kept;
 mod op_kind;
 mod schedule;
 mod segments;
+// What a plan does with a region (a scan's schedule among them).
 mod treatment;
 // Measuring a step, then planning from what was measured.
 pub mod memory;
