@@ -46,3 +46,7 @@ pub use treatment::{RunAs, Treatment};
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]
 struct Readme;
+
+// Tests, last (they may use every module): what was saved as JSON before loads after.
+#[cfg(test)]
+mod saved_json;

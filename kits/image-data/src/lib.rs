@@ -172,3 +172,7 @@ pub fn load(source: DataSource, dir: Option<&Path>, seed: u64) -> Result<Splits,
         }
     }
 }
+
+// The readers on files written here, as users call them (last: they use every module).
+#[cfg(test)]
+mod readers_tests;

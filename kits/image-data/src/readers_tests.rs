@@ -1,13 +1,13 @@
-//! The data readers on files written here: good files load with the right shapes and values;
+//! Unit tests of the crate, last: the data readers on files written here: good files load with the right shapes and values;
 //! missing, truncated and corrupt ones give errors naming the path, what was expected and how
 //! to get the data.
 
 use std::io::Write;
 use std::path::Path;
 
+use crate::{DataError, DataSource, Images, cifar, fashion_mnist, load};
 use flate2::Compression;
 use flate2::write::GzEncoder;
-use image_data::{DataError, DataSource, Images, cifar, fashion_mnist, load};
 
 fn idx(dims: &[u32], data: &[u8]) -> Vec<u8> {
     let mut bytes = vec![0, 0, 0x08, dims.len() as u8];

@@ -1,16 +1,17 @@
 //! Reports, profiles and plans saved as JSON before the report was typed (`treatment` a string,
 //! `outside_by_kind` keyed by strings; commit a597beb) load after it, and save back to the same
-//! JSON.
+//! JSON. Unit tests of the crate (the last module: it may use every other), its fixtures in
+//! `tests/fixtures/`.
 
-use burn_checkpoint_core::engine::{planned, recording};
-use burn_checkpoint_core::memory::{HostMeter, StepReport};
-use burn_checkpoint_core::planner::{Base, Candidates, Plan, Profile};
-use burn_checkpoint_core::{OpKind, RegionId, RegionName, Treatment};
+use crate::engine::{planned, recording};
+use crate::memory::{HostMeter, StepReport};
+use crate::planner::{Base, Candidates, Plan, Profile};
+use crate::{OpKind, RegionId, RegionName, Treatment};
 use serde_json::Value;
 
-const REPORT: &str = include_str!("fixtures/report-before-30.json");
-const PROFILE: &str = include_str!("fixtures/profile-before-30.json");
-const PLAN: &str = include_str!("fixtures/plan-before-30.json");
+const REPORT: &str = include_str!("../tests/fixtures/report-before-30.json");
+const PROFILE: &str = include_str!("../tests/fixtures/profile-before-30.json");
+const PLAN: &str = include_str!("../tests/fixtures/plan-before-30.json");
 
 /// `text` loaded as `T` and saved again gives the same JSON.
 fn round_trips<T: serde::Serialize + serde::de::DeserializeOwned>(text: &str) -> T {
