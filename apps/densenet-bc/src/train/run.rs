@@ -26,6 +26,7 @@ use app_kit::out_of_memory::RanOutOfMemory;
 use app_kit::save::{STATE_FILE, SaveDir, SavedFiles};
 use app_kit::timeline::Run;
 use burn_checkpoint::memory::{Meter, Timeline};
+use burn_checkpoint_core::memory::size;
 
 /// Trains as `options` say, printing each epoch's line and at the end the table to `out`, and
 /// returns the report (also written to `--report`).
@@ -126,16 +127,17 @@ fn check_size(options: &TrainOptions, devices: usize) -> anyhow::Result<()> {
              momentum alone need {} on {devices} device(s), more than this machine's {} of memory",
             options.densenet.depth,
             options.densenet.growth,
-            gib(bytes),
-            gib(memory as f64)
+            bytes_said(bytes),
+            bytes_said(memory as f64)
         );
     }
     Ok(())
 }
 
-fn gib(bytes: f64) -> String {
-    if bytes.is_finite() {
-        format!("{:.1} GiB", bytes / (1u64 << 30) as f64)
+/// Bytes counted as a float (a network's size can overflow `u64`) as core's `size` says them.
+fn bytes_said(bytes: f64) -> String {
+    if bytes < u64::MAX as f64 {
+        size(bytes as u64)
     } else {
         "more bytes than can be counted".to_string()
     }
