@@ -1,6 +1,6 @@
-//! Unit tests of the crate, last: the data readers on files written here: good files load with the right shapes and values;
-//! missing, truncated and corrupt ones give errors naming the path, what was expected and how
-//! to get the data.
+//! Unit tests of the crate, last: the data readers on files written here. Good files load with
+//! the right shapes and values; missing, truncated and corrupt ones give errors naming the path,
+//! what was expected and how to get the data.
 
 use std::io::Write;
 use std::path::Path;
