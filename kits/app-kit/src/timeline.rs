@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::error::Error;
 use std::path::{Path, PathBuf};
 
-use burn_checkpoint_core::memory::timeline::Phase;
+use burn_checkpoint_core::memory::timeline::{Phase, Trace};
 use burn_checkpoint_core::memory::{Timeline, mib};
 use plotters::coord::Shift;
 use plotters::prelude::*;
@@ -18,6 +18,14 @@ use crate::figure::{self, Figure};
 
 /// The most region names that get a lane each; the others share the last lane.
 const LANES: usize = 10;
+
+/// What the lanes' bars are, written above them (a picture read without the docs).
+const KEY: &str = "lanes, in each run's colour: a region's forward light, its recompute dark, its \
+                   backward window outlined; the step row: forward light, backward darker; a black \
+                   outline: an offload copy";
+
+/// The key's height above the lanes, in pixels.
+const KEY_HEIGHT: u32 = 18;
 
 /// One run's timeline, named (by its method: `plain`, `regions`, a plan).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -83,16 +91,28 @@ impl Overlay {
             .collect()
     }
 
-    /// Writes the overlay to `path`: a picture (`.svg`, `.png`) or its JSON (`.json`).
+    /// Writes the overlay to `path`: a picture (`.svg`, `.png`), a trace Perfetto and
+    /// chrome://tracing open (`.trace.json`: the core's [`Trace`], a process per run), or its
+    /// JSON (`.json`).
     pub fn write(&self, path: &Path) -> Result<(), String> {
-        match path.extension().and_then(|e| e.to_str()) {
-            Some("json") => {
-                let json = serde_json::to_string_pretty(self).expect("a timeline is plain data");
-                std::fs::write(path, json)
-                    .map_err(|e| format!("cannot write {}: {e}", path.display()))
+        let json = match path.extension().and_then(|e| e.to_str()) {
+            Some("json") if is_trace(path) => {
+                serde_json::to_string(&self.trace()).expect("a trace is plain data")
             }
-            _ => figure::write_to(self, path),
-        }
+            Some("json") => serde_json::to_string_pretty(self).expect("a timeline is plain data"),
+            _ => return figure::write_to(self, path),
+        };
+        std::fs::write(path, json).map_err(|e| format!("cannot write {}: {e}", path.display()))
+    }
+
+    /// The runs as one trace, each a process named by its label.
+    pub fn trace(&self) -> Trace {
+        let runs: Vec<(&str, &Timeline)> = self
+            .runs
+            .iter()
+            .map(|run| (run.label.as_str(), &run.timeline))
+            .collect();
+        Trace::of(&runs)
     }
 
     /// The region names of every run, in the order they first appear: a lane each (past
@@ -172,10 +192,28 @@ impl Figure for Overlay {
         let lanes = self.lanes();
         let row_height = 12 * self.runs.len().max(1) as u32 + 10;
         let body_height = body.dim_in_pixel().1;
-        let lanes_height = (row_height * (lanes.len() as u32 + 1) + 52).min(body_height / 2);
+        let lanes_height =
+            (row_height * (lanes.len() as u32 + 1) + 52 + KEY_HEIGHT).min(body_height / 2);
         let (upper, lower) = body.split_vertically(body_height - lanes_height);
 
-        let mut chart = ChartBuilder::on(&upper)
+        self.draw_curves(&upper, right, top)?;
+        self.draw_lanes(&lower, right, &lanes)
+    }
+}
+
+impl Overlay {
+    /// The curves of bytes in use (and reserved, dashed, on a device), each run's peak a dot,
+    /// and the legend: what held each run's peak.
+    fn draw_curves<DB: DrawingBackend>(
+        &self,
+        upper: &DrawingArea<DB, Shift>,
+        right: f64,
+        top: f64,
+    ) -> Result<(), Box<dyn Error>>
+    where
+        DB::ErrorType: 'static,
+    {
+        let mut chart = ChartBuilder::on(upper)
             .margin_left(16)
             .margin_right(24)
             .margin_top(8)
@@ -246,6 +284,22 @@ impl Figure for Overlay {
             .label_font(("sans-serif", 13))
             .draw()?;
 
+        Ok(())
+    }
+
+    /// The lanes under the curves, with their key: row 0 the step's phases, then a row per
+    /// region name, each run a band of every row.
+    fn draw_lanes<DB: DrawingBackend>(
+        &self,
+        area: &DrawingArea<DB, Shift>,
+        right: f64,
+        lanes: &[String],
+    ) -> Result<(), Box<dyn Error>>
+    where
+        DB::ErrorType: 'static,
+    {
+        let (key, lower) = area.split_vertically(KEY_HEIGHT);
+        key.draw(&Text::new(KEY, (16, 2), ("sans-serif", 12).into_font()))?;
         // The lanes: row 0 the step's phases, then a row per region name.
         let rows = lanes.len() + 1;
         let mut lanes_chart = ChartBuilder::on(&lower)
@@ -336,8 +390,9 @@ impl Figure for Overlay {
 pub struct TimelineArgs {
     /// Write the memory timeline of one training step (the `--timeline-step`th of each method)
     /// to FILE: a picture (`.svg`, `.png`) with every `--checkpoint` method on one time axis,
-    /// or the timelines as JSON (`.json`); a step that runs out of memory writes its timeline
-    /// up to the failure
+    /// the timelines as JSON (`.json`), or a trace that Perfetto (ui.perfetto.dev) and
+    /// chrome://tracing open (`.trace.json`, a process per method); a step that runs out of
+    /// memory writes its timeline up to the failure
     #[arg(long, value_name = "FILE", value_parser = timeline_file)]
     pub memory_timeline: Option<PathBuf>,
     /// Which training step `--memory-timeline` records (1: the first, which also warms up
@@ -453,13 +508,21 @@ fn read_overlay(path: &Path) -> Result<Overlay, String> {
     })
 }
 
-/// A `--memory-timeline` file: `.svg`, `.png` or `.json`.
+/// Whether `path` names a trace (`.trace.json`) rather than the timelines' own JSON.
+fn is_trace(path: &Path) -> bool {
+    path.file_name()
+        .and_then(|name| name.to_str())
+        .is_some_and(|name| name.ends_with(".trace.json"))
+}
+
+/// A `--memory-timeline` file: `.svg`, `.png`, `.json` or `.trace.json`.
 fn timeline_file(text: &str) -> Result<PathBuf, String> {
     let path = PathBuf::from(text);
     match path.extension().and_then(|e| e.to_str()) {
         Some("svg" | "png" | "json") => Ok(path),
         _ => Err(format!(
-            "`{text}`: a memory timeline is written as .svg, .png or .json"
+            "`{text}`: a memory timeline is written as .svg, .png, .json or .trace.json (a \
+             trace Perfetto opens)"
         )),
     }
 }

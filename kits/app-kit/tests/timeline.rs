@@ -3,6 +3,7 @@
 
 use app_kit::timeline::{Overlay, Run};
 use burn_checkpoint_core::engine::recording::{recompute, top_level_closed, top_level_opened};
+use burn_checkpoint_core::memory::timeline::{Trace, TraceArg};
 use burn_checkpoint_core::memory::{CountingAllocator, HostMeter, Timeline};
 
 #[global_allocator]
@@ -53,9 +54,42 @@ fn an_overlay_names_its_regions_and_its_differences_add_up() {
 
     let dir = std::env::temp_dir().join(format!("app-kit-timeline-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    for file in ["step.svg", "step.png", "step.json"] {
+    for file in ["step.svg", "step.png", "step.json", "step.trace.json"] {
         overlay.write(&dir.join(file)).unwrap();
     }
+    // The trace: a process per run, named by its label, the regions' spans as slices.
+    let trace: Trace =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("step.trace.json")).unwrap())
+            .unwrap();
+    // (Read back, a time can differ in its last digit: serde_json's default float parsing.)
+    let names = |trace: &Trace| {
+        trace
+            .events
+            .iter()
+            .map(|e| e.name.clone())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(names(&trace), names(&overlay.trace()));
+    let processes: Vec<&TraceArg> = trace
+        .events
+        .iter()
+        .filter(|event| event.name == "process_name")
+        .map(|event| &event.args["name"])
+        .collect();
+    assert_eq!(
+        processes,
+        [
+            &TraceArg::Text("wide".into()),
+            &TraceArg::Text("narrow".into())
+        ]
+    );
+    assert!(
+        trace
+            .events
+            .iter()
+            .any(|event| event.ph == "X" && event.name == "narrow-block#3"),
+        "each region instance a slice"
+    );
     let svg = std::fs::read_to_string(dir.join("step.svg")).unwrap();
     for name in ["wide-block", "narrow-block", "narrow: peak"] {
         assert!(svg.contains(name), "{name} not in the picture");

@@ -15,7 +15,7 @@ use super::super::report::StepReport;
 use super::super::sampler::Sampler;
 use super::super::timeline::{MAX_POINTS, Point, Timeline};
 use super::drawn::{Drawn, PeakPlace};
-use super::{ON, RECORDING, Recording, with};
+use super::{NO_REGION_YET, ON, RECORDING, Recording, with};
 use crate::names::RegionId;
 
 /// How often a timeline's sampler reads the meter between the region events.
@@ -212,7 +212,7 @@ fn start(meter: Box<dyn MemoryMeter>, timeline: bool) -> Option<Off> {
             offloaded_at_open: 0,
             last_closed: None,
             closed_bytes: start_bytes,
-            now: "before the first region".to_string(),
+            now: NO_REGION_YET.to_string(),
             peak: start_bytes,
             reserved: start_reserved,
             backward: false,
@@ -283,6 +283,10 @@ fn finish(settled: bool) -> (StepReport, Option<Timeline>) {
         }
         let mut report = std::mem::take(&mut recording.report);
         report.peak_bytes = recording.peak.saturating_sub(recording.start_bytes);
+        // A step that ran no region has no "first region" to be before: its peak is the step's.
+        if report.regions.is_empty() && report.peak_at == NO_REGION_YET {
+            report.peak_at = "in the step (no region ran)".to_string();
+        }
         report.outside_windows_peak_bytes = Some(
             recording
                 .outside_windows

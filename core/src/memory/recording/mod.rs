@@ -35,6 +35,9 @@ thread_local! {
     static RECORDING: RefCell<Option<Recording>> = const { RefCell::new(None) };
 }
 
+/// Where a step is before its first region opens (a site, and the peak's place).
+const NO_REGION_YET: &str = "before the first region";
+
 struct Recording {
     meter: Box<dyn MemoryMeter>,
     start_bytes: u64,
@@ -177,7 +180,7 @@ impl Recording {
     /// Where the step is between regions in forward: before the first, or after which name.
     fn site(&self) -> String {
         match self.last_closed {
-            None => "before the first region".to_string(),
+            None => NO_REGION_YET.to_string(),
             Some(slot) => format!("after {}", self.report.regions[slot].name),
         }
     }

@@ -77,6 +77,33 @@ fn each_recomputing_region_has_its_backward_window() {
     assert_eq!(windows, [50, 55]);
 }
 
+/// A step that runs no region peaks "in the step", not "before the first region" it never had;
+/// one with regions still says where its peak fell among them.
+#[test]
+fn a_step_without_regions_peaks_in_the_step() {
+    let _alone = alone();
+    set(0);
+    PEAK.store(0, Ordering::Relaxed);
+    let ((), plain) = StepReport::measure(Hand, || {
+        set(70);
+        set(10);
+    });
+    assert_eq!(
+        (plain.peak_bytes, plain.peak_at.as_str()),
+        (70, "in the step (no region ran)")
+    );
+    set(0);
+    PEAK.store(0, Ordering::Relaxed);
+    let ((), early) = StepReport::measure(Hand, || {
+        set(70);
+        set(10);
+        top_level_opened(&"r", 0, None);
+        set(20);
+        top_level_closed();
+    });
+    assert_eq!(early.peak_at, "before the first region");
+}
+
 /// A chain of three regions, forward then backward in reverse, as a timeline: the highest
 /// point is the report's peak, the spans nest and order as the step ran, and what was live
 /// at the peak sums to it.

@@ -3,13 +3,18 @@
 //! live at the peak, by region. Recorded with the step's report by
 //! [`Timeline::measure`](Timeline::measure) (the recording's hooks, `recording/`); two
 //! timelines compared by [`Timeline::compare`]. Its JSON is the same for both Burn crates
-//! (docs/memory-timeline.md has the schema).
+//! (docs/memory-timeline.md has the schema); [`Trace`] writes timelines in the Chrome trace event
+//! format, which Perfetto and chrome://tracing open.
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
 use super::report::StepReport;
+
+mod trace;
+
+pub use trace::{Trace, TraceArg, TraceEvent};
 
 /// The JSON schema's version this crate writes and reads.
 pub const TIMELINE_SCHEMA: u32 = 1;
