@@ -17,6 +17,7 @@
 //! are sampled too. A step whose plan cannot fit, or any of these phases over the budget, stops
 //! the run with a message naming the phase and the budget it would take (the trainer's exit
 //! status 2), so a run that ends well kept its budget throughout: a promise kept, or refused.
+
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use burn_checkpoint_22::memory::{Measure, MemoryMeter, Meter};
@@ -235,7 +236,11 @@ impl Guard {
     /// After the run: `reserved`, the most its pools held from its first step to its last
     /// validation batch, checked against the budget (what a phase's own sampling could miss).
     pub fn check_run(&self, reserved: u64) -> Result<(), String> {
-        let budget = self.lock().budget;
+        let mut state = self.lock();
+        // The sampling the last validation batch started again has nothing left to watch.
+        drop(state.outside.take());
+        let budget = state.budget;
+        drop(state);
         if reserved > budget {
             return Err(format!(
                 "--memory-budget {}: the run's pools reserved {} over its steps, updates and \
